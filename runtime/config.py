@@ -1,0 +1,125 @@
+"""Data dir and settings.json.
+
+The data dir is `--home`, else `$HEARTH_HOME`, else platformdirs' user data dir. settings.json has the
+shape of DESIGN §3: providers, default model, and `mcpServers` in Claude Desktop's shape. A missing file
+gives the defaults (the bundled model); a broken one a `ConfigError` naming the file and the problem.
+Keys never live here: a provider names where its key is (`keyring:NAME` or `env:NAME`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import ConfigError
+
+BUILTIN_MODEL = "builtin/smollm2-135m"
+
+
+class ProviderConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    kind: Literal["openai", "llama_cpp", "scripted"]
+    base_url: str | None = None
+    api_key_ref: str | None = None
+    model_path: str | None = None
+    n_ctx: int | None = None
+    chat_format: str | None = None
+
+    @field_validator("api_key_ref")
+    @classmethod
+    def _key_ref(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("keyring:", "env:")):
+            raise ValueError("must be 'keyring:NAME' or 'env:NAME' (keys are never stored in settings.json)")
+        return v
+
+
+class MCPServerConfig(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    url: str | None = None
+
+
+def _default_providers() -> list[ProviderConfig]:
+    return [ProviderConfig(id="builtin", kind="llama_cpp")]
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    providers: list[ProviderConfig] = Field(default_factory=_default_providers)
+    default_model: str = BUILTIN_MODEL
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, alias="mcpServers")
+    max_steps: int = 25
+
+    def provider(self, provider_id: str) -> ProviderConfig:
+        for p in self.providers:
+            if p.id == provider_id:
+                return p
+        known = ", ".join(p.id for p in self.providers) or "none"
+        raise ConfigError(f"No provider {provider_id!r} in settings.json (configured: {known}).")
+
+    def dump(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def split_model_ref(ref: str) -> tuple[str, str]:
+    provider_id, sep, model = ref.partition("/")
+    if not sep or not provider_id or not model:
+        raise ConfigError(f"Model reference {ref!r} must look like 'provider_id/model_name'.")
+    return provider_id, model
+
+
+def resolve_home(home: str | os.PathLike | None = None) -> Path:
+    if home is None:
+        home = os.environ.get("HEARTH_HOME")
+    if home is None:
+        import platformdirs
+
+        home = platformdirs.user_data_dir("Hearth", appauthor=False)
+    path = Path(home).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"Cannot use data folder {path}: {exc.strerror}.") from exc
+    return path
+
+
+def load_settings(home: Path) -> Settings:
+    path = home / "settings.json"
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return Settings()
+    except OSError as exc:
+        raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from exc
+    try:
+        data = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object.")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise ConfigError(f"{path} has a problem: {problems}.") from None
+
+
+def save_settings(home: Path, settings: Settings) -> None:
+    path = home / "settings.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(settings.dump(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

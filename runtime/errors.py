@@ -1,0 +1,42 @@
+"""Typed errors of the runtime facade. Each carries a message a person can read."""
+
+
+class HearthError(Exception):
+    """Base of every error the runtime raises on purpose."""
+
+
+class TaskNotFound(HearthError):
+    def __init__(self, task_id: str):
+        super().__init__(f"No task with id {task_id!r}.")
+        self.task_id = task_id
+
+
+class TaskBusy(HearthError):
+    def __init__(self, task_id: str):
+        super().__init__(
+            f"Task {task_id!r} is already working on a turn. Wait for it, stop it, or queue the input."
+        )
+        self.task_id = task_id
+
+
+class ProviderError(HearthError):
+    """The model provider failed; `message` says what happened and what to check."""
+
+    def __init__(self, message: str, *, status_code: int | None = None, retryable: bool = False):
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.retryable = retryable
+
+
+class ConfigError(HearthError):
+    """settings.json or an argument is wrong; the message names the problem."""
+
+
+class ToolError(HearthError):
+    """A tool refused or failed; the text goes back to the model and is shown to the person."""
+
+
+class RequestNotFound(HearthError):
+    def __init__(self, task_id: str, request_id: str):
+        super().__init__(f"Task {task_id!r} is not waiting for an answer to request {request_id!r}.")
