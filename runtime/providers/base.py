@@ -1,0 +1,61 @@
+"""The provider protocol: what the agent loop needs from a model server.
+
+A provider streams one model step as plain tuples, the cheapest thing Python can build per chunk (the
+stream is the hot path: 20,000 chunks a second from a fast server). Kinds:
+
+    (TEXT, str)                         a text delta
+    (REASONING, str)                    a reasoning delta
+    (TOOL_START, index, call_id, name)  a tool call began (shown to the person as `pending`)
+    (TOOL_CALLS, [ToolCallRequest])     the step's complete tool calls, once, at the end of the step
+    (USAGE, Usage)                      token usage of the step
+    (FINISH, reason)                    the model finished the step ("stop", "tool_calls", "length", ...)
+
+A stream that ends without FINISH was truncated: providers raise `ProviderError` for it rather than
+pretending the step finished. Cancelling the consuming task must close the underlying connection or stop
+generation; providers do that in `finally`/`async with`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+TEXT = 0
+REASONING = 1
+TOOL_START = 2
+TOOL_CALLS = 3
+USAGE = 4
+FINISH = 5
+
+
+@dataclass(slots=True)
+class ToolCallRequest:
+    call_id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it
+    args: dict[str, Any] | None = None  # parsed, or None when the JSON was invalid
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    model: str  # the model name on the provider (the part after "provider_id/")
+    messages: list[dict[str, Any]]  # chat-completions shaped messages
+    tools: list[dict[str, Any]] = field(default_factory=list)  # chat-completions "tools" entries
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+
+
+class Provider(Protocol):
+    id: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[tuple]:
+        """Stream one model step as the tuples above."""
+        ...
+
+    async def list_models(self) -> list[str]:
+        """Model names the server offers."""
+        ...
+
+    async def aclose(self) -> None: ...
