@@ -1,0 +1,66 @@
+"""The tool protocol.
+
+A tool has a name, a JSON schema for its arguments, an effect class and an async `run` that honours
+cancellation: when the turn is stopped, the task running the tool is cancelled, and the tool must release
+what it holds (kill its processes, close its sessions) before re-raising `CancelledError`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class Effect(StrEnum):
+    read_only = "read_only"
+    workspace_write = "workspace_write"
+    external = "external"
+
+
+@dataclass(slots=True)
+class ToolContext:
+    task_id: str
+    turn_id: str
+    workspace: Path
+    call_id: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolResult:
+    output: str
+    is_error: bool = False
+
+
+class Tool(Protocol):
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments object
+    effect: Effect
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+def tool_spec(tool: Tool) -> dict[str, Any]:
+    """The chat-completions `tools` entry for a tool."""
+    return {
+        "type": "function",
+        "function": {"name": tool.name, "description": tool.description, "parameters": tool.parameters},
+    }
+
+
+@dataclass(slots=True)
+class FunctionTool:
+    """A tool built from an async function; tests and small built-ins use it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    effect: Effect
+    fn: Any  # async (args, ctx) -> str | ToolResult
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        out = await self.fn(args, ctx)
+        return out if isinstance(out, ToolResult) else ToolResult(str(out))

@@ -1,0 +1,459 @@
+"""File tools: read_file, write_file, edit_file, list_files, search_files.
+
+Every path goes through `resolve_in_workspace`. File-system work runs in a worker thread; walks check a stop
+flag so a stopped turn does not leave a thread crawling a large tree. Tree walks never follow symlinks, so a
+link to outside the workspace is listed but never entered or read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from runtime.errors import ToolError
+from runtime.tools.base import Effect, ToolContext, ToolResult
+from runtime.workspace import resolve_in_workspace, show_path
+
+T = TypeVar("T")
+
+READ_CAP = 256 * 1024
+EDIT_MAX = 8 * 1024 * 1024
+SNIFF = 8192
+LIST_CAP = 500
+SEARCH_CAP = 200
+SEARCH_FILE_MAX = 4 * 1024 * 1024
+LINE_SHOWN = 300
+
+
+class _Stopped(Exception):
+    pass
+
+
+async def run_in_thread(fn: Callable[[threading.Event], T]) -> T:
+    """Run `fn(stop)` in a thread; on cancellation set `stop` so the thread can give up, then re-raise."""
+    stop = threading.Event()
+    try:
+        return await asyncio.to_thread(fn, stop)
+    except asyncio.CancelledError:
+        stop.set()
+        raise
+
+
+def arg_str(args: dict[str, Any], key: str, *, required: bool = True, default: str | None = None) -> str | None:
+    value = args.get(key)
+    if value is None:
+        if required:
+            raise ToolError(f"Missing required argument '{key}'.")
+        return default
+    if not isinstance(value, str):
+        raise ToolError(f"Argument '{key}' must be a string, got {type(value).__name__}.")
+    return value
+
+
+def arg_int(args: dict[str, Any], key: str) -> int | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ToolError(f"Argument '{key}' must be an integer.")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ToolError(f"Argument '{key}' must be an integer, got {value!r}.") from None
+    if number != value and not isinstance(value, str):
+        raise ToolError(f"Argument '{key}' must be a whole number, got {value!r}.")
+    return number
+
+
+def looks_binary(sample: bytes) -> bool:
+    if b"\x00" in sample:
+        return True
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as e:
+        # A multi-byte character cut at the end of the sample is not evidence of binary.
+        return e.start < len(sample) - 3
+    return False
+
+
+def _rel(ctx: ToolContext, p: Path) -> str:
+    root = Path(os.path.realpath(ctx.workspace))
+    rel = p.relative_to(root).as_posix()
+    return rel if rel != "." else "."
+
+
+def _existing_file(ctx: ToolContext, path: str) -> Path:
+    p = resolve_in_workspace(ctx.workspace, path)
+    if not p.exists():
+        raise ToolError(f"File '{show_path(path)}' does not exist. Use list_files to see what is there.")
+    if p.is_dir():
+        raise ToolError(f"'{show_path(path)}' is a folder, not a file. Use list_files to see its contents.")
+    if not p.is_file():
+        raise ToolError(f"'{show_path(path)}' is not a regular file.")
+    return p
+
+
+class ReadFile:
+    name = "read_file"
+    description = (
+        "Read a text file in the workspace. Optionally give start_line and end_line (1-based, inclusive) to "
+        f"read part of it. Output is capped at {READ_CAP // 1024} KiB."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "start_line": {"type": "integer", "minimum": 1, "description": "First line to read (1-based)."},
+            "end_line": {"type": "integer", "minimum": 1, "description": "Last line to read (inclusive)."},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    effect = Effect.read_only
+
+    def __init__(self, cap: int = READ_CAP):
+        self.cap = cap
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = arg_str(args, "path")
+        start, end = arg_int(args, "start_line"), arg_int(args, "end_line")
+        if start is not None and start < 1:
+            raise ToolError("start_line must be 1 or more.")
+        if end is not None and end < (start or 1):
+            raise ToolError(f"end_line ({end}) must not be before start_line ({start or 1}).")
+        p = _existing_file(ctx, path)
+        try:
+            return ToolResult(await run_in_thread(lambda stop: self._read(p, path, start, end, stop)))
+        except OSError as e:
+            raise ToolError(f"Could not read '{show_path(path)}': {e.strerror or e}.") from None
+
+    def _read(self, p: Path, shown: str, start: int | None, end: int | None, stop: threading.Event) -> str:
+        size = p.stat().st_size
+        with open(p, "rb") as f:
+            if looks_binary(f.read(SNIFF)):
+                raise ToolError(f"File '{show_path(shown)}' looks binary ({size} bytes); read_file only reads text.")
+            f.seek(0)
+            if start is None and end is None:
+                data = f.read(self.cap + 1)
+                if not data:
+                    return "[The file is empty.]"
+                if len(data) <= self.cap:
+                    return data.decode("utf-8", errors="replace")
+                data = data[: self.cap]
+                cut = data.rfind(b"\n")
+                data = data[: cut + 1] if cut > 0 else data
+                lines = data.count(b"\n")
+                return data.decode("utf-8", errors="replace") + (
+                    f"\n[File is {size} bytes; showing the first {len(data)} bytes ({lines} lines). "
+                    f"Use start_line/end_line to read further.]"
+                )
+            first = start or 1
+            out: list[bytes] = []
+            used = 0
+            last = 0
+            for n, line in enumerate(f, 1):
+                last = n
+                if n % 10000 == 0 and stop.is_set():
+                    raise _Stopped
+                if n < first:
+                    continue
+                if end is not None and n > end:
+                    break
+                if used + len(line) > self.cap:
+                    text = b"".join(out).decode("utf-8", errors="replace")
+                    return text + (
+                        f"\n[Output capped at {self.cap // 1024} KiB; showed lines {first}-{n - 1}. "
+                        f"Continue with start_line={n}.]"
+                    )
+                out.append(line)
+                used += len(line)
+            if last < first:
+                raise ToolError(f"File '{show_path(shown)}' has only {last} lines; start_line is {first}.")
+            return b"".join(out).decode("utf-8", errors="replace")
+
+
+def _write_bytes(p: Path, data: bytes) -> None:
+    # O_NOFOLLOW: p is already resolved; if a symlink appeared there since, refuse rather than follow it.
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+class WriteFile:
+    name = "write_file"
+    description = (
+        "Create or overwrite a text file in the workspace with the given content. Missing parent folders are created."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "content": {"type": "string", "description": "The full new content of the file."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+    effect = Effect.workspace_write
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path, content = arg_str(args, "path"), arg_str(args, "content")
+        p = resolve_in_workspace(ctx.workspace, path, for_write=True)
+        rel = _rel(ctx, p)
+
+        def work(stop: threading.Event) -> str:
+            if p.is_dir():
+                raise ToolError(f"'{show_path(path)}' is a folder; give a file path.")
+            existed = p.exists()
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise ToolError(f"Cannot create '{show_path(path)}': a parent of it is a file.") from None
+            data = content.encode("utf-8")
+            _write_bytes(p, data)
+            return f"{'Overwrote' if existed else 'Created'} '{rel}' ({len(data)} bytes)."
+
+        try:
+            return ToolResult(await run_in_thread(work))
+        except OSError as e:
+            raise ToolError(f"Could not write '{show_path(path)}': {e.strerror or e}.") from None
+
+
+class EditFile:
+    name = "edit_file"
+    description = (
+        "Replace one exact occurrence of old_string with new_string in a text file in the workspace. "
+        "old_string must match the file exactly (including whitespace) and occur exactly once; "
+        "include surrounding lines to make it unique."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "File path relative to the workspace."},
+            "old_string": {"type": "string", "description": "Exact text to replace; must occur exactly once."},
+            "new_string": {"type": "string", "description": "Text to put in its place."},
+        },
+        "required": ["path", "old_string", "new_string"],
+        "additionalProperties": False,
+    }
+    effect = Effect.workspace_write
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        path = arg_str(args, "path")
+        old, new = arg_str(args, "old_string"), arg_str(args, "new_string")
+        if old == "":
+            raise ToolError("old_string is empty. To create a file or replace all of it, use write_file.")
+        if old == new:
+            raise ToolError("old_string and new_string are the same; nothing would change.")
+        p = _existing_file(ctx, path)
+        rel = _rel(ctx, p)
+
+        def work(stop: threading.Event) -> str:
+            size = p.stat().st_size
+            if size > EDIT_MAX:
+                raise ToolError(f"File '{rel}' is {size} bytes; edit_file handles files up to {EDIT_MAX}.")
+            raw = p.read_bytes()
+            if b"\x00" in raw[:SNIFF]:
+                raise ToolError(f"File '{rel}' looks binary; edit_file only edits text.")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ToolError(f"File '{rel}' is not UTF-8 text; edit_file only edits UTF-8 text.") from None
+            o, n = old, new
+            count = text.count(o)
+            if count == 0 and "\r\n" in text and "\n" in o and "\r\n" not in o:
+                # The file uses CRLF line ends; the model almost always sends LF.
+                o, n = o.replace("\n", "\r\n"), n.replace("\n", "\r\n")
+                count = text.count(o)
+            if count == 0:
+                raise ToolError(
+                    f"old_string was not found in '{rel}'. Read the file again and copy the exact text, "
+                    "including whitespace and indentation."
+                )
+            if count > 1:
+                raise ToolError(
+                    f"old_string occurs {count} times in '{rel}'; it must occur exactly once. "
+                    "Include more surrounding lines to make it unique."
+                )
+            at = text.index(o)
+            line = text.count("\n", 0, at) + 1
+            _write_bytes(p, text.replace(o, n, 1).encode("utf-8"))
+            return f"Edited '{rel}': replaced 1 occurrence at line {line}."
+
+        try:
+            return ToolResult(await run_in_thread(work))
+        except OSError as e:
+            raise ToolError(f"Could not edit '{show_path(path)}': {e.strerror or e}.") from None
+
+
+def glob_to_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob with `**` into a regex over '/'-separated relative paths."""
+    i, out = 0, []
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            j = pattern.find("]", i + 2 if pattern.startswith("[!", i) or pattern.startswith("[]", i) else i + 1)
+            if j < 0:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pattern[i + 1 : j]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = j + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    try:
+        return re.compile("".join(out) + r"\Z", re.DOTALL)
+    except re.error as e:
+        raise ToolError(f"Invalid glob pattern '{pattern}': {e}.") from None
+
+
+def _check_glob(pattern: str) -> str:
+    pattern = pattern.strip() or "**/*"
+    if pattern.startswith(("/", "~")) or ".." in pattern.split("/") or "\x00" in pattern:
+        raise ToolError(f"Glob '{show_path(pattern)}' reaches outside the workspace; use a relative pattern.")
+    return pattern.removeprefix("./")
+
+
+def walk(root: Path, stop: threading.Event) -> Iterator[tuple[str, bool]]:
+    """(relative posix path, is_dir) for everything under root, skipping .git, never following symlinks."""
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        if stop.is_set():
+            raise _Stopped
+        dirnames[:] = sorted(d for d in dirnames if d != ".git")
+        base = Path(dirpath).relative_to(root).as_posix()
+        prefix = "" if base == "." else base + "/"
+        for d in dirnames:
+            yield prefix + d, not os.path.islink(os.path.join(dirpath, d))
+        for name in sorted(filenames):
+            if name != ".git":
+                yield prefix + name, False
+
+
+class ListFiles:
+    name = "list_files"
+    description = (
+        "List files and folders in the workspace matching a glob pattern (default '**/*', everything). "
+        "'*' stays within one folder, '**' spans folders: use '**/*.py' for Python files at any depth. "
+        f"Folders end with '/'. .git is skipped. At most {LIST_CAP} entries are shown."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"pattern": {"type": "string", "description": "Glob pattern, default '**/*'."}},
+        "additionalProperties": False,
+    }
+    effect = Effect.read_only
+
+    def __init__(self, cap: int = LIST_CAP):
+        self.cap = cap
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = _check_glob(arg_str(args, "pattern", required=False, default="**/*"))
+        rx = glob_to_regex(pattern)
+        root = Path(os.path.realpath(ctx.workspace))
+
+        def work(stop: threading.Event) -> str:
+            hits = sorted(rel + ("/" if is_dir else "") for rel, is_dir in walk(root, stop) if rx.match(rel))
+            if not hits:
+                return f"No files match '{pattern}'."
+            shown = hits[: self.cap]
+            note = (
+                f"\n[{len(hits) - self.cap} more entries not shown; use a narrower pattern.]"
+                if len(hits) > self.cap
+                else ""
+            )
+            return "\n".join(shown) + note
+
+        return ToolResult(await run_in_thread(work))
+
+
+class SearchFiles:
+    name = "search_files"
+    description = (
+        "Search text files in the workspace for a regular expression (Python syntax), line by line. "
+        "Optionally restrict to files matching a glob (default '**/*'). Binary files are skipped. "
+        f"At most {SEARCH_CAP} matching lines are shown, as 'path:line: text'."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to search for."},
+            "glob": {"type": "string", "description": "Only search files matching this glob, default '**/*'."},
+            "ignore_case": {"type": "boolean", "description": "Match case-insensitively."},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    effect = Effect.read_only
+
+    def __init__(self, cap: int = SEARCH_CAP):
+        self.cap = cap
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        pattern = arg_str(args, "pattern")
+        glob = _check_glob(arg_str(args, "glob", required=False, default="**/*"))
+        try:
+            rx = re.compile(pattern, re.IGNORECASE if args.get("ignore_case") else 0)
+        except re.error as e:
+            raise ToolError(f"Invalid regular expression {pattern!r}: {e}.") from None
+        grx = glob_to_regex(glob)
+        root = Path(os.path.realpath(ctx.workspace))
+
+        def work(stop: threading.Event) -> str:
+            out: list[str] = []
+            total = 0
+            skipped = 0
+            for rel, is_dir in walk(root, stop):
+                if is_dir or not grx.match(rel):
+                    continue
+                p = root / rel
+                try:
+                    if p.is_symlink() or not p.is_file():
+                        continue
+                    if p.stat().st_size > SEARCH_FILE_MAX:
+                        skipped += 1
+                        continue
+                    with open(p, "rb") as f:
+                        if looks_binary(f.read(SNIFF)):
+                            continue
+                        f.seek(0)
+                        for n, raw in enumerate(f, 1):
+                            if n % 5000 == 0 and stop.is_set():
+                                raise _Stopped
+                            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                            if rx.search(line):
+                                total += 1
+                                if total <= self.cap:
+                                    shown = line if len(line) <= LINE_SHOWN else line[:LINE_SHOWN] + "…"
+                                    out.append(f"{rel}:{n}: {shown}")
+                except OSError:
+                    skipped += 1
+            notes = []
+            if total > self.cap:
+                notes.append(f"[{total - self.cap} more matching lines not shown; narrow the pattern or glob.]")
+            if skipped:
+                notes.append(f"[{skipped} files skipped: unreadable or over {SEARCH_FILE_MAX // 2**20} MiB.]")
+            if not out:
+                return "\n".join([f"No matches for {pattern!r}.", *notes])
+            return "\n".join(out + notes)
+
+        return ToolResult(await run_in_thread(work))

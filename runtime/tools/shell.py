@@ -1,0 +1,266 @@
+"""run_shell: a command in the task's workspace, in its own process group, always cleaned up.
+
+The command runs as `/bin/sh -c COMMAND` in a new session (its own process group, no controlling terminal, so
+nothing can block on a tty prompt), stdin from /dev/null, stdout and stderr combined. Output is read as it
+comes and only the head and tail are kept, so a command that prints forever costs bounded memory.
+
+No process may outlive the call: on timeout, on cancellation (Stop), and after the shell exits (background
+jobs it left behind), the whole group gets SIGTERM, then SIGKILL after a short grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from runtime.errors import ToolError
+from runtime.tools.base import Effect, ToolContext, ToolResult
+
+DEFAULT_TIMEOUT = 120.0
+MAX_TIMEOUT = 600.0
+OUTPUT_CAP = 32 * 1024  # bytes kept in total: half from the start, half from the end
+KILL_GRACE = 0.5
+SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def clean_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of the environment without anything that looks like a secret or belongs to Hearth."""
+    env = os.environ if environ is None else environ
+    return {
+        k: v
+        for k, v in env.items()
+        if not k.upper().startswith("HEARTH_") and not any(m in k.upper() for m in SECRET_MARKERS)
+    }
+
+
+class HeadTail:
+    """Keeps the first `cap/2` and last `cap/2` bytes of a stream and counts the rest."""
+
+    def __init__(self, cap: int = OUTPUT_CAP):
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > self.tail_cap:
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    def text(self) -> str:
+        omitted = self.total - len(self.head) - len(self.tail)
+        head = self.head.decode("utf-8", errors="replace")
+        tail = self.tail.decode("utf-8", errors="replace")
+        if omitted <= 0:
+            return head + tail
+        return f"{head}\n[... {omitted} bytes omitted ...]\n{tail}"
+
+
+def cap_middle(text: str, cap: int) -> str:
+    """`text` cut to about `cap` characters, keeping its start and end."""
+    if len(text) <= cap:
+        return text
+    half = cap // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send sig to the group; False if no process is left in it."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        # Only happens if every member is gone and the id was reused by someone else's group.
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    """True if the group still has a member that is not a zombie (a zombie only waits for its parent)."""
+    if not _signal_group(pgid, 0):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # Fields after the ")" that ends the command name: state ppid pgrp ...
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
+async def kill_group(pgid: int, grace: float = KILL_GRACE) -> None:
+    """SIGTERM the group, SIGKILL what is left after `grace`. Survives being cancelled again meanwhile."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    try:
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            if not _group_alive(pgid):
+                return
+        _signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and _group_alive(pgid):
+            await asyncio.sleep(0.02)
+    except BaseException:
+        _signal_group(pgid, signal.SIGKILL)
+        raise
+
+
+class RunShell:
+    name = "run_shell"
+    description = (
+        "Run a shell command (/bin/sh -c) in the workspace folder and return its combined stdout and stderr "
+        f"and exit code. Times out after timeout_seconds (default {int(DEFAULT_TIMEOUT)}, at most "
+        f"{int(MAX_TIMEOUT)}). There is no input and no terminal; background processes are stopped when the "
+        f"command ends. Output over {OUTPUT_CAP // 1024} KiB keeps only its start and end."
+    )
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "command": {"type": "string", "description": "The shell command line to run."},
+            "timeout_seconds": {
+                "type": "number",
+                "minimum": 1,
+                "maximum": MAX_TIMEOUT,
+                "description": f"Seconds before the command is stopped, default {int(DEFAULT_TIMEOUT)}.",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    effect = Effect.external
+
+    def __init__(self, cap: int = OUTPUT_CAP, default_timeout: float = DEFAULT_TIMEOUT):
+        self.cap = cap
+        self.default_timeout = default_timeout
+
+    def _timeout(self, args: dict[str, Any]) -> tuple[float, str]:
+        value = args.get("timeout_seconds")
+        if value is None:
+            return self.default_timeout, ""
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ToolError("timeout_seconds must be a number of seconds.")
+        if value <= 0:
+            raise ToolError("timeout_seconds must be more than 0.")
+        if value > MAX_TIMEOUT:
+            return MAX_TIMEOUT, f"[timeout_seconds capped at {int(MAX_TIMEOUT)}.]\n"
+        return float(value), ""
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        command = args.get("command")
+        if not isinstance(command, str) or not command.strip():
+            raise ToolError("Argument 'command' must be a non-empty string.")
+        if "\x00" in command:
+            raise ToolError("The command contains a NUL byte.")
+        timeout, note = self._timeout(args)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/sh",
+                "-c",
+                "--",  # so a command starting with '-' is not taken as a shell option
+                command,
+                cwd=ctx.workspace,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+                env=clean_env(),
+            )
+        except OSError as e:
+            raise ToolError(f"Could not start the shell: {e.strerror or e}.") from None
+        # With start_new_session the shell leads its own group, so its pid is the group id.
+        pgid = proc.pid
+        buf = HeadTail(self.cap)
+        assert proc.stdout is not None
+        reader = asyncio.create_task(self._pump(proc.stdout, buf))
+        timed_out = leftovers = False
+        try:
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._until_exit(proc, reader)
+            except TimeoutError:
+                timed_out = True
+            leftovers = not timed_out and _group_alive(pgid)
+            await kill_group(pgid)
+            await self._settle(proc, reader)
+        except BaseException:
+            # Cancelled (Stop): leave no process behind, then let the cancellation through.
+            reader.cancel()
+            await asyncio.shield(self._reap(proc, pgid, reader))
+            raise
+        out = note + buf.text()
+        notes = []
+        if timed_out:
+            notes.append(f"[Timed out after {timeout:g} s; the command and its child processes were stopped.]")
+        elif proc.returncode is not None and proc.returncode < 0:
+            notes.append(f"[Killed by signal {-proc.returncode}.]")
+        else:
+            notes.append(f"[exit code: {proc.returncode}]")
+            if leftovers:
+                notes.append("[Background processes left running by the command were stopped.]")
+        if not buf.total:
+            out += "[no output]"
+        if not out.endswith("\n"):
+            out += "\n"
+        return ToolResult(out + "\n".join(notes), is_error=timed_out)
+
+    @staticmethod
+    async def _until_exit(proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
+        """Return once the shell has exited.
+
+        `proc.wait()` alone also waits for the output pipe to close, which a background job that inherited it
+        keeps open; so watch the exit status while the pipe is open, and use `wait()` only after EOF.
+        """
+        while proc.returncode is None and not reader.done():
+            await asyncio.wait({reader}, timeout=0.05)
+        if proc.returncode is None:
+            await proc.wait()
+
+    @staticmethod
+    async def _settle(proc: asyncio.subprocess.Process, reader: asyncio.Task[None], within: float = 1.0) -> None:
+        """Let the exit status and the last output arrive; a process that left the group (setsid) may hold
+        the pipe forever, so stop waiting after `within` seconds."""
+        deadline = time.monotonic() + within
+        while (proc.returncode is None or not reader.done()) and time.monotonic() < deadline:
+            if reader.done():
+                await asyncio.sleep(0.02)
+            else:
+                await asyncio.wait({reader}, timeout=0.02)
+        if not reader.done():
+            reader.cancel()
+
+    @classmethod
+    async def _reap(cls, proc: asyncio.subprocess.Process, pgid: int, reader: asyncio.Task[None]) -> None:
+        await kill_group(pgid)
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await cls._settle(proc, reader)
+
+    @staticmethod
+    async def _pump(stream: asyncio.StreamReader, buf: HeadTail) -> None:
+        while chunk := await stream.read(65536):
+            buf.feed(chunk)
