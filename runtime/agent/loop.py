@@ -1,0 +1,190 @@
+"""The agent loop: model steps, tool calls, results back to the model, until done.
+
+Per-chunk work is a tuple test, an append to the part's accumulator and an append to the StreamBuffer;
+nothing is validated or persisted per chunk (checkpoints run on a timer, see turn.py).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from ..errors import ToolError
+from ..events import InputRequested, Phase, Status, ToolState, WarningEvent
+from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from ..stream_buffer import REASONING_KIND, TEXT_KIND
+from ..tools.approvals import decide
+from ..tools.base import Effect, ToolContext
+from ..tools.builtin import wrap_tool_output
+
+if TYPE_CHECKING:
+    from ..turn import TurnContext
+
+
+DENIED = "The person denied this tool call. Do not retry it unless they ask."
+
+
+async def run_agent(ctx: TurnContext) -> None:
+    buffer = ctx.buffer
+    await resolve_answer(ctx)
+    if ctx.pending_request is not None:
+        return
+    ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running))
+    specs = ctx.tool_specs
+    for step in range(ctx.max_steps):
+        ctx.step = step
+        request = ModelRequest(model=ctx.model_name, messages=ctx.chat, tools=specs)
+        record = {
+            "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
+            "finish_reason": None, "tool_calls": [], "input_tokens": 0, "output_tokens": 0,
+        }
+        ctx.steps.append(record)
+        text = reasoning = None
+        calls = []
+        finish = None
+        append = buffer.append_delta
+        async for item in ctx.provider.stream(request):
+            kind = item[0]
+            if kind == TEXT:
+                if text is None:
+                    text = ctx.new_text_part("text")
+                    record["first_token_at"] = time.time()
+                text.add(item[1])
+                append(TEXT_KIND, text.part_id, item[1])
+                ctx.dirty = True
+            elif kind == REASONING:
+                if reasoning is None:
+                    reasoning = ctx.new_text_part("reasoning")
+                reasoning.add(item[1])
+                append(REASONING_KIND, reasoning.part_id, item[1])
+                ctx.dirty = True
+            elif kind == TOOL_START:
+                ctx.new_tool_part(item[2], item[3])
+            elif kind == TOOL_CALLS:
+                calls = item[1]
+            elif kind == USAGE:
+                ctx.add_usage(record, item[1])
+            elif kind == FINISH:
+                finish = item[1]
+        record["ended_at"] = time.time()
+        record["finish_reason"] = finish
+        record["tool_calls"] = [c.name for c in calls]
+        text = reasoning = None
+        if not calls:
+            return
+        assistant = {"role": "assistant", "content": ctx.step_text(step) or None, "tool_calls": []}
+        ctx.chat.append(assistant)
+        for call in calls:
+            part = ctx.tool_part(call.call_id, call.name)
+            part["args"] = call.args if call.args is not None else {}
+            assistant["tool_calls"].append(
+                {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            )
+        for call in calls:
+            part = ctx.tool_part(call.call_id, call.name)
+            if ctx.pending_request is not None:
+                continue  # the turn waits; later calls of this step stay pending and are settled
+            if call.args is None:
+                await finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
+            else:
+                await dispatch(ctx, part)
+        if ctx.pending_request is not None:
+            return
+        ctx.dirty = True
+    ctx.publish(
+        WarningEvent(
+            task_id=ctx.task_id, turn_id=ctx.turn_id,
+            message=f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.",
+        )
+    )
+
+
+async def dispatch(ctx: TurnContext, part: dict) -> None:
+    """Run one tool call, or turn it into a question/approval request that ends the turn `waiting`."""
+    tool = ctx.tools.get(part["name"])
+    if tool is None:
+        await finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
+        return
+    part["effect"] = str(tool.effect)
+    if getattr(tool, "asks_user", False):
+        ask(ctx, part, "question", str(part["args"].get("question", "")))
+        return
+    verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
+    if verdict == "deny":
+        await finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
+    elif verdict == "ask":
+        ask(ctx, part, "approval", f"Allow {tool.name}?")
+    else:
+        await execute(ctx, part)
+
+
+def ask(ctx: TurnContext, part: dict, kind: str, prompt: str) -> None:
+    part["awaiting"] = True
+    request = {
+        "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],
+        "tool_name": part["name"], "tool_args": part["args"], "effect": part.get("effect", "read_only"),
+    }
+    ctx.pending_request = request
+    ctx.publish(
+        InputRequested(
+            task_id=ctx.task_id, turn_id=ctx.turn_id, request_id=request["request_id"], kind=kind,
+            prompt=prompt, tool_name=part["name"], tool_args=part["args"],
+        )
+    )
+
+
+async def execute(ctx: TurnContext, part: dict) -> None:
+    tool = ctx.tools[part["name"]]
+    part["state"] = ToolState.running.value
+    ctx.publish_tool(part)
+    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"])
+    try:
+        result = await tool.run(part["args"], tctx)
+    except ToolError as exc:
+        await finish_call(ctx, part, ToolState.error, str(exc))
+        return
+    except Exception as exc:  # a broken tool must not end the turn; the model sees the failure
+        await finish_call(ctx, part, ToolState.error, f"{type(exc).__name__}: {exc}")
+        return
+    state = ToolState.error if result.is_error else ToolState.done
+    await finish_call(ctx, part, state, result.output)
+
+
+async def finish_call(ctx: TurnContext, part: dict, state: ToolState, result: str) -> None:
+    part.pop("awaiting", None)
+    part["state"] = state.value
+    part["result"] = result
+    ctx.publish_tool(part)
+    content = wrap_tool_output(part["name"], result) if state == ToolState.done else f"Error: {result}"
+    if state == ToolState.denied:
+        content = result
+    ctx.chat.append({"role": "tool", "tool_call_id": part["call_id"], "content": content})
+
+
+async def resolve_answer(ctx: TurnContext) -> None:
+    """When this turn was started by an answer, complete the call that was waiting for it first."""
+    answer = next((p for p in ctx.input_parts if p.get("type") == "answer"), None)
+    if answer is None:
+        return
+    req = answer["request"]
+    part = ctx.tool_part(req["call_id"], req["tool_name"])
+    part["args"] = req.get("tool_args") or {}
+    part["effect"] = req.get("effect", str(Effect.read_only))
+    # The call was declared by the previous turn's assistant message; the chat already holds it, so
+    # replace its placeholder result rather than adding a second one.
+    ctx.chat[:] = [m for m in ctx.chat if not (m["role"] == "tool" and m.get("tool_call_id") == req["call_id"])]
+    if req["kind"] == "question":
+        await finish_call(ctx, part, ToolState.done, f"The person answered: {answer['answer']}")
+    elif answer["answer"] == "approve":
+        await execute(ctx, part)
+    else:
+        await finish_call(ctx, part, ToolState.denied, DENIED)
+    # Keep the tool message right after the assistant message that called it.
+    tool_msg = ctx.chat.pop()
+    idx = next(
+        (i for i, m in enumerate(ctx.chat)
+         if any(c["id"] == req["call_id"] for c in m.get("tool_calls") or ())),
+        len(ctx.chat) - 1,
+    )
+    ctx.chat.insert(idx + 1, tool_msg)

@@ -1,0 +1,145 @@
+"""The one event union of a turn's stream.
+
+Every event carries `task_id`, `turn_id` and `seq` (1, 2, 3 ... per turn). Observers (panels, the CLI,
+tests) only ever see these. The producer does not build a pydantic object per text delta: the StreamBuffer
+stores deltas compactly and materialises `TextDelta`/`ReasoningDelta` with `model_construct` when an
+observer reads, coalescing consecutive deltas of one part into one event.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+
+class EndReason(StrEnum):
+    completed = "completed"
+    aborted = "aborted"
+    interrupted = "interrupted"
+    error = "error"
+    waiting = "waiting"
+
+
+class TaskState(StrEnum):
+    idle = "idle"
+    running = "running"
+    waiting = "waiting"
+
+
+class Phase(StrEnum):
+    agent_building = "agent_building"
+    context_building = "context_building"
+    mcp_connecting = "mcp_connecting"
+    agent_running = "agent_running"
+
+
+class ToolState(StrEnum):
+    pending = "pending"
+    running = "running"
+    done = "done"
+    error = "error"
+    denied = "denied"
+    interrupted = "interrupted"
+
+
+FINAL_TOOL_STATES = frozenset({ToolState.done, ToolState.error, ToolState.denied, ToolState.interrupted})
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class _Event(BaseModel):
+    task_id: str
+    turn_id: str
+    seq: int = 0
+
+
+class TurnStarted(_Event):
+    type: Literal["turn_started"] = "turn_started"
+    input_message_id: int
+
+
+class Status(_Event):
+    type: Literal["status"] = "status"
+    phase: Phase
+    detail: str = ""
+
+
+class TextDelta(_Event):
+    type: Literal["text_delta"] = "text_delta"
+    part_id: int
+    text: str
+
+
+class ReasoningDelta(_Event):
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    part_id: int
+    text: str
+
+
+class ToolCall(_Event):
+    type: Literal["tool_call"] = "tool_call"
+    part_id: int
+    call_id: str
+    name: str
+    state: ToolState
+    args: dict[str, Any] = Field(default_factory=dict)
+    result: str | None = None
+    effect: str = "read_only"
+
+
+class InputRequested(_Event):
+    type: Literal["input_requested"] = "input_requested"
+    request_id: str
+    kind: Literal["question", "approval"]
+    prompt: str
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+
+
+class UsageEvent(_Event):
+    type: Literal["usage"] = "usage"
+    usage: Usage
+
+
+class WarningEvent(_Event):
+    type: Literal["warning"] = "warning"
+    message: str
+
+
+class Aborted(_Event):
+    type: Literal["aborted"] = "aborted"
+
+
+class TurnEnded(_Event):
+    type: Literal["turn_ended"] = "turn_ended"
+    reason: EndReason
+    usage: Usage = Field(default_factory=Usage)
+    error: str | None = None
+
+
+Event = Annotated[
+    TurnStarted
+    | Status
+    | TextDelta
+    | ReasoningDelta
+    | ToolCall
+    | InputRequested
+    | UsageEvent
+    | WarningEvent
+    | Aborted
+    | TurnEnded,
+    Field(discriminator="type"),
+]
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,56 @@
+"""In-process background jobs (title, memory extraction).
+
+Fire-and-forget for the caller, but the queue keeps a reference to every task (asyncio only keeps weak
+ones), logs failures without raising them, records each job through `on_record`, and `drain()` waits for
+what is left at shutdown, cancelling what overruns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+
+class JobQueue:
+    def __init__(self, on_record: Callable[[str, str | None, str, str | None], Awaitable[None]] | None = None):
+        self._tasks: set[asyncio.Task] = set()
+        self._on_record = on_record
+
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable) -> asyncio.Task:
+        job = asyncio.ensure_future(self._run(kind, task_id, coro))
+        self._tasks.add(job)
+        job.add_done_callback(self._tasks.discard)
+        return job
+
+    async def _run(self, kind: str, task_id: str | None, coro: Awaitable) -> None:
+        status, error = "done", None
+        try:
+            await coro
+        except asyncio.CancelledError:
+            status = "cancelled"
+            raise
+        except Exception as exc:  # a job's failure is logged, never fatal
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            log.warning("background job %s for task %s failed: %s", kind, task_id, error)
+        finally:
+            if self._on_record is not None:
+                try:
+                    await self._on_record(kind, task_id, status, error)
+                except Exception:
+                    log.exception("could not record background job %s", kind)
+
+    @property
+    def pending(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        if not self._tasks:
+            return
+        _, late = await asyncio.wait(set(self._tasks), timeout=timeout)
+        for job in late:
+            job.cancel()
+        if late:
+            await asyncio.gather(*late, return_exceptions=True)

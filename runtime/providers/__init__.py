@@ -1,0 +1,26 @@
+"""Building providers from settings. Engines are imported only when a provider of their kind is used."""
+
+from __future__ import annotations
+
+from ..config import ProviderConfig
+from ..errors import ConfigError
+from ..keys import SecretStore
+from .base import Provider
+
+
+def build_provider(cfg: ProviderConfig, keys: SecretStore) -> Provider:
+    if cfg.kind == "openai":
+        if not cfg.base_url:
+            raise ConfigError(f"Provider {cfg.id!r} needs a base_url (for example http://127.0.0.1:11434/v1).")
+        from .openai_compat import OpenAICompatProvider
+
+        return OpenAICompatProvider(cfg.id, cfg.base_url, keys.resolve(cfg.api_key_ref))
+    if cfg.kind == "llama_cpp":
+        from .llama_cpp import LlamaCppProvider
+
+        return LlamaCppProvider(cfg.id, cfg.model_path, n_ctx=cfg.n_ctx, chat_format=cfg.chat_format)
+    if cfg.kind == "scripted":
+        from .scripted import ScriptedModel
+
+        return ScriptedModel(id=cfg.id)
+    raise ConfigError(f"Provider {cfg.id!r} has an unknown kind {cfg.kind!r}.")

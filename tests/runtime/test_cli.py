@@ -1,0 +1,80 @@
+"""The headless CLI as a person runs it: a real child process, a real server, real exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, Reply
+
+
+async def _cli(*args: str, home=None, stdin=None, **kw):
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    env.pop("HEARTH_HOME", None)
+    argv = [sys.executable, "-m", "runtime.cli", *(["--home", str(home)] if home else []), *args]
+    return await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, **kw
+    )
+
+
+async def _result(proc):
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_run_streams_the_answer_and_exits_0(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["Hello ", "from ", "the server."]))
+        code, out, err = await _result(await _cli("run", "hi there", home=home))
+        assert code == 0, err
+        assert out.strip() == "Hello from the server."
+        task_id = err.strip().splitlines()[-1].split()[-1]
+        code, out, _ = await _result(await _cli("tasks", home=home))
+        assert code == 0 and task_id in out and "completed" in out
+        code, out, _ = await _result(await _cli("show", task_id, home=home))
+        assert code == 0 and "hi there" in out and "Hello from the server." in out
+        server.script(Reply(chunks=["Again."]))
+        code, out, _ = await _result(await _cli("run", "--task", task_id, "more", home=home))
+        assert code == 0 and out.strip() == "Again."
+
+
+async def test_console_script_uses_hearth_home(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        env = {**os.environ, "HEARTH_HOME": str(home)}
+        proc = await asyncio.create_subprocess_exec(
+            os.path.join(os.path.dirname(sys.executable), "hearth"), "run", "hi",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+        )
+        code, out, err = await _result(proc)
+        assert code == 0 and out.strip() == "ok", err
+
+
+async def test_exit_codes_for_config_and_provider_errors(home):
+    (home / "settings.json").write_text("{oops")
+    code, _, err = await _result(await _cli("tasks", home=home))
+    assert code == 2 and "not valid JSON" in err
+    write_settings(home, "http://127.0.0.1:9/v1")
+    code, _, err = await _result(await _cli("run", "hi", home=home))
+    assert code == 3 and "Cannot reach the model server" in err
+    code, _, err = await _result(await _cli("show", "nope", home=home))
+    assert code == 2 and "No task" in err
+    code, _, _ = await _result(await _cli("bogus", home=home))
+    assert code == 2
+
+
+async def test_ctrl_c_stops_the_turn_and_exits_130(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply.many(5000, "x", delay=0.01))
+        proc = await _cli("run", "long", home=home)
+        assert await asyncio.wait_for(proc.stdout.read(1), 30) == b"x"
+        proc.send_signal(signal.SIGINT)
+        code, _, err = await _result(proc)
+        assert code == 130, err
+        code, out, _ = await _result(await _cli("tasks", home=home))
+        assert "aborted" in out
