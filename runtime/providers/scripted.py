@@ -13,6 +13,7 @@ When the script runs out it answers "Done.". Every request it receives is kept i
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +64,8 @@ class ScriptedModel:
         self.steps.extend(steps)
 
     async def stream(self, request: ModelRequest):
-        self.requests.append(request)
+        # A snapshot: the loop keeps appending to the same message list after this step.
+        self.requests.append(dataclasses.replace(request, messages=list(request.messages)))
         step = self.steps.pop(0) if self.steps else ["Done."]
         calls: list[ToolCallRequest] = []
         usage = None
