@@ -205,8 +205,7 @@ async def _work(rt: Runtime, ctx: TurnContext) -> None:
     ctx.tool_specs = [tool_spec(t) for t in ctx.tools.values()]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
-    messages = await rt.store.messages(ctx.task_id)
-    anchor = await rt.store.usage_anchor(ctx.task_id)
+    messages, anchor = await rt.store.context_inputs(ctx.task_id)
     chat = build_chat(SYSTEM_PROMPT, messages, ctx.input_message_id)
     ratio = chars_per_token(anchor)
     ctx.chat = compact(chat, rt.context_budget(ctx.provider), ratio)

@@ -176,12 +176,17 @@ class Store:
             )
             return [_row(r) for r in rows]
 
-    async def usage_anchor(self, task_id: str) -> dict[str, Any] | None:
+    async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """A task's messages and usage anchor, read on one connection (this is on the turn's critical path)."""
         async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(MessageRow.__table__).where(MessageRow.task_id == task_id).order_by(MessageRow.id)
+            )
+            messages = [_row(r) for r in rows]
             r = (
                 await conn.execute(select(UsageAnchorRow.__table__).where(UsageAnchorRow.task_id == task_id))
             ).first()
-        return _row(r) if r else None
+        return messages, (_row(r) if r else None)
 
     async def finalize_turn(self, rec: dict[str, Any]) -> None:
         """Finalize step 3: everything a turn produced, in one transaction."""
