@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .config import Settings, load_settings, resolve_home, split_model_ref
-from .errors import ConfigError, RequestNotFound, TaskBusy, TaskNotFound
+from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
+from .errors import ConfigError, ProviderError, RequestNotFound, TaskBusy, TaskNotFound
 from .events import Aborted, EndReason, Event
 from .jobs import JobQueue
 from .keys import SecretStore
@@ -33,6 +33,8 @@ from .locks import TaskLocks
 from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
+from .providers.presets import PRESETS, Preset
+from .settings_api import SettingsMixin
 from .store.repo import Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tools.approvals import APPROVAL_MODES
@@ -45,8 +47,8 @@ from .workspace import copy_attachments, workspace_for
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "BufferState", "ConfigError", "EndReason", "Event", "MessageInfo", "RequestNotFound", "Runtime",
-    "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle",
+    "PRESETS", "BufferState", "ConfigError", "EndReason", "Event", "MessageInfo", "Preset", "ProviderConfig",
+    "ProviderError", "RequestNotFound", "Runtime", "Settings", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle",
 ]
 
 
@@ -105,7 +107,7 @@ class _Slot:
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-class Runtime:
+class Runtime(SettingsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool]):
         self.home = home

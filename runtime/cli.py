@@ -1,4 +1,4 @@
-"""Headless CLI: `hearth run | tasks | show`, also `python -m runtime.cli`.
+"""Headless CLI: `hearth run | tasks | show | models`, also `python -m runtime.cli`.
 
 Exit codes: 0 completed (or waiting for an answer, which is printed), 2 usage or config error,
 3 provider error, 130 stopped (Ctrl-C stops the turn, waits for finalize, then exits).
@@ -30,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list tasks")
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id")
+    sub.add_parser("models", help="list the models of configured and detected local servers")
     return p
 
 
@@ -103,6 +104,21 @@ async def _show(rt: Runtime, task_id: str) -> int:
     return EXIT_OK
 
 
+async def _models(rt: Runtime) -> int:
+    configured, detected = await asyncio.gather(rt.all_models(), rt.detect_local_servers())
+    for provider_id, models in configured.items():
+        if isinstance(models, str):
+            print(f"{provider_id}: unavailable: {models}")
+        else:
+            print("\n".join(models) if models else f"{provider_id}: no models")
+    known = {p.base_url for p in rt.settings.providers}
+    for preset in rt.presets():
+        if preset.id in detected and preset.base_url not in known:
+            models = ", ".join(detected[preset.id])
+            print(f"\nDetected {preset.label} at {preset.base_url} (not configured yet): {models}")
+    return EXIT_OK
+
+
 async def _main(args: argparse.Namespace) -> int:
     rt = await Runtime.open(args.home)
     try:
@@ -110,6 +126,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await _run(rt, args)
         if args.command == "tasks":
             return await _tasks(rt)
+        if args.command == "models":
+            return await _models(rt)
         return await _show(rt, args.task_id)
     finally:
         await rt.aclose()
