@@ -41,6 +41,7 @@ from .tools.approvals import APPROVAL_MODES
 from .tools.base import Tool
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
+from .tools.mcp_consent import MCPConsents
 from .turn import DEFAULT_CONTEXT_TOKENS, run_turn
 from .workspace import copy_attachments, workspace_for
 
@@ -114,6 +115,7 @@ class Runtime(SettingsMixin):
         self.settings = settings
         self.store = store
         self.keys = SecretStore(home)
+        self.mcp_consents = MCPConsents(home)
         self.buffers = BufferRegistry()
         self.locks = TaskLocks()
         self.jobs = JobQueue(store.record_job)
@@ -135,7 +137,13 @@ class Runtime(SettingsMixin):
         recovered = await store.recover()
         if recovered:
             log.info("recovered %d interrupted turn(s)", len(recovered))
-        return cls(home, settings, store, providers or {}, tools)
+        rt = cls(home, settings, store, providers or {}, tools)
+        if settings.mcp_servers:
+            # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
+            from .tools.mcp import import_sdk
+
+            rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+        return rt
 
     # -- tasks --
 
@@ -341,6 +349,17 @@ class Runtime(SettingsMixin):
     def tools_for(self, task: dict) -> dict[str, Tool]:
         tools = [*builtin_tools(), *interactive_tools(), *self._extra_tools]
         return {t.name: t for t in tools}
+
+    def mcp_sessions(self, cwd: Path):
+        """This turn's MCP sessions, or None when no server is configured."""
+        if not self.settings.mcp_servers:
+            return None
+        from .tools.mcp import MCPTurnSessions
+
+        return MCPTurnSessions(
+            self.settings.mcp_servers, approved=self.mcp_consents.is_approved,
+            connect_timeout=self.settings.mcp_connect_timeout, cwd=cwd,
+        )
 
     def context_budget(self, provider: Provider) -> int:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)

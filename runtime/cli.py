@@ -1,4 +1,4 @@
-"""Headless CLI: `hearth run | tasks | show | models`, also `python -m runtime.cli`.
+"""Headless CLI: `hearth run | tasks | show | models | mcp`, also `python -m runtime.cli`.
 
 Exit codes: 0 completed (or waiting for an answer, which is printed), 2 usage or config error,
 3 provider error, 130 stopped (Ctrl-C stops the turn, waits for finalize, then exits).
@@ -31,6 +31,18 @@ def _parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id")
     sub.add_parser("models", help="list the models of configured and detected local servers")
+    mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
+    mcp.add_parser("list", help="configured servers, their command lines and consent")
+    add = mcp.add_parser("add", help="add a stdio server: hearth mcp add NAME -- COMMAND [ARGS...]")
+    add.add_argument("name")
+    add.add_argument("--url", help="a streamable HTTP server instead of a command")
+    add.add_argument("--yes", action="store_true", help="approve launching it without asking")
+    remove = mcp.add_parser("remove", help="remove a server and its consent")
+    remove.add_argument("name")
+    approve = mcp.add_parser("approve", help="consent to launching a configured server")
+    approve.add_argument("name")
+    imp = mcp.add_parser("import", help="import a Claude Desktop / Cursor config file")
+    imp.add_argument("path")
     return p
 
 
@@ -119,6 +131,44 @@ async def _models(rt: Runtime) -> int:
     return EXIT_OK
 
 
+def _confirm(line: str, yes: bool) -> bool:
+    print(f"Command line: {line}")
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        print("Not approved (no terminal to ask); run `hearth mcp approve NAME` to allow it.", file=sys.stderr)
+        return False
+    return input("Allow Hearth to launch this when a task needs it? [y/N] ").strip().lower() in ("y", "yes")
+
+
+async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.mcp_command == "list":
+        for name, line, approved in rt.mcp_servers():
+            print(f"{name}  [{'approved' if approved else 'not approved'}]  {line}")
+    elif args.mcp_command == "add":
+        command = args.argv
+        if bool(command) == bool(args.url):
+            raise ConfigError("Give either a command after `--` or --url.")
+        cfg = {"url": args.url} if args.url else {"command": command[0], "args": command[1:]}
+        line = await rt.add_mcp_server(args.name, cfg)
+        if _confirm(line, args.yes):
+            rt.approve_mcp_server(args.name)
+            print(f"Added and approved {args.name}.")
+        else:
+            print(f"Added {args.name}; it will not be launched until approved.")
+    elif args.mcp_command == "remove":
+        await rt.remove_mcp_server(args.name)
+        print(f"Removed {args.name}.")
+    elif args.mcp_command == "approve":
+        print(f"Approved {args.name}: {rt.approve_mcp_server(args.name)}")
+    else:
+        imported = await rt.import_mcp_config(args.path)
+        for name, line in imported.items():
+            print(f"Imported {name} (not approved yet): {line}")
+        print("Approve each with `hearth mcp approve NAME` after checking its command line.")
+    return EXIT_OK
+
+
 async def _main(args: argparse.Namespace) -> int:
     rt = await Runtime.open(args.home)
     try:
@@ -128,13 +178,20 @@ async def _main(args: argparse.Namespace) -> int:
             return await _tasks(rt)
         if args.command == "models":
             return await _models(rt)
+        if args.command == "mcp":
+            return await _mcp(rt, args)
         return await _show(rt, args.task_id)
     finally:
         await rt.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # Everything after `--` is a command line (hearth mcp add NAME -- COMMAND ARGS); argparse's subparsers
+    # do not pass it through reliably.
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = _parser().parse_args(argv[:cut])
+    args.argv = argv[cut + 1 :]
     try:
         return asyncio.run(_main(args))
     except (ConfigError, TaskNotFound) as exc:

@@ -30,6 +30,10 @@ class ProviderConfig(BaseModel):
     model_path: str | None = None
     n_ctx: int | None = None
     chat_format: str | None = None
+    # Sampling defaults for requests that set none (None: the provider's or the server's own defaults).
+    temperature: float | None = Field(default=None, ge=0)
+    max_tokens: int | None = Field(default=None, ge=1)
+    seed: int | None = None
 
     @field_validator("api_key_ref")
     @classmethod
@@ -59,6 +63,7 @@ class Settings(BaseModel):
     default_model: str = BUILTIN_MODEL
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, alias="mcpServers")
     max_steps: int = 25
+    mcp_connect_timeout: float = Field(default=10.0, gt=0)
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for p in self.providers:
@@ -68,7 +73,7 @@ class Settings(BaseModel):
         raise ConfigError(f"No provider {provider_id!r} in settings.json (configured: {known}).")
 
     def dump(self) -> dict:
-        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
 
 
 def split_model_ref(ref: str) -> tuple[str, str]:

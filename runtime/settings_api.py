@@ -7,14 +7,18 @@ Kept apart from api.py so the turn facade stays small; `Runtime` inherits it, so
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
-from .config import ProviderConfig, Settings, save_settings
+from pydantic import ValidationError
+
+from .config import MCPServerConfig, ProviderConfig, Settings, save_settings
 from .errors import ConfigError, ProviderError
 from .keys import SecretStore
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
+from .tools.mcp_consent import MCPConsents
 
 
 class SettingsMixin:
@@ -22,6 +26,7 @@ class SettingsMixin:
     settings: Settings
     keys: SecretStore
     _providers: dict[str, Provider]
+    mcp_consents: MCPConsents
 
     def presets(self) -> tuple[Preset, ...]:
         return PRESETS
@@ -69,3 +74,60 @@ class SettingsMixin:
                 await self._providers.pop(cfg.id).aclose()
         save_settings(self.home, new)
         self.settings = new
+
+    # -- MCP servers: a server is launched only after the person saw its command line and agreed --
+
+    def mcp_servers(self) -> list[tuple[str, str, bool]]:
+        """(name, the exact command line shown to the person, approved) for each configured server."""
+        return [
+            (name, MCPConsents.command_line(cfg), self.mcp_consents.is_approved(name, cfg))
+            for name, cfg in self.settings.mcp_servers.items()
+        ]
+
+    async def add_mcp_server(self, name: str, cfg: MCPServerConfig | dict, *, approve: bool = False) -> str:
+        """Add or replace a server; `approve=True` records consent to exactly this configuration."""
+        cfg = cfg if isinstance(cfg, MCPServerConfig) else MCPServerConfig.model_validate(cfg)
+        if not name or not (cfg.command or cfg.url):
+            raise ConfigError("An MCP server needs a name and either a command or a url.")
+        new = self.settings.model_copy(deep=True)
+        new.mcp_servers[name] = cfg
+        await self.save_settings(new)
+        if approve:
+            self.mcp_consents.approve(name, cfg)
+        return MCPConsents.command_line(cfg)
+
+    async def remove_mcp_server(self, name: str) -> None:
+        if name not in self.settings.mcp_servers:
+            raise ConfigError(f"No MCP server named {name!r}.")
+        new = self.settings.model_copy(deep=True)
+        del new.mcp_servers[name]
+        await self.save_settings(new)
+        self.mcp_consents.revoke(name)
+
+    def approve_mcp_server(self, name: str) -> str:
+        cfg = self.settings.mcp_servers.get(name)
+        if cfg is None:
+            raise ConfigError(f"No MCP server named {name!r}.")
+        self.mcp_consents.approve(name, cfg)
+        return MCPConsents.command_line(cfg)
+
+    async def import_mcp_config(self, path: str | Path) -> dict[str, str]:
+        """Merge the servers of a Claude Desktop / Cursor (`mcpServers`) or VS Code (`servers`) config file.
+        Nothing is approved: returns name -> command line for the person to review."""
+        path = Path(path).expanduser()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = data.get("mcpServers", data.get("servers")) if isinstance(data, dict) else None
+            if not isinstance(raw, dict):
+                raise ConfigError(f"{path} has no 'mcpServers' section.")
+            servers = {name: MCPServerConfig.model_validate(cfg) for name, cfg in raw.items()}
+        except OSError as exc:
+            raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}.") from None
+        except ValidationError as exc:
+            raise ConfigError(f"{path} has an invalid MCP server entry: {exc.errors()[0]['msg']}.") from None
+        new = self.settings.model_copy(deep=True)
+        new.mcp_servers.update(servers)
+        await self.save_settings(new)
+        return {name: MCPConsents.command_line(cfg) for name, cfg in servers.items()}

@@ -26,7 +26,7 @@ from .agent.context import build_chat, chars_per_token, compact, estimate_tokens
 from .agent.loop import run_agent
 from .agent.prompt import SYSTEM_PROMPT
 from .config import split_model_ref
-from .events import EndReason, Phase, Status, ToolCall, ToolState, Usage, UsageEvent
+from .events import EndReason, Phase, Status, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from .finalize import finalize
 from .tools.base import tool_spec
 
@@ -99,6 +99,7 @@ class TurnContext:
         self.model_name = ""
         self.tools: dict[str, Any] = {}
         self.tool_specs: list[dict] = []
+        self.mcp = None  # this turn's MCPTurnSessions, closed in cleanup
 
     # -- events --
 
@@ -189,16 +190,25 @@ async def run_turn(rt: Runtime, slot: _Slot, task: dict, input_parts: list[dict]
             del work, checkpointer
             await finalize(rt, ctx)
         finally:
-            # Cleanup, unconditionally: unregister, then release what the turn held.
+            # Cleanup, unconditionally: unregister, then release what the turn held, then the lock.
             slot.controller = None
             rt.contexts.pop(ctx.turn_id, None)
             rt.release_slot(slot)
+            if ctx.mcp is not None:
+                try:
+                    await ctx.mcp.aclose()
+                except Exception:
+                    log.exception("closing the MCP sessions of turn %s failed", ctx.turn_id)
             del ctx
     rt.after_turn(task["id"])
 
 
 async def _work(rt: Runtime, ctx: TurnContext) -> None:
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_building))
+    # MCP servers connect concurrently with the rest of setup; they are only awaited in mcp_connecting.
+    ctx.mcp = rt.mcp_sessions(ctx.workspace)
+    if ctx.mcp is not None:
+        ctx.mcp.start()
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
     ctx.provider = rt.provider(provider_id)
     ctx.tools = rt.tools_for(ctx.task)
@@ -212,6 +222,13 @@ async def _work(rt: Runtime, ctx: TurnContext) -> None:
     ctx.chat_chars = int(estimate_tokens(ctx.chat, 1.0))
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.mcp_connecting))
+    if ctx.mcp is not None:
+        mcp_tools, warnings = await ctx.mcp.ready()
+        for message in warnings:
+            ctx.publish(WarningEvent(task_id=ctx.task_id, turn_id=ctx.turn_id, message=message))
+        for tool in mcp_tools:
+            ctx.tools[tool.name] = tool
+            ctx.tool_specs.append(tool_spec(tool))
     await run_agent(ctx)
 
 

@@ -1,0 +1,479 @@
+"""MCP servers for one turn (DESIGN §4 `mcp_connecting`, §8): connect, list tools, call them, close.
+
+`MCPTurnSessions` belongs to one turn: `start()` at the beginning of setup launches every approved server
+concurrently; `await ready()` in the `mcp_connecting` phase returns the tools that work plus warning texts;
+`await aclose()` in cleanup ends everything. Decisions:
+
+- One owner task per server enters the SDK `Client`, serves calls sent through a queue (each call in a task the
+  owner spawns) and exits the `Client` itself (the SDK requires the entering task to exit it). An owner is
+  natively cancelled at most once and never inside the SDK's shielded teardown: a second cancel breaks that
+  teardown and leaves the server process running (seen with mcp 2.3). So aclose fires the owner's own connect
+  timeout early, or sends a close sentinel; only an owner still waiting for the SDK import is cancelled.
+- Connect timeout: each server gets `connect_timeout` seconds from when the SDK is imported (the first import,
+  ~1 s, runs in a worker thread so the event loop never stalls). The owner bounds its connect with
+  `asyncio.timeout_at()`; `ready()` gives up at the same deadline, without waiting for the SDK's teardown of a
+  hung process (~2 s more, in the background). The SDK's `mode="auto"` (discover probe, then initialize) is kept.
+- Failures are warnings, never exceptions: not approved (never launched), bad config, command not found, exited
+  during startup (with the tail of its stderr), no answer in time, unreachable url. A tool whose input schema is
+  unusable (root not `type: object`, or not a valid JSON Schema) is left out with a warning; the server's other
+  tools stay. Connect errors come as nested ExceptionGroups; they are flattened and the most telling leaf named.
+- Stdio servers get `clean_env()` plus their own `env`; cwd is the config's extra `cwd`, else the `cwd` argument,
+  else the home folder; stderr goes to a temporary file, read only to explain a failure. HTTP servers use
+  streamable HTTP on `url`, with optional `headers` (extra key). Consent (`approved`) gates both kinds.
+- Tools are named `server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters; a long or clashing name gets
+  a hash suffix. Effect is always `external`: a server's own read-only hints are not trusted.
+- Calls run with `call_timeout`. Cancelling the task awaiting `run()` cancels the call task; the SDK sends
+  `notifications/cancelled`, the server cancels its handler and the session stays usable (`run()` waits up to
+  2 s for that before re-raising). Progress goes to `ctx.extra["on_progress"](progress, total, message)` if set.
+- Results: text blocks joined by newlines, other blocks described in brackets, structured content as JSON when
+  there is no text; `is_error` → `ToolResult(is_error=True)`. A timeout, a protocol error or a server that died
+  → `ToolError`; a dead server's other tools then fail at once with the same reason.
+- `aclose()` is idempotent and closes servers concurrently: a well-behaved server exits within milliseconds of
+  its stdin closing; one that ignores that gets the SDK's 2 s grace, then SIGTERM to its process group and
+  SIGKILL 2 s later. No process is left behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import inspect
+import json
+import logging
+import re
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runtime.config import MCPServerConfig
+from runtime.errors import ToolError
+from runtime.tools.base import Effect, Tool, ToolContext, ToolResult
+from runtime.tools.shell import clean_env
+
+log = logging.getLogger(__name__)
+
+MAX_NAME = 64
+CANCEL_GRACE = 2.0  # seconds run() waits for a cancelled call to reach the server
+_MAX_PAGES = 50
+_CLOSE = object()
+_SDK_MODULES = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared.exceptions", "jsonschema")
+_CLOSED = -32000  # MCPError code: connection closed
+_TIMED_OUT = -32001
+
+
+def import_sdk() -> None:
+    """Import the MCP SDK (0.8–3 s here); the runtime runs it in a worker thread at open when servers exist."""
+    import importlib
+
+    for module in _SDK_MODULES:
+        importlib.import_module(module)
+
+
+def tool_name(server: str, tool: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """`server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters, not in `taken`."""
+    raw = f"{server}__{tool}"
+    name = base = re.sub(r"[^A-Za-z0-9_-]", "_", raw)
+    n = 0
+    while len(name) > MAX_NAME or name in taken:
+        name = f"{base[: MAX_NAME - 9]}_{hashlib.sha256(f'{raw}#{n}'.encode()).hexdigest()[:8]}"
+        n += 1
+    return name
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why `schema` cannot be a tool's parameters for a model, or None if it can."""
+    if not isinstance(schema, dict):
+        return "it is not a JSON object"
+    if schema.get("type") != "object":
+        return "its root is not of type 'object'"
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        return f"it is not a valid JSON Schema ({exc.message})"
+    except Exception as exc:  # an unknown $schema, unresolvable references, ...
+        return f"it cannot be checked ({exc})"
+    return None
+
+
+def result_text(result: Any) -> str:
+    """A CallToolResult as text for the model."""
+    parts: list[str] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} content ({block.mime_type}), {len(block.data) * 3 // 4} bytes, not shown]")
+        elif kind == "resource":
+            text = getattr(block.resource, "text", None)
+            parts.append(text if text is not None else f"[binary resource {block.resource.uri}, not shown]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {block.uri}]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content, not shown]")
+    if not any(p.strip() for p in parts) and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, indent=2, default=str)
+    return "\n".join(parts) if parts else "(no output)"
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _root_error(exc: BaseException) -> BaseException:
+    """The most telling leaf of a (nested) ExceptionGroup: an OSError, else an MCPError, else a timeout."""
+    from mcp.shared.exceptions import MCPError
+
+    leaves = [e for e in _leaves(exc) if not isinstance(e, asyncio.CancelledError)] or [exc]
+    for kind in (OSError, MCPError, TimeoutError):
+        for leaf in leaves:
+            if isinstance(leaf, kind):
+                return leaf
+    return leaves[0]
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
+    """Mark a future's exception as retrieved: its waiter may be gone."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _code(err: BaseException) -> int | None:
+    from mcp.shared.exceptions import MCPError
+
+    return err.code if isinstance(err, MCPError) else None
+
+
+@dataclass(eq=False)
+class _Call:
+    tool: str
+    args: dict[str, Any]
+    on_progress: Any
+    result: asyncio.Future[ToolResult]
+    task: asyncio.Task[None] | None = None
+    abandoned: bool = False
+
+
+@dataclass(eq=False)
+class _Server:
+    name: str
+    cfg: MCPServerConfig
+    owner: asyncio.Task[None] | None = None
+    connected: asyncio.Future[list[Any]] | None = None  # the server's tool listing
+    state: str = "connecting"  # connecting → ready → closed | failed
+    gone: str = ""  # why it cannot be used (a warning text or a call error)
+    timeout: asyncio.Timeout | None = None  # the owner's connect timeout, once entered
+    closing: bool = False
+    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
+    calls: set[asyncio.Task[None]] = field(default_factory=set)
+    errlog: Any = None
+
+    def fail(self, message: str) -> None:
+        if self.state in ("connecting", "ready"):
+            self.state, self.gone = "failed", message
+        if self.connected is not None and not self.connected.done():
+            self.connected.set_exception(ToolError(message))
+
+    def said(self) -> str:
+        """' Its last output: …' from the tail of the server's stderr, or ''."""
+        if self.errlog is None or self.errlog.closed:
+            return ""
+        try:
+            self.errlog.flush()
+            self.errlog.seek(max(0, self.errlog.seek(0, 2) - 4096))
+            lines = [ln.strip() for ln in self.errlog.read().splitlines() if ln.strip()][-3:]
+        except (OSError, ValueError):
+            return ""
+        return f" Its last output: {' | '.join(lines)[-400:]}" if lines else ""
+
+
+class MCPTool:
+    """One tool of a connected MCP server (the Tool protocol)."""
+
+    effect = Effect.external
+
+    def __init__(self, name: str, remote: Any, server: _Server, sessions: MCPTurnSessions):
+        self.name = name
+        self.description = f"[MCP server {server.name}] {(remote.description or remote.title or '').strip()[:2000]}"
+        self.parameters: dict[str, Any] = remote.input_schema
+        self.server_name = server.name
+        self.remote_name: str = remote.name
+        self._server = server
+        self._sessions = sessions
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return await self._sessions._call(self._server, self.remote_name, args, ctx.extra.get("on_progress"))
+
+
+class MCPTurnSessions:
+    """The MCP sessions of one turn: `start()`, `await ready()`, the tools' `run()`, `await aclose()`."""
+
+    def __init__(self, servers: dict[str, MCPServerConfig], *, approved: Callable[[str, MCPServerConfig], bool],
+                 connect_timeout: float = 10.0, call_timeout: float = 300.0, cwd: str | Path | None = None):
+        self.servers = dict(servers)
+        self.approved = approved
+        self.connect_timeout = connect_timeout
+        self.call_timeout = call_timeout
+        self.cwd = cwd
+        self._state: dict[str, _Server] = {}
+        self._started = False
+        self._result: tuple[list[Tool], list[str]] | None = None
+        self._closing: asyncio.Future[None] | None = None
+        self._sdk: asyncio.Task[float] | None = None  # resolves to the loop time the SDK was ready
+
+    def start(self) -> None:
+        """Begin connecting every approved server, concurrently. Sync; needs a running loop; idempotent."""
+        if self._started or self._closing is not None:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        for name, cfg in self.servers.items():
+            srv = self._state[name] = _Server(name, cfg)
+            problem = self._precheck(name, cfg)
+            if problem:
+                srv.state, srv.gone = "failed", problem
+                continue
+            if self._sdk is None:
+                self._sdk = loop.create_task(self._load_sdk())
+                self._sdk.add_done_callback(_consume)
+            srv.connected = loop.create_future()
+            srv.connected.add_done_callback(_consume)
+            srv.owner = loop.create_task(self._own(srv), name=f"mcp-{name}")
+
+    def _precheck(self, name: str, cfg: MCPServerConfig) -> str | None:
+        if not cfg.command and not cfg.url:
+            return f"MCP server '{name}' has neither a 'command' nor a 'url' in settings; continuing without it."
+        if not cfg.command and not str(cfg.url).startswith(("http://", "https://")):
+            return f"MCP server '{name}' has a url that is not http(s): {cfg.url!r}; continuing without it."
+        try:
+            ok = bool(self.approved(name, cfg))
+        except Exception:
+            log.exception("consent check for MCP server %s failed", name)
+            ok = False
+        if ok:
+            return None
+        return (f"MCP server '{name}' was not started: its command line has not been approved yet (or it changed "
+                f"since it was approved); continuing without it.")
+
+    @staticmethod
+    async def _load_sdk() -> float:
+        if any(m not in sys.modules for m in _SDK_MODULES):
+            await asyncio.to_thread(import_sdk)
+        return asyncio.get_running_loop().time()
+
+    async def ready(self) -> tuple[list[Tool], list[str]]:
+        """Wait for the connects (each bounded by connect_timeout); the tools that work and the warnings."""
+        if self._result is not None:
+            return self._result
+        self.start()
+        loop = asyncio.get_running_loop()
+        pending = [s for s in self._state.values() if s.connected is not None]
+        if pending and self._sdk is not None:
+            try:
+                deadline = await asyncio.shield(self._sdk) + self.connect_timeout
+            except Exception as exc:
+                for srv in pending:
+                    srv.fail(f"MCP server '{srv.name}' was not started: MCP support failed to load ({exc}).")
+                deadline = loop.time()
+            while waiting := [s.connected for s in pending if s.connected is not None and not s.connected.done()]:
+                if loop.time() >= deadline:  # each owner's own timeout fires at this same deadline
+                    for srv in [s for s in pending if s.state == "connecting"]:
+                        srv.fail(f"MCP server '{srv.name}' did not answer within {self.connect_timeout:g} s; "
+                                 f"continuing without it.")
+                    break
+                await asyncio.wait(waiting, timeout=deadline - loop.time() + 0.005)
+        tools: list[Tool] = []
+        warnings: list[str] = []
+        taken: set[str] = set()
+        for srv in self._state.values():
+            if srv.state != "ready" or srv.connected is None:
+                warnings.append(srv.gone or f"MCP server '{srv.name}' is not available; continuing without it.")
+                continue
+            for remote in srv.connected.result():
+                problem = schema_problem(remote.input_schema)
+                if problem:
+                    warnings.append(f"MCP server '{srv.name}': tool '{remote.name}' was left out because its "
+                                    f"input schema is unusable: {problem}.")
+                    continue
+                taken.add(name := tool_name(srv.name, remote.name, taken))
+                tools.append(MCPTool(name, remote, srv, self))
+        self._result = (tools, warnings)
+        return self._result
+
+    async def aclose(self) -> None:
+        """Close every session and end every server process; servers close concurrently. Idempotent."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close_all())
+        await asyncio.shield(self._closing)
+
+    async def _close_all(self) -> None:
+        owners = [srv.owner for srv in self._state.values() if srv.owner is not None]
+        for srv in self._state.values():
+            self._stop(srv)
+        if owners:
+            await asyncio.wait(owners)
+        for srv in self._state.values():
+            if srv.errlog is not None:
+                srv.errlog.close()
+
+    @staticmethod
+    def _stop(srv: _Server) -> None:
+        """Make the owner close its session, cancelling it natively at most once (see the module notes)."""
+        srv.closing = True
+        srv.queue.put_nowait(_CLOSE)
+        if srv.owner is None or srv.owner.done():
+            return
+        if srv.timeout is None:  # still waiting for the SDK import: nothing of the SDK's to tear down
+            srv.owner.cancel()
+        else:
+            with contextlib.suppress(RuntimeError):  # the timeout expired or was left: the owner is unwinding
+                srv.timeout.reschedule(asyncio.get_running_loop().time())
+
+    # -- the owner task --
+
+    def _client(self, srv: _Server, stack: contextlib.AsyncExitStack) -> Any:
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        cfg, extra = srv.cfg, srv.cfg.model_extra or {}
+        if cfg.command:
+            srv.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env={**clean_env(), **cfg.env},
+                                           cwd=str(extra.get("cwd") or self.cwd or Path.home()))
+            return Client(stdio_client(params, errlog=srv.errlog))
+        headers = extra.get("headers")
+        if isinstance(headers, dict) and headers:
+            http = create_mcp_http_client(headers={str(k): str(v) for k, v in headers.items()})
+            stack.push_async_callback(http.aclose)
+            return Client(streamable_http_client(str(cfg.url), http_client=http))
+        return Client(str(cfg.url))
+
+    async def _own(self, srv: _Server) -> None:
+        assert self._sdk is not None and srv.connected is not None
+        try:
+            deadline = await asyncio.shield(self._sdk) + self.connect_timeout
+            async with contextlib.AsyncExitStack() as stack:
+                try:
+                    async with asyncio.timeout_at(deadline) as srv.timeout:
+                        client = await stack.enter_async_context(self._client(srv, stack))
+                        listing: list[Any] = []
+                        cursor = None
+                        for _ in range(_MAX_PAGES):
+                            page = await client.list_tools(cursor=cursor)
+                            listing.extend(page.tools)
+                            if not (cursor := page.next_cursor):
+                                break
+                except Exception as exc:
+                    srv.fail(self._connect_error(srv, exc))
+                    return
+                if srv.state != "connecting" or srv.closing:  # ready() gave up on it, or aclose() came
+                    return
+                srv.state = "ready"
+                srv.connected.set_result(listing)
+                await self._serve(srv, client)
+        except Exception as exc:
+            log.debug("MCP server %s closed with an error: %r", srv.name, exc)
+        finally:
+            if srv.state in ("connecting", "ready"):
+                srv.state, srv.gone = "closed", f"MCP server '{srv.name}' is closed."
+            srv.fail(srv.gone)
+            for task in srv.calls:
+                if not task.cancelling():
+                    task.cancel()
+            while not srv.queue.empty():
+                item = srv.queue.get_nowait()
+                if item is not _CLOSE and not item.result.done():
+                    item.result.set_exception(ToolError(srv.gone))
+
+    def _connect_error(self, srv: _Server, exc: BaseException) -> str:
+        err, name, cmd = _root_error(exc), srv.name, srv.cfg.command
+        end = "; continuing without it."
+        if isinstance(err, TimeoutError):
+            return f"MCP server '{name}' did not answer within {self.connect_timeout:g} s{end}"
+        if not cmd:
+            return f"MCP server '{name}' could not be reached at {srv.cfg.url}: {err or type(err).__name__}{end}"
+        if isinstance(err, FileNotFoundError) and err.filename in (None, cmd):
+            return f"MCP server '{name}' could not start: command '{cmd}' was not found{end}"
+        if isinstance(err, OSError):
+            return f"MCP server '{name}' could not start: {err.strerror or err}{end}"
+        if _code(err) == _CLOSED:
+            return f"MCP server '{name}' exited before it was ready{end}{srv.said()}"
+        return f"MCP server '{name}' failed to connect: {err or type(err).__name__}{end}{srv.said()}"
+
+    async def _serve(self, srv: _Server, client: Any) -> None:
+        while (item := await srv.queue.get()) is not _CLOSE:
+            if not item.abandoned:
+                item.task = asyncio.create_task(self._run_call(srv, client, item))
+                srv.calls.add(item.task)
+                item.task.add_done_callback(srv.calls.discard)
+        for task in srv.calls:
+            if not task.cancelling():
+                task.cancel()
+        if srv.calls:
+            await asyncio.wait(list(srv.calls), timeout=CANCEL_GRACE)
+
+    async def _run_call(self, srv: _Server, client: Any, call: _Call) -> None:
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            try:
+                out = call.on_progress(value, total, message) if call.on_progress else None
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:
+                log.exception("progress callback of %s failed", call.tool)
+
+        where = f"The MCP tool '{call.tool}' on server '{srv.name}'"
+        try:
+            result = await client.call_tool(call.tool, call.args, read_timeout_seconds=self.call_timeout,
+                                            progress_callback=progress)
+            outcome: ToolResult | ToolError = ToolResult(result_text(result), is_error=bool(result.is_error))
+        except asyncio.CancelledError:
+            if not call.result.done():
+                call.result.set_exception(ToolError(f"{where} was cancelled."))
+            raise
+        except Exception as exc:
+            err = _root_error(exc)
+            if _code(err) == _TIMED_OUT:
+                outcome = ToolError(f"{where} did not finish within {self.call_timeout:g} s; it was cancelled.")
+            elif _code(err) == _CLOSED or isinstance(err, OSError):
+                srv.fail(f"MCP server '{srv.name}' stopped while running '{call.tool}' (it crashed or exited); its "
+                         f"tools are unavailable for the rest of this turn.{srv.said()}")
+                srv.queue.put_nowait(_CLOSE)
+                outcome = ToolError(srv.gone)
+            elif _code(err) is not None:
+                outcome = ToolError(f"MCP server '{srv.name}' refused the call to '{call.tool}': {err}")
+            else:
+                outcome = ToolError(f"{where} failed: {type(err).__name__}: {err}")
+        if call.result.done():
+            return
+        if isinstance(outcome, ToolError):
+            call.result.set_exception(outcome)
+        else:
+            call.result.set_result(outcome)
+
+    async def _call(self, srv: _Server, tool: str, args: dict[str, Any], on_progress: Any) -> ToolResult:
+        """The caller's side of a call: queue it, await it; if cancelled, cancel it and let the cancel go out."""
+        if srv.state != "ready" or self._closing is not None:
+            raise ToolError(srv.gone or f"MCP server '{srv.name}' is not connected.")
+        call = _Call(tool, dict(args or {}), on_progress, asyncio.get_running_loop().create_future())
+        call.result.add_done_callback(_consume)
+        srv.queue.put_nowait(call)
+        try:
+            return await asyncio.shield(call.result)
+        except asyncio.CancelledError:
+            call.abandoned = True
+            if call.task is not None and not call.task.done():
+                if not call.task.cancelling():
+                    call.task.cancel()
+                await asyncio.wait({call.task}, timeout=CANCEL_GRACE)
+            raise

@@ -1,0 +1,136 @@
+"""MCP servers inside real turns: consent, a hanging server beside a working one, Stop during a slow call,
+and the `hearth mcp` CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.events import EndReason
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import MODEL, collect, open_runtime, text_from
+
+SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
+
+
+def _server(*flags: str, env: dict | None = None) -> dict:
+    return {"command": SERVER[0], "args": [*SERVER[1:], *flags], "env": env or {}, "cwd": str(Path.cwd())}
+
+
+def _settings(home: Path, servers: dict, timeout: float = 10.0) -> None:
+    (home / "settings.json").write_text(json.dumps({"mcpServers": servers, "mcp_connect_timeout": timeout}))
+
+
+@pytest.fixture
+async def model():
+    return ScriptedModel()
+
+
+async def test_unapproved_server_is_never_launched_and_says_why(home, model, tmp_path):
+    pid_file = tmp_path / "pids"
+    _settings(home, {"calc": _server(env={"MCP_TEST_PID_FILE": str(pid_file)})})
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        await rt.send(task.id, "add")
+        events = await collect(rt, task.id)
+        warning = next(e for e in events if e.type == "warning")
+        assert "calc" in warning.message and "approv" in warning.message.lower()
+        assert not pid_file.exists()
+        assert all(t["function"]["name"] != "calc__add" for t in model.requests[0].tools)
+    finally:
+        await rt.aclose()
+
+
+async def test_hanging_server_costs_at_most_its_timeout_and_the_working_one_is_used(home, model):
+    _settings(home, {"calc": _server(), "stuck": _server("--hang-initialize")}, timeout=1.5)
+    model.add_steps([Call("calc__add", {"a": 2, "b": 3})], ["It is 5."])
+    rt = await open_runtime(home, model)
+    try:
+        rt.approve_mcp_server("calc")
+        rt.approve_mcp_server("stuck")
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        await rt.jobs.drain(timeout=30)  # the SDK preload started at open, as in an app that has been open a bit
+        t0 = time.perf_counter()
+        await rt.send(task.id, "add 2 and 3")
+        events = []
+        async for ev in rt.subscribe(task.id):
+            events.append(ev)
+            if ev.type == "status" and ev.phase == "agent_running":
+                waited = time.perf_counter() - t0
+        assert waited < 1.5 + 1.0, f"first model request after {waited:.2f} s"
+        assert any(e.type == "warning" and "stuck" in e.message for e in events)
+        done = next(e for e in events if e.type == "tool_call" and e.state == "done")
+        assert done.name == "calc__add" and done.result == "5"
+        assert text_from(events) == "It is 5." and events[-1].reason == EndReason.completed
+    finally:
+        await rt.aclose()
+
+
+async def test_stop_during_a_slow_mcp_call_then_the_server_works_next_turn(home, model, tmp_path):
+    cancel_file = tmp_path / "cancelled"
+    _settings(home, {"srv": _server(env={"MCP_TEST_CANCEL_FILE": str(cancel_file)})})
+    model.add_steps([Call("srv__slow", {"seconds": 60})])
+    rt = await open_runtime(home, model)
+    try:
+        rt.approve_mcp_server("srv")
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        await rt.send(task.id, "be slow")
+        stopped_at = None
+        async for ev in rt.subscribe(task.id):
+            if ev.type == "tool_call" and ev.state == "running":
+                await asyncio.sleep(0.3)
+                stopped_at = time.perf_counter()
+                await rt.stop(task.id)
+            if ev.type == "turn_ended":
+                assert ev.reason == EndReason.aborted
+                assert time.perf_counter() - stopped_at < 3.0
+        await rt.wait_idle(task.id)
+        part = next(p for p in (await rt.messages(task.id))[-1].parts if p["type"] == "tool_call")
+        assert part["state"] == "interrupted"
+        for _ in range(50):
+            if cancel_file.exists():
+                break
+            await asyncio.sleep(0.05)
+        assert "cancelled" in cancel_file.read_text()
+        model.add_steps([Call("srv__add", {"a": 1, "b": 1})], ["2"])
+        await rt.send(task.id, "now add")
+        events = await collect(rt, task.id)
+        assert next(e for e in events if e.type == "tool_call" and e.state == "done").result == "2"
+    finally:
+        await rt.aclose()
+
+
+async def test_cli_mcp_add_list_import_remove(home, tmp_path):
+    async def cli(*args):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "runtime.cli", "--home", str(home), "mcp", *args,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL,
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+        return proc.returncode, out.decode() + err.decode()
+
+    code, out = await cli("add", "calc", "--yes", "--", "python", "-m", "calc_server")
+    assert code == 0 and "python -m calc_server" in out
+    code, out = await cli("add", "other", "--", "node", "srv.js")
+    assert code == 0 and "not be launched until approved" in out
+    claude = tmp_path / "claude_desktop_config.json"
+    claude.write_text(json.dumps({"mcpServers": {"time": {"command": "uvx", "args": ["mcp-server-time"],
+                                                          "env": {"API_TOKEN": "sk-123"}}}}))
+    code, out = await cli("import", str(claude))
+    assert code == 0 and "uvx mcp-server-time" in out and "sk-123" not in out
+    code, out = await cli("list")
+    lines = dict(line.split("  ", 1) for line in out.strip().splitlines())
+    assert lines["calc"].startswith("[approved]") and lines["other"].startswith("[not approved]")
+    assert lines["time"].startswith("[not approved]")
+    code, out = await cli("remove", "other")
+    assert code == 0
+    code, out = await cli("list")
+    assert "other" not in out
+    code, out = await cli("import", str(tmp_path / "missing.json"))
+    assert code == 2 and "Cannot read" in out

@@ -1,0 +1,99 @@
+"""A real MCP server for tests, on the SDK's `MCPServer` (stdio by default).
+
+Tools: `add(a, b)`, `slow(seconds)`, `crash()`, `progress(steps)`, `fail()`, `getenv(name)`, `structured()`.
+
+Mode flags (argv):
+  --hang-initialize   never answer anything: sleep forever before the server starts, reading nothing
+  --bad-schema        also list a tool (`broken`) whose inputSchema is not a valid JSON Schema
+  --http PORT         serve streamable HTTP on 127.0.0.1:PORT (endpoint /mcp) instead of stdio
+
+Environment (passed through the server config's `env`):
+  MCP_TEST_PID_FILE     the server appends its pid to this file at start
+  MCP_TEST_CANCEL_FILE  `slow` appends "cancelled" here when the client cancels it
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import CallToolResult
+
+
+def _append(env_var: str, text: str) -> None:
+    path = os.environ.get(env_var)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def build(bad_schema: bool = False) -> MCPServer:
+    server = MCPServer("hearth-test", instructions="A test server.")
+
+    @server.tool(description="Add two integers.")
+    def add(a: int, b: int) -> str:
+        return str(a + b)
+
+    @server.tool(description="Sleep for `seconds`, then say so. Records a cancellation.")
+    async def slow(seconds: float) -> str:
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            _append("MCP_TEST_CANCEL_FILE", "cancelled")
+            raise
+        return f"slept {seconds}"
+
+    @server.tool(description="Exit the server process at once.")
+    def crash() -> str:
+        sys.stdout.flush()
+        os._exit(1)
+
+    @server.tool(description="Report `steps` progress notifications, then finish.")
+    async def progress(steps: int, ctx: Context) -> str:
+        for i in range(1, steps + 1):
+            await ctx.report_progress(i, steps, f"step {i}")
+            await anyio.sleep(0.01)
+        return f"done {steps} steps"
+
+    @server.tool(description="Always fails with a tool error.")
+    def fail() -> str:
+        raise ToolError("this tool always fails")
+
+    @server.tool(description="The value of an environment variable of the server process, or '(unset)'.")
+    def getenv(name: str) -> str:
+        return os.environ.get(name, "(unset)")
+
+    @server.tool(description="Return structured content and no text.")
+    def structured() -> CallToolResult:
+        return CallToolResult(content=[], structured_content={"answer": 42})
+
+    if bad_schema:
+
+        @server.tool(description="A tool whose input schema is broken.")
+        def broken(x: int) -> str:
+            return str(x)
+
+        # `type` must be a string or a list of strings in JSON Schema: this schema is invalid.
+        server._tool_manager.get_tool("broken").parameters = {"type": "object", "properties": {"x": {"type": 5}}}
+    return server
+
+
+def main(argv: list[str]) -> None:
+    _append("MCP_TEST_PID_FILE", str(os.getpid()))
+    if "--hang-initialize" in argv:
+        while True:  # never read stdin, never answer
+            time.sleep(3600)
+    server = build(bad_schema="--bad-schema" in argv)
+    if "--http" in argv:
+        port = int(argv[argv.index("--http") + 1])
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
