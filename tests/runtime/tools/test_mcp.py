@@ -21,8 +21,9 @@ import pytest
 from runtime.config import MCPServerConfig
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, ToolContext
-from runtime.tools.mcp import MCPTurnSessions, result_text, schema_problem, tool_name
+from runtime.tools.mcp import MCPTurnSessions
 from runtime.tools.mcp_consent import MCPConsents, command_line, config_fingerprint
+from runtime.tools.mcp_util import result_text, schema_problem, tool_name
 
 SERVER = str(Path(__file__).resolve().parents[2] / "support" / "mcp_server.py")
 # A Python server needs ~1-3 s to start here (importing the SDK); the hang test waits this long.

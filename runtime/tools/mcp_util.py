@@ -1,0 +1,79 @@
+"""Pure helpers of the MCP client: tool names, schema checks, result text, connect-error unwrapping."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from typing import Any
+
+MAX_NAME = 64
+
+
+def tool_name(server: str, tool: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """`server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters, not in `taken`."""
+    raw = f"{server}__{tool}"
+    name = base = re.sub(r"[^A-Za-z0-9_-]", "_", raw)
+    n = 0
+    while len(name) > MAX_NAME or name in taken:
+        name = f"{base[: MAX_NAME - 9]}_{hashlib.sha256(f'{raw}#{n}'.encode()).hexdigest()[:8]}"
+        n += 1
+    return name
+
+
+def schema_problem(schema: Any) -> str | None:
+    """Why `schema` cannot be a tool's parameters for a model, or None if it can."""
+    if not isinstance(schema, dict):
+        return "it is not a JSON object"
+    if schema.get("type") != "object":
+        return "its root is not of type 'object'"
+    from jsonschema import Draft202012Validator, SchemaError
+    from jsonschema.validators import validator_for
+
+    try:
+        validator_for(schema, default=Draft202012Validator).check_schema(schema)
+    except SchemaError as exc:
+        return f"it is not a valid JSON Schema ({exc.message})"
+    except Exception as exc:  # an unknown $schema, unresolvable references, ...
+        return f"it cannot be checked ({exc})"
+    return None
+
+
+def result_text(result: Any) -> str:
+    """A CallToolResult as text for the model."""
+    parts: list[str] = []
+    for block in result.content or ():
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} content ({block.mime_type}), {len(block.data) * 3 // 4} bytes, not shown]")
+        elif kind == "resource":
+            text = getattr(block.resource, "text", None)
+            parts.append(text if text is not None else f"[binary resource {block.resource.uri}, not shown]")
+        elif kind == "resource_link":
+            parts.append(f"[resource link: {block.uri}]")
+        else:
+            parts.append(f"[{kind or 'unknown'} content, not shown]")
+    if not any(p.strip() for p in parts) and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, indent=2, default=str)
+    return "\n".join(parts) if parts else "(no output)"
+
+
+def leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in leaves(sub)]
+    return [exc]
+
+
+def root_error(exc: BaseException) -> BaseException:
+    """The most telling leaf of a (nested) ExceptionGroup: an OSError, else an MCPError, else a timeout."""
+    from mcp.shared.exceptions import MCPError
+
+    found = [e for e in leaves(exc) if not isinstance(e, asyncio.CancelledError)] or [exc]
+    for kind in (OSError, MCPError, TimeoutError):
+        for leaf in found:
+            if isinstance(leaf, kind):
+                return leaf
+    return found[0]
