@@ -106,6 +106,9 @@ class TurnContext:
     def publish(self, event) -> None:
         self.buffer.publish(event)
 
+    def warn(self, message: str) -> None:
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message))
+
     def publish_tool(self, part: dict) -> None:
         self.buffer.publish(
             ToolCall(
@@ -225,7 +228,7 @@ async def _work(rt: Runtime, ctx: TurnContext) -> None:
     if ctx.mcp is not None:
         mcp_tools, warnings = await ctx.mcp.ready()
         for message in warnings:
-            ctx.publish(WarningEvent(task_id=ctx.task_id, turn_id=ctx.turn_id, message=message))
+            ctx.warn(message)
         for tool in mcp_tools:
             ctx.tools[tool.name] = tool
             ctx.tool_specs.append(tool_spec(tool))

@@ -44,7 +44,7 @@ async def run_agent(ctx: TurnContext) -> None:
         calls = []
         finish = None
         append = buffer.append_delta
-        async for item in ctx.provider.stream(request):
+        async for item in ctx.provider.stream(request, on_queued=ctx.warn):
             kind = item[0]
             if kind == TEXT:
                 if text is None:

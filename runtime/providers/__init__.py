@@ -14,11 +14,26 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore) -> Provider:
             raise ConfigError(f"Provider {cfg.id!r} needs a base_url (for example http://127.0.0.1:11434/v1).")
         from .openai_compat import OpenAICompatProvider
 
-        return OpenAICompatProvider(cfg.id, cfg.base_url, keys.resolve(cfg.api_key_ref))
+        return OpenAICompatProvider(
+            cfg.id,
+            cfg.base_url,
+            keys.resolve(cfg.api_key_ref),
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            seed=cfg.seed,
+        )
     if cfg.kind == "llama_cpp":
         from .llama_cpp import LlamaCppProvider
 
-        return LlamaCppProvider(cfg.id, cfg.model_path, n_ctx=cfg.n_ctx, chat_format=cfg.chat_format)
+        return LlamaCppProvider(
+            cfg.id,
+            cfg.model_path,
+            n_ctx=cfg.n_ctx,
+            chat_format=cfg.chat_format,
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            seed=cfg.seed,
+        )
     if cfg.kind == "scripted":
         from .scripted import ScriptedModel
 

@@ -17,7 +17,7 @@ generation; providers do that in `finally`/`async with`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,8 +50,9 @@ class ModelRequest:
 class Provider(Protocol):
     id: str
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[tuple]:
-        """Stream one model step as the tuples above."""
+    def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None) -> AsyncIterator[tuple]:
+        """Stream one model step as the tuples above. A provider that must wait for a shared engine (the
+        bundled model runs one generation at a time) calls `on_queued` with a sentence for the person."""
         ...
 
     async def list_models(self) -> list[str]:

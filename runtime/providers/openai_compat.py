@@ -18,6 +18,8 @@ Decisions (DESIGN.md is silent on them):
   first). TOOL_START is yielded once per call, as soon as both its id and name are known.
 - A stream without a finish_reason is truncated and raises `ProviderError`, also when the server sent
   `[DONE]`; a stream with no chunk at all means the server does not speak streaming chat completions.
+- `temperature`, `max_tokens` and `seed` given to the constructor (settings.json's provider fields) are sent
+  when a request has none of its own; unset, the server's defaults apply.
 - `asyncio.CancelledError` (and GeneratorExit) pass through untouched; `async with` on the SDK stream closes
   the HTTP connection on cancellation, on an error and when the consumer stops early.
 """
@@ -64,8 +66,15 @@ class OpenAICompatProvider:
         connect_timeout: float = 5.0,
         read_timeout: float = 120.0,
         max_retries: int = 0,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
     ):
         self.id = id
+        # Sampling defaults sent when a request has none of its own (None: the server's defaults).
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.seed = seed
         self.base_url = base_url.rstrip("/")
         self._api_key = api_key or _DUMMY_KEY
         self._connect_timeout = connect_timeout
@@ -109,7 +118,8 @@ class OpenAICompatProvider:
         except Exception as exc:
             raise self._map_error(exc, None) from exc
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[tuple]:
+    async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
+        # `on_queued` is unused: a server queues requests itself.
         client = await self._get_client()
         kwargs: dict[str, Any] = {
             "model": request.model,
@@ -119,12 +129,15 @@ class OpenAICompatProvider:
         }
         if request.tools:
             kwargs["tools"] = request.tools
-        if request.max_tokens is not None:
-            kwargs["max_tokens"] = request.max_tokens
-        if request.temperature is not None:
-            kwargs["temperature"] = request.temperature
-        if request.seed is not None:
-            kwargs["seed"] = request.seed
+        max_tokens = self.max_tokens if request.max_tokens is None else request.max_tokens
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        temperature = self.temperature if request.temperature is None else request.temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
+        seed = self.seed if request.seed is None else request.seed
+        if seed is not None:
+            kwargs["seed"] = seed
 
         try:
             sdk_stream = await client.chat.completions.create(**kwargs)

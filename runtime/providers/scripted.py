@@ -63,7 +63,7 @@ class ScriptedModel:
     def add_steps(self, *steps: list) -> None:
         self.steps.extend(steps)
 
-    async def stream(self, request: ModelRequest):
+    async def stream(self, request: ModelRequest, *, on_queued=None):
         # A snapshot: the loop keeps appending to the same message list after this step.
         self.requests.append(dataclasses.replace(request, messages=list(request.messages)))
         step = self.steps.pop(0) if self.steps else ["Done."]

@@ -82,3 +82,21 @@ async def test_unknown_provider_is_a_config_error(home):
             await rt.create_task(approval="yolo")
     finally:
         await rt.aclose()
+
+
+def test_provider_sampling_fields_reach_the_provider(home):
+    from runtime.keys import SecretStore
+    from runtime.providers import build_provider
+
+    (home / "settings.json").write_text(json.dumps({"providers": [
+        {"id": "builtin", "kind": "llama_cpp", "temperature": 0, "max_tokens": 64, "seed": 5},
+        {"id": "local", "kind": "openai", "base_url": "http://127.0.0.1:8080/v1", "temperature": 0.5},
+    ]}))
+    s = load_settings(home)
+    builtin = build_provider(s.provider("builtin"), SecretStore(home))
+    assert (builtin.temperature, builtin.max_tokens, builtin.seed) == (0, 64, 5)
+    local = build_provider(s.provider("local"), SecretStore(home))
+    assert (local.temperature, local.max_tokens, local.seed) == (0.5, None, None)
+    (home / "settings.json").write_text(json.dumps({"providers": [{"id": "b", "kind": "llama_cpp", "max_tokens": 0}]}))
+    with pytest.raises(ConfigError, match="max_tokens"):
+        load_settings(home)

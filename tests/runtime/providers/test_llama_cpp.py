@@ -256,3 +256,35 @@ async def test_a_prompt_longer_than_the_context_is_a_provider_error():
         assert items[-1][0] == FINISH
     finally:
         await small.aclose()
+
+
+def test_answered_calls_are_the_calls_whose_results_end_the_conversation():
+    from runtime.providers.llama_tools import answered_calls, call_key
+
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}
+    asked = [{"role": "user", "content": "read a"}, {"role": "assistant", "content": None, "tool_calls": [call]}]
+    answered = [*asked, {"role": "tool", "tool_call_id": "c1", "content": "A"}]
+    assert answered_calls(answered) == {call_key("read_file", '{ "path": "a" }')} == {("read_file", '{"path": "a"}')}
+    assert answered_calls(asked) == set()
+    assert answered_calls([*answered, {"role": "user", "content": "again"}]) == set()
+    assert call_key("f", "not json ") == ("f", "not json")
+
+
+@slow_model
+async def test_a_call_repeating_the_answered_one_becomes_a_message(provider, monkeypatch):
+    import runtime.providers.llama_worker as worker
+
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'}}
+    messages = [
+        {"role": "user", "content": "Read the file notes.txt and tell me what it says."},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Buy milk and eggs."},
+    ]
+    req = request("", max_tokens=48, tools=[READ_FILE], messages=messages)
+    with monkeypatch.context() as m:  # without the rule, SmolLM2 calls read_file on notes.txt again
+        m.setattr(worker, "answered_calls", lambda _messages: set())
+        (calls,) = [i[1] for i in await collect(provider, req) if i[0] == TOOL_CALLS]
+        assert [(c.name, c.args) for c in calls] == [("read_file", {"path": "notes.txt"})]
+    items = await collect(provider, req)
+    assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+    assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")

