@@ -48,7 +48,9 @@ async def test_unapproved_server_is_never_launched_and_says_why(home, model, tmp
 
 
 async def test_hanging_server_costs_at_most_its_timeout_and_the_working_one_is_used(home, model):
-    _settings(home, {"calc": _server(), "stuck": _server("--hang-initialize")}, timeout=1.5)
+    # The working server is a Python process that imports the MCP SDK: up to ~3 s on a loaded machine.
+    timeout = 6.0
+    _settings(home, {"calc": _server(), "stuck": _server("--hang-initialize")}, timeout=timeout)
     model.add_steps([Call("calc__add", {"a": 2, "b": 3})], ["It is 5."])
     rt = await open_runtime(home, model)
     try:
@@ -63,8 +65,9 @@ async def test_hanging_server_costs_at_most_its_timeout_and_the_working_one_is_u
             events.append(ev)
             if ev.type == "status" and ev.phase == "agent_running":
                 waited = time.perf_counter() - t0
-        assert waited < 1.5 + 1.0, f"first model request after {waited:.2f} s"
-        assert any(e.type == "warning" and "stuck" in e.message for e in events)
+        assert waited < timeout + 1.0, f"first model request after {waited:.2f} s"
+        warnings = [e.message for e in events if e.type == "warning"]
+        assert len(warnings) == 1 and "stuck" in warnings[0], warnings
         done = next(e for e in events if e.type == "tool_call" and e.state == "done")
         assert done.name == "calc__add" and done.result == "5"
         assert text_from(events) == "It is 5." and events[-1].reason == EndReason.completed

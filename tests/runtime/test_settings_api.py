@@ -31,9 +31,11 @@ async def test_detection_finds_running_servers_fast_and_ignores_silent_ones():
             Preset("hung", "Hung", "openai", hung.base_url),
             Preset("down", "Down", "openai", "http://127.0.0.1:9/v1"),
         ]
+        import httpx  # noqa: F401  (warm: the figure is the probes, not the first import)
+
         t0 = time.perf_counter()
         found = await detect_local_servers(0.25, presets)
-        assert time.perf_counter() - t0 < 0.3 + 0.2  # all probes at once, each bounded
+        assert time.perf_counter() - t0 < 0.25 + 0.25  # all probes at once, each bounded
     assert found == {"up": ["llama3.2:3b"]}
 
 
