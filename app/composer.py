@@ -1,0 +1,217 @@
+"""The composer: multi-line input, Enter sends / Shift+Enter newline (or Ctrl+Enter sends when the person
+turned Enter-sends off), attachments by button or drag-and-drop, Stop (and Esc) while a turn runs. While the
+task is busy, sending queues the input; it runs when the current turn ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+
+def _local_files(mime) -> list[str]:
+    if not mime.hasUrls():
+        return []
+    return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and Path(u.toLocalFile()).is_file()]
+
+
+class ComposerEdit(QPlainTextEdit):
+    submit = Signal()
+    escape = Signal()
+    files_dropped = Signal(list)
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("ComposerEdit")
+        self.enter_sends = True
+        self.setTabChangesFocus(True)
+        self.document().contentsChanged.connect(self._fit)
+        self._fit()
+
+    def keyPressEvent(self, event) -> None:
+        key = event.key()
+        mods = event.modifiers()
+        if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            shift = bool(mods & Qt.KeyboardModifier.ShiftModifier)
+            ctrl = bool(mods & Qt.KeyboardModifier.ControlModifier)
+            if (self.enter_sends and not shift) or (not self.enter_sends and ctrl):
+                self.submit.emit()
+                return
+            self.insertPlainText("\n")
+            return
+        if key == Qt.Key.Key_Escape:
+            self.escape.emit()
+            return
+        super().keyPressEvent(event)
+
+    def dragEnterEvent(self, event) -> None:
+        if _local_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event) -> None:
+        if _local_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            super().dragMoveEvent(event)
+
+    def dropEvent(self, event) -> None:
+        files = _local_files(event.mimeData())
+        if files:
+            event.acceptProposedAction()
+            self.files_dropped.emit(files)
+        else:
+            super().dropEvent(event)
+
+    def _fit(self) -> None:
+        lines = max(1, min(8, self.document().blockCount()))
+        line_h = QFontMetrics(self.font()).lineSpacing()
+        self.setFixedHeight(lines * line_h + 12)
+
+
+class Composer(QFrame):
+    submitted = Signal(str, list)  # text, attachment paths
+    stop_requested = Signal()
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setObjectName("Composer")
+        self.setAcceptDrops(True)
+        self.attachments: list[str] = []
+        self.running = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(6)
+        self.chips = QWidget()
+        self.chips_lay = QHBoxLayout(self.chips)
+        self.chips_lay.setContentsMargins(0, 0, 0, 0)
+        self.chips_lay.addStretch(1)
+        self.chips.hide()
+        lay.addWidget(self.chips)
+        self.edit = ComposerEdit()
+        self.edit.setPlaceholderText("Message Hearth — Enter to send, Shift+Enter for a new line")
+        self.edit.submit.connect(self.submit)
+        self.edit.escape.connect(self._escape)
+        self.edit.files_dropped.connect(self.add_files)
+        lay.addWidget(self.edit)
+        row = QHBoxLayout()
+        self.attach = QPushButton("Attach…")
+        self.attach.setToolTip("Attach files (or drop them here); they are copied into the task's workspace.")
+        self.attach.clicked.connect(self._pick_files)
+        row.addWidget(self.attach)
+        self.hint = QLabel()
+        self.hint.setObjectName("Muted")
+        row.addWidget(self.hint, 1)
+        self.stop = QPushButton("■ Stop")
+        self.stop.setObjectName("Danger")
+        self.stop.setToolTip("Stop the running turn (Esc)")
+        self.stop.clicked.connect(self.stop_requested)
+        self.stop.hide()
+        row.addWidget(self.stop)
+        self.send = QPushButton("Send")
+        self.send.setObjectName("Primary")
+        self.send.clicked.connect(self.submit)
+        row.addWidget(self.send)
+        lay.addLayout(row)
+
+    def set_enter_sends(self, value: bool) -> None:
+        self.edit.enter_sends = value
+        self.edit.setPlaceholderText(
+            "Message Hearth — Enter to send, Shift+Enter for a new line" if value
+            else "Message Hearth — Ctrl+Enter to send"
+        )
+
+    def set_running(self, running: bool) -> None:
+        self.running = running
+        self.stop.setVisible(running)
+        self.stop.setEnabled(True)
+        self.send.setText("Queue" if running else "Send")
+        self.send.setToolTip("Runs when the current turn ends" if running else "")
+        self.hint.setText("Working… you can queue another message." if running else "")
+
+    def submit(self) -> None:
+        text = self.edit.toPlainText().strip()
+        if not text and not self.attachments:
+            return
+        files = list(self.attachments)
+        self.edit.clear()
+        self.clear_attachments()
+        self.submitted.emit(text, files)
+
+    def restore(self, text: str, files: list[str]) -> None:
+        """Put an input back when sending it failed, so nothing typed is lost."""
+        if not self.edit.toPlainText():
+            self.edit.setPlainText(text)
+        self.add_files(files)
+
+    def _escape(self) -> None:
+        if self.running:
+            self.stop.setEnabled(False)
+            self.stop_requested.emit()
+
+    # -- attachments --
+
+    def _pick_files(self) -> None:
+        dlg = QFileDialog(self, "Attach files")
+        dlg.setFileMode(QFileDialog.FileMode.ExistingFiles)
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.filesSelected.connect(self.add_files)
+        dlg.open()  # non-modal: a nested event loop would break qasync
+
+    def add_files(self, files: list[str]) -> None:
+        for f in files:
+            if f and f not in self.attachments:
+                self.attachments.append(f)
+                self._add_chip(f)
+        self.chips.setVisible(bool(self.attachments))
+
+    def _add_chip(self, path: str) -> None:
+        chip = QFrame()
+        chip.setObjectName("AttachmentChip")
+        lay = QHBoxLayout(chip)
+        lay.setContentsMargins(8, 2, 4, 2)
+        lay.addWidget(QLabel(Path(path).name))
+        remove = QToolButton()
+        remove.setText("✕")
+        remove.setAutoRaise(True)
+        remove.setToolTip("Remove")
+        remove.clicked.connect(lambda: self._remove(path, chip))
+        lay.addWidget(remove)
+        self.chips_lay.insertWidget(self.chips_lay.count() - 1, chip)
+
+    def _remove(self, path: str, chip: QWidget) -> None:
+        if path in self.attachments:
+            self.attachments.remove(path)
+        chip.deleteLater()
+        self.chips.setVisible(bool(self.attachments))
+
+    def clear_attachments(self) -> None:
+        self.attachments = []
+        while self.chips_lay.count() > 1:
+            item = self.chips_lay.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.chips.hide()
+
+    def dragEnterEvent(self, event) -> None:
+        if _local_files(event.mimeData()):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        files = _local_files(event.mimeData())
+        if files:
+            event.acceptProposedAction()
+            self.add_files(files)

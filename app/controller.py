@@ -1,0 +1,268 @@
+"""HearthApp: the app's lifecycle around one Runtime — first paint, then the runtime; main window and tray;
+close-to-tray; notifications; Quit.
+
+Shutdown follows FACTS (qasync): the app never calls `app.quit()`. Quit sets `quit_event`; `main` awaits it,
+then `shutdown()` closes the windows and awaits `Runtime.aclose()` (running turns end `interrupted`).
+The runtime is imported in a worker thread after the first paint: `runtime.api` costs ~1 s to import, and
+openai / mcp / llama_cpp stay unimported until a turn needs them (the runtime imports them lazily).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtWidgets import QApplication
+
+from . import dialogs, theme
+from .bridge import RuntimeBridge
+from .main_window import MainWindow
+from .prefs import Prefs
+from .settings_window import SettingsWindow
+from .tray import Tray, tray_available
+from .util import error_text
+
+log = logging.getLogger(__name__)
+
+TRAY_NOTE = ("Hearth keeps working in the background while turns run. Open it again from the tray icon; quit "
+             "from the tray menu.")
+
+
+class HearthApp(QObject):
+    notified = Signal(str, str, str)  # task id, title, text
+
+    def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
+                 use_tray: bool = True, prefs: Prefs | None = None):
+        super().__init__()
+        self.home = Path(home) if home else None
+        self._providers = providers
+        self._tools = tools
+        env_home = os.environ.get("HEARTH_HOME")
+        pref_dir = self.home or (Path(env_home) if env_home else None)
+        self.prefs = prefs or Prefs(pref_dir / "app.ini" if pref_dir else None)
+        self.use_tray = use_tray
+        self.quit_event = asyncio.Event()
+        self.ready = asyncio.Event()
+        self.window: MainWindow | None = None
+        self.tray: Tray | None = None
+        self.rt = None
+        self.bridge: RuntimeBridge | None = None
+        self.settings_window: SettingsWindow | None = None
+        self.notifications: list[tuple[str, str, str]] = []
+        self.startup_error: str | None = None
+        self._titles: dict[str, str] = {}
+        self._waiting: set[str] = set()
+        self._last_notified: str | None = None
+        self._closing = False
+        # While the window is hidden nobody reloads the task list: the tray refreshes its own summary.
+        self._tray_refresh = QTimer(self)
+        self._tray_refresh.setSingleShot(True)
+        self._tray_refresh.setInterval(250)
+        self._tray_refresh.timeout.connect(self._refresh_tray)
+
+    # -- start --
+
+    async def start(self) -> None:
+        theme.apply(self.prefs.theme)
+        hints = QApplication.styleHints()
+        if hasattr(hints, "colorSchemeChanged"):  # follow the desktop when the theme is "system"
+            hints.colorSchemeChanged.connect(self._scheme_changed)
+        window = self.show_main()
+        painted = asyncio.get_running_loop().create_future()
+        window.painted.connect(lambda: painted.done() or painted.set_result(None))
+        try:
+            await asyncio.wait_for(painted, 2.0)
+        except TimeoutError:
+            log.warning("no paint event within 2 s; opening the runtime anyway")
+        if self.use_tray and tray_available():
+            self.tray = Tray(self._running_titles)
+            self.tray.open_requested.connect(self.show_main)
+            self.tray.quit_requested.connect(lambda: self.request_quit(ask=True))
+            self.tray.task_requested.connect(self.open_task)
+            self.tray.message_clicked.connect(self._open_notified)
+        await self.open_runtime()
+
+    async def open_runtime(self) -> None:
+        try:
+            api = await asyncio.to_thread(importlib.import_module, "runtime.api")
+            self.rt = await api.Runtime.open(self.home, providers=self._providers, tools=self._tools)
+        except Exception as exc:
+            log.exception("could not open the runtime")
+            self.startup_error = error_text(exc)
+            if self.window is not None:
+                self.window.welcome.title.setText("Hearth could not start")
+                self.window.welcome.model.setText(self.startup_error)
+            self.ready.set()
+            return
+        self.bridge = RuntimeBridge(self.rt, api)
+        self.bridge.turn_event.connect(self._on_turn_event)
+        self.bridge.task_changed.connect(self._task_changed)
+        if self.window is not None:
+            self.window.attach(self.bridge)
+            await self.window.loading
+        self.ready.set()
+
+    # -- windows --
+
+    def show_main(self) -> MainWindow:
+        if self.window is None:
+            self.window = MainWindow(self)
+            geometry = self.prefs.geometry
+            if geometry is not None:
+                self.window.restoreGeometry(geometry)
+            if self.bridge is not None:
+                self.window.attach(self.bridge)
+        self.window.show()
+        self.window.raise_()
+        self.window.activateWindow()
+        return self.window
+
+    def open_task(self, task_id: str) -> None:
+        self.show_main().open_task(task_id)
+
+    def hide_window(self) -> None:
+        """Dispose the main window (panels unsubscribe; turns keep running). `show_main()` builds a new one."""
+        window, self.window = self.window, None
+        if window is None:
+            return
+        self.prefs.geometry = window.saveGeometry()
+        window.dispose()
+        window.hide()
+        window.deleteLater()
+
+    def on_main_close(self, event) -> None:
+        if self._closing:
+            event.accept()
+            return
+        event.ignore()
+        running = self.bridge.running_tasks() if self.bridge else []
+        if running and self.tray is not None:
+            self.hide_window()
+            if not self.prefs.tray_note_shown:
+                self.prefs.tray_note_shown = True
+                self.tray.notify("Hearth is still working", TRAY_NOTE)
+            return
+        self.request_quit(ask=True)
+
+    def open_settings(self) -> SettingsWindow | None:
+        if self.bridge is None:
+            return None
+        if self.settings_window is not None:
+            self.settings_window.raise_()
+            return self.settings_window
+        win = SettingsWindow(self.bridge, self.prefs, self.window)
+        win.theme_changed.connect(theme.apply)
+        win.saved.connect(self._settings_saved)
+        win.enter_sends_changed.connect(self._enter_sends)
+        win.destroyed.connect(lambda: setattr(self, "settings_window", None))
+        self.settings_window = win
+        win.show()
+        return win
+
+    def _settings_saved(self) -> None:
+        if self.window is not None:
+            self.window.refresh_welcome()
+
+    def _scheme_changed(self, *_args) -> None:
+        if self.prefs.theme == "system":
+            theme.apply("system")
+
+    def use_server(self, preset_id: str, models: list[str]) -> None:
+        """Set up a detected local server: Settings opens with it added and its first model as the default."""
+        win = self.open_settings()
+        if win is None:
+            return
+        win.tabs.setCurrentIndex(0)
+        entry = win.providers.add_preset(preset_id, models)
+        if models:
+            win.providers.default_model.setCurrentText(f"{entry['id']}/{models[0]}")
+
+    def _enter_sends(self, on: bool) -> None:
+        if self.window is not None and self.window.panel is not None:
+            self.window.panel.composer.set_enter_sends(on)
+
+    # -- tasks, tray, notifications --
+
+    def tasks_updated(self, tasks: list) -> None:
+        self._titles = {t.id: t.title or "New task" for t in tasks}
+        self._waiting = {t.id for t in tasks if t.state == "waiting"}
+        if self.tray is not None and self.bridge is not None:
+            self.tray.set_busy(len(self.bridge.running_tasks()), len(self._waiting))
+
+    def _task_changed(self, _task_id: str) -> None:
+        if self.tray is not None and self.window is None:
+            self._tray_refresh.start()
+
+    def _refresh_tray(self) -> None:
+        async def go():
+            self.tasks_updated(await self.bridge.list_tasks())
+
+        if self.bridge is not None and not self._closing:
+            self.bridge.run(go())
+
+    def _open_notified(self) -> None:
+        if self._last_notified:
+            self.open_task(self._last_notified)
+        else:
+            self.show_main()
+
+    def _running_titles(self) -> list[tuple[str, str]]:
+        if self.bridge is None:
+            return []
+        return [(t, self._titles.get(t, "Task")) for t in self.bridge.running_tasks()]
+
+    def _visible(self, task_id: str) -> bool:
+        return self.window is not None and self.window.is_task_visible(task_id)
+
+    def _on_turn_event(self, task_id: str, ev) -> None:
+        if self._closing or self._visible(task_id):
+            return
+        title = self._titles.get(task_id, "A task")
+        if ev.type == "input_requested":
+            what = f"Allow {ev.tool_name}?" if ev.kind == "approval" else ev.prompt
+            self.notify(task_id, f"{title} is waiting for you", what)
+        elif ev.type == "turn_ended" and ev.reason in ("completed", "error"):
+            if ev.reason == "completed":
+                self.notify(task_id, f"{title} is done", "Open Hearth to see the answer.")
+            else:
+                self.notify(task_id, f"{title} failed", ev.error or "The turn ended with an error.")
+
+    def notify(self, task_id: str, title: str, text: str) -> None:
+        self.notifications.append((task_id, title, text))
+        self._last_notified = task_id
+        self.notified.emit(task_id, title, text)
+        if self.tray is not None:
+            self.tray.notify(title, text)
+
+    # -- quit --
+
+    def request_quit(self, ask: bool = True):
+        """Quit; with `ask`, confirm first when turns are running. Signals (SIGTERM/SIGINT) never ask."""
+        running = self.bridge.running_tasks() if self.bridge else []
+        if ask and running:
+            n = len(running)
+            return dialogs.confirm(
+                self.window, "Quit Hearth?", f"{n} task{'s are' if n > 1 else ' is'} still working.", "Quit",
+                self.quit_event.set,
+                informative="Running turns will be marked interrupted; you can continue them later.")
+        self.quit_event.set()
+        return None
+
+    async def shutdown(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._tray_refresh.stop()
+        if self.settings_window is not None:
+            self.settings_window.close()
+        self.hide_window()
+        if self.tray is not None:
+            self.tray.hide()
+        if self.bridge is not None:
+            await self.bridge.aclose()
+        elif self.rt is not None:
+            await self.rt.aclose()

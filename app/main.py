@@ -1,0 +1,92 @@
+"""Entry point: `python -m app` and the `hearth-app` console script (`app.main:main`).
+
+    hearth-app [--home DIR] [--no-tray] [--theme system|light|dark]
+
+SIGTERM and SIGINT (logout, system shutdown, Ctrl-C) quit without asking, through the same clean path as
+Quit: running turns end `interrupted`, the database is closed, the exit code is 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+
+T0 = time.time()
+
+
+def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(prog="hearth-app", description="Hearth, the desktop app.")
+    parser.add_argument("--home", help="data folder (default: $HEARTH_HOME or the platform's user data folder)")
+    parser.add_argument("--no-tray", action="store_true", help="do not show a tray icon")
+    parser.add_argument("--theme", choices=("system", "light", "dark"), help="theme for this and later runs")
+    parser.add_argument("--verbose", action="store_true")
+    # For the launch benchmark and tests: print first-paint and ready times as one JSON line when ready;
+    # "exit" then quits, "stay" keeps running (until Quit or a signal).
+    parser.add_argument("--report-startup", choices=("exit", "stay"), help=argparse.SUPPRESS)
+    return parser.parse_known_args(argv)
+
+
+def _install_signals(loop: asyncio.AbstractEventLoop, quit_now) -> None:
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, quit_now)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows: plain handler
+            signal.signal(sig, lambda *_: loop.call_soon_threadsafe(quit_now))
+
+
+async def run(args: argparse.Namespace) -> int:
+    from .controller import HearthApp
+
+    ctl = HearthApp(args.home, use_tray=not args.no_tray)
+    if args.theme:
+        ctl.prefs.theme = args.theme
+    _install_signals(asyncio.get_running_loop(), lambda: ctl.request_quit(ask=False))
+    report: dict = {}
+
+    def painted() -> None:
+        report["first_paint"] = time.time()
+        report["heavy_at_paint"] = sorted(m for m in ("runtime.api", "openai", "mcp", "llama_cpp")
+                                          if m in sys.modules)
+
+    try:
+        if args.report_startup:
+            ctl.show_main().painted.connect(painted)
+        await ctl.start()
+        if args.report_startup:
+            report["ready"] = time.time()
+            report["t0"] = T0
+            report["error"] = ctl.startup_error
+            print(json.dumps(report), flush=True)
+            if args.report_startup == "exit":
+                ctl.request_quit(ask=False)
+        await ctl.quit_event.wait()
+    finally:
+        await ctl.shutdown()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, qt_args = parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    from .icons import app_icon
+
+    app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
+    app.setApplicationName("Hearth")
+    app.setApplicationDisplayName("Hearth")
+    app.setDesktopFileName("hearth")
+    app.setWindowIcon(app_icon())
+    app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (FACTS: qasync shutdown)
+    return qasync.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

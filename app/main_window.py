@@ -1,0 +1,321 @@
+"""The main window: task sidebar, the open task's panel (one at a time; a panel is disposable), menus.
+
+It is only a viewer: closing it never stops a turn (the controller decides between hiding to the tray and
+quitting). It paints before the runtime is even imported, then `attach()` brings the tasks in.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from PySide6.QtCore import Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidget
+
+from . import dialogs, export
+from .icons import app_icon
+from .new_task_dialog import NewTaskDialog, model_choices
+from .sidebar import TaskSidebar
+from .task_panel import TaskPanel
+from .welcome import WelcomePage
+
+
+class MainWindow(QMainWindow):
+    painted = Signal()
+
+    def __init__(self, ctl):
+        super().__init__()
+        self.ctl = ctl
+        self.bridge = None
+        self.panel: TaskPanel | None = None
+        self.tasks: dict[str, object] = {}
+        self._painted = False
+        self.disposed = False
+        self.setWindowTitle("Hearth")
+        self.setWindowIcon(app_icon())
+        self.resize(1180, 780)
+        self.sidebar = TaskSidebar()
+        self.sidebar.setEnabled(False)
+        self.stack = QStackedWidget()
+        self.welcome = WelcomePage()
+        self.stack.addWidget(self.welcome)
+        split = QSplitter()
+        split.addWidget(self.sidebar)
+        split.addWidget(self.stack)
+        split.setStretchFactor(1, 1)
+        split.setSizes([270, 910])
+        split.setChildrenCollapsible(False)
+        self.setCentralWidget(split)
+        self._menus()
+        self._reload = QTimer(self)
+        self._reload.setSingleShot(True)
+        self._reload.setInterval(60)
+        self._reload.timeout.connect(self._do_reload)
+
+    def _menus(self) -> None:
+        def act(menu, text, slot, shortcut=None) -> QAction:
+            a = menu.addAction(text)
+            a.triggered.connect(slot)
+            if shortcut:
+                a.setShortcut(QKeySequence(shortcut))
+            self.actions_by_name[text] = a
+            return a
+
+        # Explicit keys: the StandardKey ones (New, Quit, Preferences) are empty on some Linux platforms.
+        self.actions_by_name: dict[str, QAction] = {}
+        bar = self.menuBar()
+        f = bar.addMenu("&File")
+        act(f, "New Task…", lambda: self.new_task(), "Ctrl+N")
+        f.addSeparator()
+        act(f, "Export Task as Markdown…", lambda: self.export("md"))
+        act(f, "Export Task as JSON…", lambda: self.export("json"))
+        f.addSeparator()
+        act(f, "Open Workspace Folder", self.open_workspace)
+        act(f, "Open Data Folder", self.open_data_folder)
+        f.addSeparator()
+        act(f, "Settings…", lambda: self.ctl.open_settings(), "Ctrl+,")
+        act(f, "Close Window", self.close, "Ctrl+W")
+        act(f, "Quit", lambda: self.ctl.request_quit(ask=True), "Ctrl+Q")
+        t = bar.addMenu("&Task")
+        act(t, "Rename…", lambda: self.rename_task(self.current_task()), "F2")
+        act(t, "Delete…", lambda: self.delete_task(self.current_task()))
+        act(t, "Stop", self.stop_current, "Ctrl+.")
+        h = bar.addMenu("&Help")
+        act(h, "About Hearth", lambda: dialogs.about(self, "0.1.0", str(self.bridge.home if self.bridge else "")))
+        self._task_actions = [self.actions_by_name[n] for n in (
+            "Export Task as Markdown…", "Export Task as JSON…", "Open Workspace Folder", "Rename…", "Delete…",
+            "Stop")]
+        self._enable_task_actions()
+
+    def _enable_task_actions(self) -> None:
+        for a in self._task_actions:
+            a.setEnabled(self.panel is not None)
+
+    # -- runtime attached --
+
+    def attach(self, bridge) -> None:
+        self.bridge = bridge
+        self.sidebar.setEnabled(True)
+        self.sidebar.task_selected.connect(self.open_task)
+        self.sidebar.new_requested.connect(lambda: self.new_task())
+        self.sidebar.rename_requested.connect(self.rename_task)
+        self.sidebar.delete_requested.connect(self.delete_task)
+        self.sidebar.settings_requested.connect(lambda: self.ctl.open_settings())
+        self.welcome.new_task.connect(self.new_task)
+        self.welcome.use_server.connect(self.ctl.use_server)
+        # Bound methods only: a lambda would outlive this (disposable) window on the long-lived bridge.
+        bridge.task_changed.connect(self._task_changed)
+        bridge.tasks_changed.connect(self._tasks_changed)
+        bridge.error.connect(self._show_error)
+        self.refresh_welcome()
+        self.loading = bridge.run(self._first_load())
+
+    def refresh_welcome(self) -> None:
+        model = self.bridge.settings.default_model
+        self.welcome.set_starting(False, model, model.startswith("builtin/"), has_tasks=bool(self.tasks))
+
+    async def _first_load(self) -> None:
+        """Tasks, then the task that was open last (also after the window was closed and reopened)."""
+        await self.reload_tasks()
+        last = self.ctl.prefs.last_task
+        if not self.disposed and self.panel is None and last in self.tasks:
+            self.open_task(last)
+        await self._detect_servers()
+
+    async def _detect_servers(self) -> None:
+        """Offer a local model server (Ollama, LM Studio, …) that runs but is not configured yet."""
+        try:
+            found = await self.bridge.detect_local_servers()
+        except Exception:  # only a hint: never let it bother the person
+            return
+        configured = {p.base_url for p in self.bridge.settings.providers if p.base_url}
+        presets = {p.id: p for p in self.bridge.presets()}
+        for pid, models in found.items():
+            preset = presets.get(pid)
+            if preset is not None and models and preset.base_url not in configured and not self.disposed:
+                self.welcome.set_detected(pid, preset.label, models)
+                return
+
+    def _do_reload(self) -> None:
+        if self.bridge is not None and not self.disposed:
+            self.bridge.run(self.reload_tasks())
+
+    def _show_error(self, text: str) -> None:
+        self.statusBar().showMessage(text, 10_000)
+
+    def _tasks_changed(self) -> None:
+        self._reload.start()
+
+    async def reload_tasks(self) -> None:
+        tasks = await self.bridge.list_tasks()
+        if self.disposed:
+            return
+        self.tasks = {t.id: t for t in tasks}
+        self.sidebar.set_tasks(tasks, set(self.bridge.running_tasks()))
+        if self.panel is None:
+            self.refresh_welcome()
+        elif self.panel.task_id not in self.tasks:
+            self.close_panel()
+        self.ctl.tasks_updated(tasks)
+
+    def _task_changed(self, task_id: str) -> None:
+        self._reload.start()
+        if self.panel is not None and self.panel.task_id == task_id:
+            self.bridge.run(self.panel.sync())
+
+    # -- panels --
+
+    def current_task(self) -> str | None:
+        return self.panel.task_id if self.panel is not None else None
+
+    def open_task(self, task_id: str) -> TaskPanel | None:
+        if self.panel is not None and self.panel.task_id == task_id:
+            return self.panel
+        info = self.tasks.get(task_id)
+        if info is None or self.disposed:
+            return None
+        self.close_panel(select_none=False)
+        self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends)
+        self.panel.title_changed.connect(lambda _t: self._reload.start())
+        self.stack.addWidget(self.panel)
+        self.stack.setCurrentWidget(self.panel)
+        self.sidebar.select(task_id)
+        self.ctl.prefs.last_task = task_id
+        self._enable_task_actions()
+        self.panel.focus_composer()
+        return self.panel
+
+    def close_panel(self, select_none: bool = True) -> None:
+        """Dispose the panel; its turn keeps running."""
+        if self.panel is None:
+            return
+        panel, self.panel = self.panel, None
+        panel.close_panel()
+        self.stack.removeWidget(panel)
+        panel.deleteLater()
+        self.stack.setCurrentWidget(self.welcome)
+        if select_none:
+            self.sidebar.select(None)
+        self._enable_task_actions()
+
+    def is_task_visible(self, task_id: str) -> bool:
+        return (self.isVisible() and not self.isMinimized() and self.panel is not None
+                and self.panel.task_id == task_id)
+
+    # -- task actions --
+
+    def new_task(self, goal: str = "") -> NewTaskDialog:
+        known = sorted({t.model for t in self.tasks.values()})
+        dlg = NewTaskDialog(model_choices(self.bridge.settings, known), self)
+        if goal:
+            dlg.goal.setPlainText(goal)
+        dlg.create_requested.connect(lambda values: self.bridge.run(self._create(dlg, values)))
+        dlg.show()
+        self.new_task_dialog = dlg
+        return dlg
+
+    async def _create(self, dlg: NewTaskDialog, values: dict) -> None:
+        goal = values.pop("goal", "")
+        try:
+            info = await self.bridge.create_task(**values)
+        except Exception as exc:
+            dlg.failed(str(exc))
+            return
+        dlg.close()
+        await self.reload_tasks()
+        panel = self.open_task(info.id)
+        if goal and panel is not None:
+            panel.composer.edit.setPlainText(goal)
+            panel.composer.submit()
+
+    def rename_task(self, task_id: str | None):
+        info = self.tasks.get(task_id) if task_id else None
+        if info is None:
+            return
+
+        def done(title: str) -> None:
+            self.bridge.run(self._rename(task_id, title))
+
+        return dialogs.ask_text(self, "Rename task", "Title:", info.title or "", done)
+
+    async def _rename(self, task_id: str, title: str) -> None:
+        await self.bridge.rename(task_id, title)
+        await self.reload_tasks()
+        if self.panel is not None and self.panel.task_id == task_id:
+            await self.panel.sync()
+
+    def delete_task(self, task_id: str | None):
+        info = self.tasks.get(task_id) if task_id else None
+        if info is None:
+            return None
+        running = self.bridge.is_running(task_id)
+        extra = " Its running turn will be stopped." if running else ""
+        return dialogs.confirm(
+            self, "Delete task?", f"Delete “{info.title or 'New task'}” and its conversation?",
+            "Delete", lambda: self.bridge.run(self._delete(task_id)),
+            informative=f"This cannot be undone.{extra} Files in its workspace folder stay on disk.", danger=True)
+
+    async def _delete(self, task_id: str) -> None:
+        if self.panel is not None and self.panel.task_id == task_id:
+            self.close_panel()
+        await self.bridge.delete(task_id)
+        await self.reload_tasks()
+
+    def stop_current(self) -> None:
+        if self.panel is not None:
+            self.bridge.run(self.bridge.stop(self.panel.task_id))
+
+    def export(self, fmt: str) -> None:
+        if self.panel is None:
+            return
+        info = self.panel.info
+        name = re.sub(r"[^\w\- ]+", "", info.title or "task").strip() or "task"
+        dlg = QFileDialog(self, "Export task", str(Path.home() / f"{name}.{fmt}"))
+        dlg.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dlg.setNameFilter("Markdown (*.md)" if fmt == "md" else "JSON (*.json)")
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.fileSelected.connect(lambda path: self.bridge.run(self.export_to(info.id, path, fmt)))
+        dlg.open()
+
+    async def export_to(self, task_id: str, path: str, fmt: str) -> None:
+        info = await self.bridge.get_task(task_id)
+        messages = await self.bridge.messages(task_id)
+        turns = await self.bridge.turns(task_id)
+        text = (export.to_markdown if fmt == "md" else export.to_json)(info, messages, turns)
+        await asyncio.to_thread(Path(path).write_text, text, encoding="utf-8")
+        self.statusBar().showMessage(f"Exported to {path}", 8000)
+
+    def open_workspace(self) -> None:
+        if self.panel is not None:
+            self.panel.open_workspace()
+
+    def open_data_folder(self) -> None:
+        if self.bridge is not None:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.bridge.home)))
+
+    # -- window --
+
+    def paintEvent(self, event) -> None:
+        super().paintEvent(event)
+        if not self._painted:
+            self._painted = True
+            self.painted.emit()
+
+    def closeEvent(self, event) -> None:
+        self.ctl.on_main_close(event)
+
+    def dispose(self) -> None:
+        """Stop listening and drop the panel; the window is about to be deleted."""
+        self.disposed = True
+        self._reload.stop()
+        if self.bridge is not None:
+            for signal, slot in ((self.bridge.task_changed, self._task_changed),
+                                 (self.bridge.tasks_changed, self._tasks_changed),
+                                 (self.bridge.error, self._show_error)):
+                try:
+                    signal.disconnect(slot)
+                except (RuntimeError, TypeError):
+                    pass
+        self.close_panel(select_none=False)

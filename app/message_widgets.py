@@ -1,0 +1,262 @@
+"""The pieces of a conversation: the person's inputs, an assistant message (text, collapsible reasoning, tool
+cards — one widget per part, indexed by part id, which is the part's index in the persisted message), the
+per-turn footer with token usage, and the banner of an interrupted or failed turn."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .markdown import MarkdownView
+from .tool_card import ToolCard
+
+TEXT_KINDS = {"text_delta": "text", "reasoning_delta": "reasoning"}
+
+
+class UserBubble(QWidget):
+    """An input: its text (plain, as typed), attachments, or an answer to a question/approval."""
+
+    def __init__(self, parts: list[dict], status: str = "complete", parent=None):
+        super().__init__(parent)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        self.text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
+        answer = next((p for p in parts if p.get("type") == "answer"), None)
+        if answer is not None and not self.text:
+            label = QLabel(_answer_line(answer))
+            label.setObjectName("Muted")
+            label.setWordWrap(True)
+            outer.addStretch(1)
+            outer.addWidget(label)
+            self.bubble = None
+            return
+        outer.addStretch(1)
+        self.bubble = QFrame()
+        self.bubble.setObjectName("UserBubble")
+        lay = QVBoxLayout(self.bubble)
+        lay.setContentsMargins(12, 8, 12, 8)
+        lay.setSpacing(4)
+        label = QLabel(self.text)
+        label.setTextFormat(Qt.TextFormat.PlainText)
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        label.setVisible(bool(self.text))
+        lay.addWidget(label)
+        self.label = label
+        names = [p.get("name", "") for p in parts if p.get("type") == "attachment"]
+        if names:
+            files = QLabel("Attached: " + ", ".join(names))
+            files.setObjectName("Muted")
+            files.setWordWrap(True)
+            lay.addWidget(files)
+        if status == "queued":
+            queued = QLabel("queued — runs when the current turn ends")
+            queued.setObjectName("Muted")
+            lay.addWidget(queued)
+        outer.addWidget(self.bubble)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.bubble is not None:
+            widest = max(200, int(self.width() * 0.8))
+            self.bubble.setMaximumWidth(widest)
+            # A word-wrapped QLabel would pick a narrow width by itself; give it the text's natural width.
+            fm = self.label.fontMetrics()
+            natural = max((fm.horizontalAdvance(line) for line in self.text.splitlines()), default=0) + 4
+            self.label.setMinimumWidth(min(natural, widest - 24))
+
+
+def _answer_line(answer: dict) -> str:
+    req = answer.get("request") or {}
+    tool = req.get("tool_name") or "the tool"
+    if req.get("kind") == "approval":
+        return f"✓ You approved {tool}" if answer.get("answer") == "approve" else f"✗ You denied {tool}"
+    return f"You answered: {answer.get('answer', '')}"
+
+
+class ReasoningBlock(QWidget):
+    """The model's reasoning, collapsed behind a toggle."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(2)
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("Toggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle.setText("Thinking")
+        self.toggle.toggled.connect(self._toggled)
+        lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        self.view = MarkdownView(muted=True)
+        self.view.hide()
+        lay.addWidget(self.view)
+
+    @property
+    def source(self) -> str:
+        return self.view.source
+
+    def add_text(self, text: str) -> None:
+        self.view.add_text(text)
+
+    def set_text(self, text: str) -> None:
+        self.view.set_text(text)
+
+    def request_render(self) -> None:
+        words = len(self.view.source.split())
+        self.toggle.setText(f"Thinking · {words} word{'s' if words != 1 else ''}")
+        if self.toggle.isChecked():
+            self.view.request_render()
+
+    def flush(self) -> None:
+        self.request_render()
+        if self.toggle.isChecked():
+            self.view.flush()
+
+    def _toggled(self, shown: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.view.setVisible(shown)
+        if shown:
+            self.view.flush()
+
+
+class AssistantBlock(QWidget):
+    """One assistant message; live events and persisted parts update it through the same methods."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+        self.lay = QVBoxLayout(self)
+        self.lay.setContentsMargins(0, 0, 0, 0)
+        self.lay.setSpacing(8)
+        self.parts: dict[int, QWidget] = {}
+        self._kinds: dict[int, str] = {}
+        self._dirty: set[QWidget] = set()
+
+    def _ensure(self, part_id: int, kind: str, part: dict | None = None) -> QWidget:
+        w = self.parts.get(part_id)
+        if w is not None and self._kinds[part_id] == kind:
+            return w
+        if w is not None:
+            self.lay.removeWidget(w)
+            w.deleteLater()
+        if kind == "text":
+            w = MarkdownView()
+        elif kind == "reasoning":
+            w = ReasoningBlock()
+        else:
+            w = ToolCard(part or {})
+        self.parts[part_id] = w
+        self._kinds[part_id] = kind
+        index = sorted(self.parts).index(part_id)
+        self.lay.insertWidget(index, w)
+        return w
+
+    def clear(self) -> None:
+        for w in self.parts.values():
+            self.lay.removeWidget(w)
+            w.deleteLater()
+        self.parts.clear()
+        self._kinds.clear()
+        self._dirty.clear()
+
+    def add_delta(self, kind: str, part_id: int, text: str) -> None:
+        w = self._ensure(part_id, kind)
+        w.add_text(text)
+        self._dirty.add(w)
+
+    def update_tool(self, part: dict) -> None:
+        w = self._ensure(part["part_id"], "tool_call", part)
+        w.update_part(part)
+
+    def set_parts(self, parts: list[dict]) -> None:
+        """Reconcile with persisted parts; unchanged text is not re-rendered."""
+        for i, p in enumerate(parts):
+            kind = p.get("type")
+            if kind in ("text", "reasoning"):
+                w = self._ensure(i, kind)
+                w.set_text(p.get("text", ""))
+                self._dirty.add(w)
+            elif kind == "tool_call":
+                self._ensure(i, "tool_call", p).update_part(p)
+        for i in [k for k in self.parts if k >= len(parts)]:
+            w = self.parts.pop(i)
+            self._kinds.pop(i)
+            self._dirty.discard(w)
+            self.lay.removeWidget(w)
+            w.deleteLater()
+        self.flush()
+
+    def render(self) -> None:
+        """Once per frame: re-render what changed (each view throttles itself by its own cost)."""
+        dirty, self._dirty = self._dirty, set()
+        for w in dirty:
+            w.request_render()
+
+    def flush(self) -> None:
+        self._dirty.clear()
+        for i in sorted(self.parts):
+            w = self.parts[i]
+            if self._kinds[i] != "tool_call":
+                w.flush()
+
+    def add_warning(self, message: str) -> None:
+        label = QLabel(f"⚠ {message}")
+        label.setObjectName("Muted")
+        label.setWordWrap(True)
+        self.lay.addWidget(label)
+
+    def text(self, kind: str = "text") -> str:
+        return "".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == kind)
+
+    def cards(self) -> list[ToolCard]:
+        return [self.parts[i] for i in sorted(self.parts) if self._kinds[i] == "tool_call"]
+
+    def card(self, call_id: str) -> ToolCard | None:
+        return next((c for c in self.cards() if c.call_id == call_id), None)
+
+
+class Banner(QFrame):
+    """An interrupted or failed turn, said plainly, with a way to continue."""
+
+    continue_clicked = Signal()
+
+    def __init__(self, kind: str, text: str, can_continue: bool, parent=None):
+        super().__init__(parent)
+        self.setObjectName("Banner")
+        self.setProperty("kind", kind)
+        self.kind = kind
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(12, 8, 8, 8)
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.label, 1)
+        self.button = QPushButton("Continue")
+        self.button.setObjectName("Primary")
+        self.button.clicked.connect(self.continue_clicked)
+        self.button.setVisible(can_continue)
+        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+
+
+def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False) -> str:
+    bits = []
+    if live:
+        bits.append("working…")
+    elif reason:
+        bits.append({"completed": "done", "aborted": "stopped by you", "waiting": "waiting for you"}.get(
+            reason, reason))
+    if input_tokens or output_tokens:
+        bits.append(f"{input_tokens:,} in · {output_tokens:,} out tokens")
+    return "  ·  ".join(bits)

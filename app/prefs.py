@@ -1,0 +1,70 @@
+"""App-only preferences (theme, Enter-sends, one-time notes, window geometry). They are about this viewer,
+not the agent, so they live in a QSettings INI file next to the data (or Qt's per-user location when the
+data folder is the platform default) and never in settings.json."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QByteArray, QSettings
+
+
+class Prefs:
+    def __init__(self, path: Path | None = None):
+        if path is not None:
+            self._s = QSettings(str(path), QSettings.Format.IniFormat)
+        else:
+            self._s = QSettings("Hearth", "Hearth")
+
+    def _get(self, key: str, default):
+        value = self._s.value(key, default)
+        if isinstance(default, bool):
+            return value in (True, "true", "1", 1)
+        return value
+
+    def _set(self, key: str, value) -> None:
+        self._s.setValue(key, value)
+        self._s.sync()
+
+    @property
+    def theme(self) -> str:
+        value = str(self._get("theme", "system"))
+        return value if value in ("system", "light", "dark") else "system"
+
+    @theme.setter
+    def theme(self, value: str) -> None:
+        self._set("theme", value)
+
+    @property
+    def enter_sends(self) -> bool:
+        return self._get("enter_sends", True)
+
+    @enter_sends.setter
+    def enter_sends(self, value: bool) -> None:
+        self._set("enter_sends", bool(value))
+
+    @property
+    def tray_note_shown(self) -> bool:
+        return self._get("tray_note_shown", False)
+
+    @tray_note_shown.setter
+    def tray_note_shown(self, value: bool) -> None:
+        self._set("tray_note_shown", bool(value))
+
+    @property
+    def geometry(self) -> QByteArray | None:
+        value = self._s.value("geometry")
+        return value if isinstance(value, QByteArray) else None
+
+    @geometry.setter
+    def geometry(self, value: QByteArray) -> None:
+        self._set("geometry", value)
+
+    @property
+    def last_task(self) -> str | None:
+        value = self._s.value("last_task")
+        return str(value) if value else None
+
+    @last_task.setter
+    def last_task(self, value: str | None) -> None:
+        self._set("last_task", value or "")

@@ -1,0 +1,156 @@
+"""The Settings window: Models (providers and presets), Tools (MCP servers) and Appearance (theme, Enter
+sends). Appearance is app-only and applies at once. Models are saved with the Save button through the runtime
+(`save_settings`, keys via `set_api_key` into the OS keyring); MCP changes apply at once (see mcp_editor).
+A runtime without those methods shows the values read-only."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QDialog,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .bridge import RuntimeBridge
+from .mcp_editor import McpEditor
+from .prefs import Prefs
+from .providers_editor import ProvidersEditor
+from .util import error_text
+
+NEEDS = "This runtime cannot save settings yet (it lacks save_settings); showing them read-only."
+
+
+class SettingsWindow(QDialog):
+    theme_changed = Signal(str)
+    enter_sends_changed = Signal(bool)
+    saved = Signal()
+
+    def __init__(self, bridge: RuntimeBridge, prefs: Prefs, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Hearth Settings")
+        self.setModal(False)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.resize(820, 520)
+        self.bridge = bridge
+        self.prefs = prefs
+        settings = bridge.settings
+        # Every value, defaults included (Settings.dump() leaves defaults out: it is for writing the file).
+        dump = settings.model_dump(mode="json", by_alias=True, exclude_none=True)
+        lay = QVBoxLayout(self)
+        self.tabs = QTabWidget()
+        self.providers = ProvidersEditor(dump.get("providers", []), dump.get("default_model", ""),
+                                         bridge.presets())
+        self.providers.test_requested.connect(self._test)
+        self.providers.changed.connect(self._dirty)
+        self.tabs.addTab(self.providers, "Models")
+        self.mcp = McpEditor(bridge)
+        self.tabs.addTab(self.mcp, "Tools (MCP)")
+        self.tabs.addTab(self._appearance(), "Appearance")
+        lay.addWidget(self.tabs, 1)
+        row = QHBoxLayout()
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        self.status.setObjectName("Muted")
+        row.addWidget(self.status, 1)
+        self.save = QPushButton("Save")
+        self.save.setObjectName("Primary")
+        self.save.clicked.connect(self._save)
+        close = QPushButton("Close")
+        close.clicked.connect(self.close)
+        row.addWidget(self.save)
+        row.addWidget(close)
+        lay.addLayout(row)
+        self.can_save = bridge.supports("save_settings")
+        self.save.setEnabled(False)
+        if not self.can_save:
+            self.status.setText(NEEDS)
+        if not bridge.supports("test_provider"):
+            self.providers.can_test = False
+            self.providers.test.setToolTip("Needs a runtime with test_provider()")
+            self.providers.test.setEnabled(False)
+
+    def _appearance(self) -> QWidget:
+        page = QWidget()
+        lay = QVBoxLayout(page)
+        lay.addWidget(QLabel("Theme"))
+        self.theme_group = QButtonGroup(page)
+        for key, label in (("system", "Follow the system"), ("light", "Light"), ("dark", "Dark")):
+            button = QRadioButton(label)
+            button.setProperty("theme", key)
+            button.setChecked(self.prefs.theme == key)
+            self.theme_group.addButton(button)
+            lay.addWidget(button)
+        self.theme_group.buttonToggled.connect(self._theme)
+        lay.addSpacing(12)
+        self.enter = QCheckBox("Enter sends the message (Shift+Enter for a new line)")
+        self.enter.setChecked(self.prefs.enter_sends)
+        self.enter.toggled.connect(self._enter)
+        lay.addWidget(self.enter)
+        lay.addStretch(1)
+        return page
+
+    def set_theme(self, key: str) -> None:
+        for button in self.theme_group.buttons():
+            if button.property("theme") == key:
+                button.setChecked(True)
+
+    def _theme(self, button, checked: bool) -> None:
+        if checked:
+            self.prefs.theme = button.property("theme")
+            self.theme_changed.emit(self.prefs.theme)
+
+    def _enter(self, on: bool) -> None:
+        self.prefs.enter_sends = on
+        self.enter_sends_changed.emit(on)
+
+    def _dirty(self) -> None:
+        self.save.setEnabled(self.can_save)
+        if self.can_save:
+            self.status.setText("Unsaved changes.")
+
+    # -- runtime --
+
+    def _test(self, provider: dict, key: str) -> None:
+        async def go():
+            try:
+                models = await self.bridge.test_provider(provider, api_key=key or None)
+            except Exception as exc:
+                self.providers.test_finished(False, error_text(exc))
+                return
+            shown = ", ".join(models[:6]) + (" …" if len(models) > 6 else "")
+            self.providers.test_finished(True, f"Connected — {len(models)} model(s): {shown}", models)
+
+        self.bridge.run(go())
+
+    def _save(self) -> None:
+        providers, default_model, keys = self.providers.values()
+        # Start from everything the runtime has now (MCP servers may have changed meanwhile).
+        data = self.bridge.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
+        data.update(providers=providers, default_model=default_model)
+
+        async def go():
+            self.save.setEnabled(False)
+            self.status.setText("Saving…")
+            try:
+                for provider in providers:
+                    key = keys.get(provider["id"])
+                    if key:
+                        provider["api_key_ref"] = await self.bridge.set_api_key(provider["id"], key)
+                await self.bridge.save_settings(data)
+            except Exception as exc:
+                self.status.setText(f"Not saved: {error_text(exc)}")
+                self.save.setEnabled(True)
+                return
+            self.providers.keys.clear()
+            self.status.setText("Saved. New tasks use these settings.")
+            self.saved.emit()
+
+        self.bridge.run(go())

@@ -1,0 +1,196 @@
+"""A tool call as a card: name, arguments, live state, and its result (collapsed; long output truncated with
+"Show all"). Built from a persisted tool part or from live `tool_call` events; both carry the same fields."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+)
+
+from . import theme
+from .markdown import mono_font
+from .util import human_size
+
+STATE_LABELS = {
+    "pending": "pending", "running": "running…", "done": "done", "error": "failed", "denied": "denied",
+    "interrupted": "interrupted", "waiting": "waiting for you",
+}
+STATE_COLORS = {
+    "pending": "idle", "running": "running", "done": "done", "error": "error", "denied": "waiting",
+    "interrupted": "interrupted", "waiting": "waiting",
+}
+TRUNCATE_CHARS = 2000
+TRUNCATE_LINES = 30
+ARGS_LINES = 8
+
+
+def args_text(args: dict) -> str:
+    """Arguments as `key: value` lines (strings unquoted), at most ARGS_LINES lines of 160 characters."""
+    if not args:
+        return ""
+    lines: list[str] = []
+    for key, value in args.items():
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        first, *rest = text.splitlines() or [""]
+        lines.append(f"{key}: {first}")
+        lines.extend(f"    {line}" for line in rest)
+    if len(lines) > ARGS_LINES:
+        lines = [*lines[: ARGS_LINES - 1], "  …"]
+    return "\n".join(line if len(line) <= 160 else line[:157] + "…" for line in lines)
+
+
+def truncate(text: str) -> tuple[str, bool]:
+    lines = text.splitlines()
+    if len(text) <= TRUNCATE_CHARS and len(lines) <= TRUNCATE_LINES:
+        return text, False
+    cut = "\n".join(lines[:TRUNCATE_LINES])[:TRUNCATE_CHARS]
+    return cut + "\n…", True
+
+
+class ToolCard(QFrame):
+    def __init__(self, part: dict, parent=None):
+        super().__init__(parent)
+        self.setObjectName("ToolCard")
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
+        self.call_id = part.get("call_id", "")
+        self.name = part.get("name", "")
+        self.state = ""
+        self.result: str | None = None
+        self.waiting = False
+        self.show_all = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        lay.setSpacing(4)
+
+        head = QHBoxLayout()
+        self.icon = QLabel("⚙")
+        self.title = QLabel()
+        self.title.setTextFormat(Qt.TextFormat.PlainText)
+        font = mono_font()
+        font.setBold(True)
+        self.title.setFont(font)
+        self.badge = QLabel()
+        head.addWidget(self.icon)
+        head.addWidget(self.title)
+        head.addStretch(1)
+        head.addWidget(self.badge)
+        lay.addLayout(head)
+
+        self.args = QLabel()
+        self.args.setObjectName("Muted")
+        self.args.setFont(mono_font())
+        self.args.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        # Ignored width: a long argument line is clipped instead of widening the whole conversation.
+        self.args.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        lay.addWidget(self.args)
+
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        lay.addWidget(self.note)
+
+        self.toggle = QToolButton()
+        self.toggle.setObjectName("Toggle")
+        self.toggle.setCheckable(True)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.toggle.toggled.connect(self._show_result)
+        lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
+
+        self.result_view = QPlainTextEdit()
+        self.result_view.setObjectName("Result")
+        self.result_view.setReadOnly(True)
+        self.result_view.setFont(mono_font())
+        self.result_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+        self.result_view.hide()
+        lay.addWidget(self.result_view)
+        self.more = QPushButton()
+        self.more.setObjectName("Link")
+        self.more.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.more.clicked.connect(self._show_everything)
+        self.more.hide()
+        lay.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
+        theme.notifier.changed.connect(self._retheme)
+        self._fill_result()
+        self.update_part(part)
+
+    def update_part(self, part: dict) -> None:
+        self.name = part.get("name", self.name)
+        self.title.setText(self.name)
+        text = args_text(part.get("args") or {})
+        self.args.setText(text)
+        self.args.setVisible(bool(text))
+        state = part.get("state", "pending")
+        result = part.get("result")
+        note = part.get("note")
+        self.note.setText(f"⚠ {note}" if note else "")
+        self.note.setVisible(bool(note))
+        if result != self.result:
+            self.result = result
+            self._fill_result()
+        if state != self.state:
+            self.state = state
+            # A failed call opens its result: the person wants to see why.
+            if state == "error" and self.result:
+                self.toggle.setChecked(True)
+        self._paint_state()
+
+    def set_waiting(self, waiting: bool) -> None:
+        if waiting != self.waiting:
+            self.waiting = waiting
+            self._paint_state()
+
+    def _retheme(self, _name: str) -> None:
+        self._paint_state()
+
+    def _paint_state(self) -> None:
+        shown = "waiting" if self.waiting and self.state == "pending" else self.state
+        color = theme.colors()[STATE_COLORS.get(shown, "idle")]
+        self.badge.setText(f"● {STATE_LABELS.get(shown, shown)}")
+        self.badge.setStyleSheet(f"color: {color}; font-weight: 600;")
+        self.icon.setStyleSheet(f"color: {color};")
+
+    def _fill_result(self) -> None:
+        has = self.result is not None and self.result != ""
+        self.toggle.setVisible(has)
+        if not has:
+            self.result_view.hide()
+            self.more.hide()
+            return
+        lines = self.result.count("\n") + 1
+        self.toggle.setText(f"Result · {lines} line{'s' if lines != 1 else ''}, {human_size(len(self.result))}")
+        self._show_result(self.toggle.isChecked())
+
+    def _show_result(self, shown: bool) -> None:
+        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
+        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        if not shown or not self.result:
+            self.result_view.hide()
+            self.more.hide()
+            return
+        text, cut = (self.result, False) if self.show_all else truncate(self.result)
+        if self.result_view.toPlainText() != text:
+            self.result_view.setPlainText(text)
+        line_h = QFontMetrics(self.result_view.font()).lineSpacing()
+        rows = min(text.count("\n") + 1, 24)
+        self.result_view.setFixedHeight(rows * line_h + 14)
+        self.result_view.show()
+        self.more.setText(f"Show all ({self.result.count(chr(10)) + 1} lines)")
+        self.more.setVisible(cut)
+
+    def _show_everything(self) -> None:
+        self.show_all = True
+        self._show_result(True)
+
+    @property
+    def shown_result(self) -> str:
+        return "" if self.result_view.isHidden() else self.result_view.toPlainText()

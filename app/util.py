@@ -1,0 +1,72 @@
+"""Small helpers shared by the widgets: keeping coroutine tasks alive, and human-friendly times/sizes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+log = logging.getLogger("app")
+
+_tasks: set[asyncio.Task] = set()
+_long: set[asyncio.Task] = set()  # subscriptions that live as long as a turn; the rest are short actions
+
+
+def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[BaseException], None] | None = None, *,
+          long: bool = False) -> asyncio.Task:
+    """Run a coroutine from a slot. The task is kept referenced until done; failures are logged and handed
+    to `on_error` (usually a status-bar message), never swallowed."""
+    task = asyncio.ensure_future(coro)
+    _tasks.add(task)
+    if long:
+        _long.add(task)
+
+    def done(t: asyncio.Task) -> None:
+        _tasks.discard(t)
+        _long.discard(t)
+        if t.cancelled():
+            return
+        exc = t.exception()
+        if exc is not None:
+            if on_error is not None:
+                on_error(exc)
+            else:
+                log.error("background action failed", exc_info=exc)
+
+    task.add_done_callback(done)
+    return task
+
+
+def pending_tasks(short_only: bool = False) -> set[asyncio.Task]:
+    return _tasks - _long if short_only else set(_tasks)
+
+
+def ago(ts: float | None, now: float | None = None) -> str:
+    if not ts:
+        return ""
+    delta = (now or time.time()) - ts
+    if delta < 45:
+        return "just now"
+    if delta < 3600:
+        return f"{max(1, round(delta / 60))} min ago"
+    if delta < 86400:
+        return f"{round(delta / 3600)} h ago"
+    if delta < 2 * 86400:
+        return "yesterday"
+    return time.strftime("%d %b %Y", time.localtime(ts))
+
+
+def human_size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / 1024 / 1024:.1f} MB"
+
+
+def error_text(exc: BaseException) -> str:
+    """What a person reads: the runtime's typed errors carry readable messages already."""
+    text = str(exc).strip()
+    return text or type(exc).__name__

@@ -1,0 +1,195 @@
+"""Widgets on their own: Markdown with highlighted code, tool cards (truncation, "show all"), reasoning,
+Settings (presets, save and test through the facade), themes, export."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QPalette, QTextFormat
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication
+
+from app import export, theme
+from app.markdown import MarkdownView
+from app.message_widgets import AssistantBlock
+from app.tool_card import ToolCard
+from runtime.providers.scripted import Call, Reasoning, ScriptedModel
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
+
+
+def test_markdown_renders_and_highlights_code():
+    view = MarkdownView("# Title\n\nSome `code`.\n\n```python\ndef f(x):\n    return 1  # note\n```\n")
+    doc = view.document()
+    assert view.source.startswith("# Title")
+    code = [b for b in _blocks(doc) if b.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)]
+    assert [b.text() for b in code] == ["def f(x):", "    return 1  # note"]
+    assert code[0].blockFormat().background().color().name() == theme.colors()["code"]
+    colours = {r.format.foreground().color().name() for r in code[0].layout().formats()}
+    assert theme.colors()["kw"] in colours  # `def` is a keyword
+    comment = {r.format.foreground().color().name() for r in code[1].layout().formats()}
+    assert theme.colors()["comment"] in comment
+
+
+def _blocks(doc):
+    block = doc.begin()
+    while block.isValid():
+        yield block
+        block = block.next()
+
+
+def test_streaming_markdown_keeps_the_exact_source():
+    view = MarkdownView()
+    for piece in ["Hel", "lo *wor", "ld*\n\n```", "py\nx = 1\n", "```"]:
+        view.add_text(piece)
+        view.request_render()
+    view.flush()
+    assert view.source == "Hello *world*\n\n```py\nx = 1\n```"
+    assert "Hello world" in view.toPlainText()
+
+
+def test_tool_card_truncates_long_output_with_show_all():
+    long = "\n".join(f"line {i}" for i in range(500))
+    card = ToolCard({"call_id": "c1", "name": "run_shell", "args": {"command": "seq 500"}, "state": "running"})
+    assert card.badge.text() == "● running…" and card.toggle.isHidden()
+    card.update_part({"call_id": "c1", "name": "run_shell", "args": {"command": "seq 500"}, "state": "done",
+                      "result": long})
+    assert card.state == "done" and not card.toggle.isHidden() and card.shown_result == ""
+    card.toggle.setChecked(True)  # expand the result
+    shown = card.shown_result
+    assert shown.startswith("line 0") and shown.endswith("…") and len(shown) < len(long)
+    assert not card.more.isHidden()
+    QTest.mouseClick(card.more, Qt.MouseButton.LeftButton)
+    assert card.shown_result == long and card.more.isHidden()
+    card.update_part({"call_id": "c1", "name": "run_shell", "args": {}, "state": "interrupted",
+                      "note": "outcome unknown — verify before retrying"})
+    assert "outcome unknown" in card.note.text() and not card.note.isHidden()
+
+
+def test_reasoning_is_collapsed_until_opened():
+    block = AssistantBlock()
+    block.add_delta("reasoning", 0, "step one, step two")
+    block.add_delta("text", 1, "Answer")
+    block.render()
+    reasoning = block.parts[0]
+    assert reasoning.view.isHidden() and "4 words" in reasoning.toggle.text()
+    reasoning.toggle.setChecked(True)
+    assert not reasoning.view.isHidden() and reasoning.source == "step one, step two"
+    assert block.text() == "Answer" and block.text("reasoning") == "step one, step two"
+
+
+async def test_settings_presets_save_and_test_through_the_facade(launch):
+    ctl = await launch()
+    saved, keys, tested = [], [], []
+
+    async def update_settings(data):
+        saved.append(json.loads(json.dumps(data)))
+
+    def set_api_key(name, key):
+        keys.append((name, key))
+        return f"keyring:{name}"
+
+    async def test_provider(provider):
+        tested.append((provider["id"], provider.get("api_key_ref")))
+        return ["llama3.2", "qwen2.5"]
+
+    ctl.rt.save_settings = update_settings  # stand-ins: the test must not write a real keyring
+    ctl.rt.set_api_key = set_api_key
+    ctl.rt.test_provider = test_provider
+    win = ctl.open_settings()
+    editor = win.providers
+    assert [p["id"] for p in editor.providers] == ["builtin"]
+    editor.add_preset("ollama")
+    editor.add_preset("openai")
+    assert [p["id"] for p in editor.providers] == ["builtin", "ollama", "openai"]
+    assert editor.current()["base_url"] == "https://api.openai.com/v1"
+    editor.key.setText("sk-test")
+    editor.key.textEdited.emit("sk-test")
+    editor.list.setCurrentRow(1)
+    QTest.mouseClick(editor.test, Qt.MouseButton.LeftButton)
+    await until(lambda: editor.result.text().startswith("✓"), what="test result")
+    assert tested == [("ollama", None)] and editor.default_model.findText("ollama/qwen2.5") >= 0
+    editor.list.setCurrentRow(2)
+    QTest.mouseClick(editor.test, Qt.MouseButton.LeftButton)  # a typed key is stored, then used by reference
+    await until(lambda: len(tested) == 2, what="second test")
+    assert tested[1] == ("openai", "keyring:openai") and keys == [("openai", "sk-test")]
+    editor.default_model.setCurrentText("ollama/llama3.2")
+    assert win.save.isEnabled()
+    QTest.mouseClick(win.save, Qt.MouseButton.LeftButton)
+    await until(lambda: saved, what="saved")
+    assert keys == [("openai", "sk-test"), ("openai", "sk-test")]
+    data = saved[0]
+    assert data["default_model"] == "ollama/llama3.2"
+    assert [p["id"] for p in data["providers"]] == ["builtin", "ollama", "openai"]
+    assert data["providers"][2]["api_key_ref"] == "keyring:openai"
+    assert "sk-test" not in json.dumps(data)  # keys go to the keyring, never into settings
+    win.close()
+
+
+async def test_settings_without_facade_support_are_read_only(launch):
+    ctl = await launch()
+
+    class Older:  # a runtime from before the settings methods
+        settings = ctl.rt.settings
+        home = ctl.rt.home
+
+    real, ctl.bridge.rt = ctl.bridge.rt, Older()
+    try:
+        win = ctl.open_settings()
+        win.providers.add_preset("lmstudio")
+        assert not win.save.isEnabled() and "read-only" in win.status.text()
+        assert not win.providers.test.isEnabled() and not win.mcp.add.isEnabled()
+        win.close()
+    finally:
+        ctl.bridge.rt = real
+
+
+async def test_mcp_servers_are_added_approved_and_removed_through_the_runtime(launch):
+    ctl = await launch()
+    win = ctl.open_settings()
+    mcp = win.mcp
+    mcp.name.setText("time")
+    mcp.cmd.setText("uvx mcp-server-time --local-timezone 'Europe/Berlin'")
+    QTest.mouseClick(mcp.add, Qt.MouseButton.LeftButton)
+    await until(lambda: mcp.tree.topLevelItemCount() == 1, what="server listed")
+    item = mcp.tree.topLevelItem(0)
+    assert item.text(1) == "uvx mcp-server-time --local-timezone Europe/Berlin"
+    assert item.text(2) == "needs your approval"
+    assert ctl.rt.mcp_servers() == [("time", item.text(1), False)]
+    mcp.tree.setCurrentItem(item)
+    QTest.mouseClick(mcp.approve, Qt.MouseButton.LeftButton)
+    await until(lambda: mcp.tree.topLevelItem(0).text(2) == "approved", what="approved")
+    mcp.tree.setCurrentItem(mcp.tree.topLevelItem(0))
+    QTest.mouseClick(mcp.remove, Qt.MouseButton.LeftButton)
+    await until(lambda: mcp.tree.topLevelItemCount() == 0, what="removed")
+    assert ctl.rt.mcp_servers() == []
+    win.close()
+
+
+async def test_theme_switch_applies_at_once(launch):
+    ctl = await launch()
+    win = ctl.open_settings()
+    win.set_theme("dark")
+    assert theme.is_dark() and ctl.prefs.theme == "dark"
+    window_colour = QApplication.instance().palette().color(QPalette.ColorRole.Window).name()
+    assert window_colour == theme.DARK["window"]
+    win.set_theme("light")
+    assert not theme.is_dark()
+    win.close()
+
+
+async def test_export_markdown_and_json(launch, tmp_path):
+    model = ScriptedModel([[Reasoning("hmm"), "Let me check.", Call("list_files", {"path": "."})], ["All good."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Export me", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "check")
+    await wait_turns(ctl, panel)
+    await ctl.window.export_to(task.id, str(tmp_path / "t.md"), "md")
+    await ctl.window.export_to(task.id, str(tmp_path / "t.json"), "json")
+    md = (tmp_path / "t.md").read_text()
+    assert md.startswith("# Export me") and "Let me check." in md and "All good." in md and "list_files" in md
+    data = json.loads((tmp_path / "t.json").read_text())
+    assert data["task"]["title"] == "Export me" and len(data["messages"]) == 2
+    info = await ctl.rt.get_task(task.id)
+    assert export.to_markdown(info, await ctl.rt.messages(task.id), await ctl.rt.turns(task.id)) == md

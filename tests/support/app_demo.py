@@ -1,0 +1,215 @@
+"""Seed a data folder with example tasks and run (or photograph) the desktop app on a scripted model.
+
+    .venv/bin/python -m tests.support.app_demo --home /tmp/hearth-demo          # run the app on the demo data
+    .venv/bin/python -m tests.support.app_demo --shots resources/screenshots    # write the README screenshots
+
+Seeded tasks: a finished turn with Markdown and a code block (and a tool card), an approval waiting, an
+interrupted turn. While the app runs, a further task streams with a long-running tool call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from runtime.api import Runtime
+from runtime.providers.scripted import Call, Delay, Reasoning, ScriptedModel, StepUsage
+from runtime.tools.base import Effect, FunctionTool
+
+ANSWER = """Here is a small, tidy layout for the project:
+
+## Layout
+
+- `photos/` — the originals, never modified
+- `rename.py` — the script below
+- `notes.md` — what was renamed, for undo
+
+## The script
+
+```python
+from datetime import datetime
+from pathlib import Path
+
+def rename_by_date(folder: Path) -> int:
+    \"\"\"Rename every JPEG to its modification date.\"\"\"
+    count = 0
+    for photo in sorted(folder.glob("*.jpg")):
+        stamp = datetime.fromtimestamp(photo.stat().st_mtime)
+        photo.rename(folder / f"{stamp:%Y-%m-%d_%H%M%S}.jpg")
+        count += 1  # one more done
+    return count
+```
+
+Run it with `python rename.py photos/`. It prints how many files it renamed; **nothing is deleted**.
+"""
+
+
+async def _slow(args, ctx):
+    await asyncio.sleep(float(args.get("seconds", 120)))
+    return "Total: 12.4 GB in 3,812 files\nLargest: videos/holiday.mp4 (2.1 GB)"
+
+
+SLOW_TOOL = FunctionTool(
+    name="disk_usage",
+    description="Measure how much space a folder uses.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}, "seconds": {"type": "number"}}},
+    effect=Effect.read_only,
+    fn=_slow,
+)
+
+
+async def seed(home: Path) -> dict[str, str]:
+    """Create the demo tasks; returns their ids by role."""
+    model = ScriptedModel()
+    rt = await Runtime.open(home, providers={"scripted": model}, tools=[SLOW_TOOL])
+    ids: dict[str, str] = {}
+    (home / "notes.txt").write_text("photos from 2019-2024\n")
+
+    t = await rt.create_task(title="Rename my photos by date", model="scripted/demo")
+    ids["finished"] = t.id
+    model.add_steps(
+        [Reasoning("The person wants a script. First check what is in the workspace."),
+         "Let me look at the workspace first.", Call("list_files", {"path": "."}), StepUsage(812, 24)],
+        [*(ANSWER[i:i + 40] for i in range(0, len(ANSWER), 40)), StepUsage(1290, 242)],
+    )
+    await rt.send(t.id, "Write a Python script that renames my photos by the date they were taken.")
+    await rt.wait_idle(t.id)
+
+    t = await rt.create_task(title="Tidy the downloads folder", model="scripted/demo", approval="ask")
+    ids["approval"] = t.id
+    model.add_steps(["I will move the old installers into an archive folder.",
+                     Call("run_shell", {"command": "mkdir -p archive && mv *.dmg *.exe archive/"}),
+                     StepUsage(640, 38)])
+    await rt.send(t.id, "Clean up my downloads: archive old installers.")
+    await rt.wait_idle(t.id)
+
+    t = await rt.create_task(title="Back up the thesis drafts", model="scripted/demo")
+    ids["interrupted"] = t.id
+    model.add_steps(["Copying the drafts to the backup folder. This can take a while…",
+                     Call("disk_usage", {"path": "thesis/"})])
+    await rt.send(t.id, "Back up all my thesis drafts.")
+    await asyncio.sleep(0.3)
+    await rt.aclose()  # the app "quit" mid-turn: the turn is now interrupted
+    return ids
+
+
+def live_model() -> ScriptedModel:
+    """The model for the app run: a turn that streams, then sits in a long tool call."""
+    text = "Sure. I'll measure the big folders first, then suggest what to move to the external drive."
+    return ScriptedModel([[*(text[i:i + 6] for i in range(0, len(text), 6)), Delay(0.1),
+                           Call("disk_usage", {"path": "~/", "seconds": 600}), StepUsage(530, 31)]],
+                         chunk_delay=0.02)
+
+
+async def _settle(seconds: float) -> None:
+    # Plain sleeping lets Qt paint; QApplication.processEvents() here would re-enter the qasync loop.
+    await asyncio.sleep(seconds)
+
+
+async def shots(out: Path) -> None:
+    """Write the screenshots. Runs inside a qasync loop."""
+    from app import theme
+    from app.controller import HearthApp
+
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
+    try:
+        empty = HearthApp(tmp / "empty", use_tray=False)
+        await empty.start()
+        await _settle(0.5)
+        empty.window.grab().save(str(out / "01-first-start.png"))
+        await empty.shutdown()
+
+        home = tmp / "demo"
+        home.mkdir()
+        ids = await seed(home)
+        ctl = HearthApp(home, providers={"scripted": live_model()}, tools=[SLOW_TOOL], use_tray=False)
+        await ctl.start()
+        win = ctl.window
+        panel = win.open_task(ids["finished"])
+        await _settle(0.8)
+        for card in panel.conversation.cards():
+            card.toggle.setChecked(True)
+        reasoning = [w for e in panel.conversation.entries.values() for w in getattr(
+            getattr(e, "block", None), "parts", {}).values() if hasattr(w, "toggle") and hasattr(w, "view")]
+        for r in reasoning:
+            r.toggle.setChecked(True)
+        await _settle(0.4)
+        win.grab().save(str(out / "02-finished-markdown.png"))
+
+        task = await ctl.bridge.create_task(title="Free up disk space", model="scripted/demo")
+        await win.reload_tasks()
+        panel = win.open_task(task.id)
+        await _settle(0.3)
+        panel.composer.edit.setPlainText("My disk is almost full. What can I move to the external drive?")
+        panel.composer.submit()
+        await _settle(3.0)
+        win.grab().save(str(out / "03-running-tool.png"))
+
+        win.open_task(ids["approval"])
+        await _settle(0.8)
+        win.grab().save(str(out / "04-approval-waiting.png"))
+
+        win.open_task(ids["interrupted"])
+        await _settle(0.8)
+        win.grab().save(str(out / "05-interrupted.png"))
+
+        settings = ctl.open_settings()
+        settings.providers.add_preset("ollama", ["llama3.2", "qwen2.5-coder"])
+        settings.providers.add_preset("openai")
+        settings.providers.list.setCurrentRow(1)
+        await _settle(0.6)
+        settings.grab().save(str(out / "06-settings.png"))
+        settings.close()
+
+        dialog = win.new_task("Summarise the meeting notes I attach and draft a short reply")
+        await _settle(0.5)
+        dialog.grab().save(str(out / "08-new-task.png"))
+        dialog.close()
+
+        theme.apply("dark")
+        win.open_task(ids["finished"])
+        await _settle(0.8)
+        win.grab().save(str(out / "07-dark-theme.png"))
+        await ctl.shutdown()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--home", help="seed this data folder and run the app on it")
+    parser.add_argument("--shots", help="write screenshots to this folder and exit")
+    args = parser.parse_args()
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setQuitOnLastWindowClosed(False)
+    if args.shots:
+        qasync.run(shots(Path(args.shots)))
+        return 0
+    home = Path(args.home or tempfile.mkdtemp(prefix="hearth-demo-"))
+
+    async def go() -> None:
+        from app.controller import HearthApp
+
+        if not (home / "hearth.sqlite3").exists():
+            await seed(home)
+        ctl = HearthApp(home, providers={"scripted": live_model()}, tools=[SLOW_TOOL])
+        try:
+            await ctl.start()
+            await ctl.quit_event.wait()
+        finally:
+            await ctl.shutdown()
+
+    qasync.run(go())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
