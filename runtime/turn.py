@@ -26,7 +26,7 @@ from .agent.context import build_chat, chars_per_token, compact, estimate_tokens
 from .agent.loop import run_agent
 from .agent.prompt import SYSTEM_PROMPT
 from .config import split_model_ref
-from .events import EndReason, Phase, Status, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
+from .events import EndReason, Phase, Status, ToolCall, ToolState, TurnStarted, Usage, UsageEvent, WarningEvent
 from .finalize import finalize
 from .tools.base import tool_spec
 
@@ -174,6 +174,7 @@ async def run_turn(rt: Runtime, slot: _Slot, task: dict, input_parts: list[dict]
         if slot.abort_reason is not None:  # a Stop or a shutdown that came before registration
             ctx.controller.abort(slot.abort_reason)
         rt.contexts[ctx.turn_id] = ctx
+        ctx.publish(TurnStarted(task_id=ctx.task_id, turn_id=ctx.turn_id, input_message_id=ctx.input_message_id))
         try:
             work = asyncio.ensure_future(_work(rt, ctx))
             ctx.controller.bind(work)

@@ -33,7 +33,8 @@ async def test_turn_streams_persists_and_completes(rt, model):
     handle = await rt.send(task.id, "hi")
     events = await collect(rt, task.id)
     types = [e.type for e in events]
-    assert types[0] == "status" and types[-1] == "turn_ended"
+    assert types[0] == "turn_started" and types[1] == "status" and types[-1] == "turn_ended"
+    assert events[0].input_message_id == handle.message_id
     assert [e.phase for e in events if e.type == "status"] == [
         "agent_building", "context_building", "mcp_connecting", "agent_running",
     ]
