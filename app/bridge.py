@@ -8,8 +8,8 @@ events into Qt signals.
   a part merged, so a 20,000-delta stream costs at most one repaint per frame whatever the token rate.
 - For the sidebar, tray and notifications the bridge keeps one monitor per running task that follows it
   across consecutive (queued) turns and re-emits its non-delta events.
-- Methods the runtime does not offer yet (settings save, keys, test connection, model listing) are reached
-  with `supports()` first; the widgets disable what is missing instead of reaching around the facade.
+- "Continue" uses `Runtime.continue_task` when the runtime offers it (checked with `supports()`), else it
+  sends the text "Continue.".
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from .presets import FALLBACK as FALLBACK_PRESETS
 from .util import error_text, pending_tasks, spawn
 
 log = logging.getLogger(__name__)
@@ -242,10 +241,10 @@ class RuntimeBridge(QObject):
         self._known.discard(task_id)
         self.tasks_changed.emit()
 
-    # -- settings (the runtime's SettingsMixin; every use is guarded by supports()) --
+    # -- settings (the runtime's SettingsMixin) --
 
     def presets(self) -> tuple:
-        return self.rt.presets() if self.supports("presets") else FALLBACK_PRESETS
+        return self.rt.presets()
 
     async def save_settings(self, data: dict) -> None:
         await self.rt.save_settings(data)
@@ -265,10 +264,10 @@ class RuntimeBridge(QObject):
         return await self.rt.list_models(provider_id)
 
     async def detect_local_servers(self) -> dict[str, list[str]]:
-        return await self.rt.detect_local_servers() if self.supports("detect_local_servers") else {}
+        return await self.rt.detect_local_servers()
 
     def mcp_servers(self) -> list[tuple[str, str, bool]]:
-        return self.rt.mcp_servers() if self.supports("mcp_servers") else []
+        return self.rt.mcp_servers()
 
     async def add_mcp_server(self, name: str, cfg: dict, approve: bool) -> str:
         return await self.rt.add_mcp_server(name, cfg, approve=approve)

@@ -80,11 +80,6 @@ class McpEditor(QWidget):
         self.message = QLabel()
         self.message.setWordWrap(True)
         lay.addWidget(self.message)
-        supported = bridge.supports("add_mcp_server")
-        for w in (self.add, self.import_button, self.approve, self.remove):
-            w.setEnabled(supported)
-        if not supported:
-            self.message.setText("This runtime cannot change MCP servers yet; showing them read-only.")
         self.refill()
 
     def refill(self) -> None:

@@ -1,31 +1,7 @@
 """Provider presets as Settings shows them. The list comes from the runtime (`Runtime.presets()`); this module
-adds the words a person needs next to each one (what to start, an example model), plus a fallback list for a
-runtime without presets."""
+adds the words a person needs next to each one (what to start, an example model)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Preset:
-    id: str
-    label: str
-    kind: str
-    base_url: str | None = None
-    needs_key: bool = False
-    local: bool = True
-
-
-FALLBACK: tuple[Preset, ...] = (
-    Preset("builtin", "Bundled model (SmolLM2, offline)", "llama_cpp"),
-    Preset("ollama", "Ollama", "openai", "http://127.0.0.1:11434/v1"),
-    Preset("lmstudio", "LM Studio", "openai", "http://127.0.0.1:1234/v1"),
-    Preset("llamacpp", "llama.cpp server", "openai", "http://127.0.0.1:8080/v1"),
-    Preset("vllm", "vLLM", "openai", "http://127.0.0.1:8000/v1"),
-    Preset("openai", "OpenAI", "openai", "https://api.openai.com/v1", needs_key=True, local=False),
-    Preset("custom", "Custom OpenAI-compatible URL", "openai", "http://127.0.0.1:8000/v1"),
-)
 
 NOTES: dict[str, tuple[str, str]] = {  # preset id -> (what to do, an example model)
     "builtin": ("Small and fast; runs on this computer with no setup.", "smollm2-135m"),

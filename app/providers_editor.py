@@ -42,7 +42,6 @@ class ProvidersEditor(QWidget):
         self.keys: dict[str, str] = {}  # provider id -> key typed in this session
         self.notes: dict[str, str] = {}
         self._loading = False
-        self.can_test = True
         lay = QHBoxLayout(self)
         left = QVBoxLayout()
         self.list = QListWidget()
@@ -152,7 +151,7 @@ class ProvidersEditor(QWidget):
             enabled = p is not None
             for w in (self.id, self.url, self.key, self.model_path, self.remove):
                 w.setEnabled(enabled)
-            self.test.setEnabled(enabled and self.can_test)
+            self.test.setEnabled(enabled)
             p = p or {}
             kind = p.get("kind", "")
             self.id.setText(p.get("id", ""))
@@ -202,7 +201,7 @@ class ProvidersEditor(QWidget):
             self.test_requested.emit(copy.deepcopy(p), self.keys.get(p["id"], ""))
 
     def test_finished(self, ok: bool, text: str, models: list[str] | None = None) -> None:
-        self.test.setEnabled(self.can_test)
+        self.test.setEnabled(True)
         self.result.setText(("✓ " if ok else "✗ ") + text)
         p = self.current()
         if ok and p is not None and models:

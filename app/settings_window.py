@@ -1,7 +1,6 @@
 """The Settings window: Models (providers and presets), Tools (MCP servers) and Appearance (theme, Enter
 sends). Appearance is app-only and applies at once. Models are saved with the Save button through the runtime
-(`save_settings`, keys via `set_api_key` into the OS keyring); MCP changes apply at once (see mcp_editor).
-A runtime without those methods shows the values read-only."""
+(`save_settings`, keys via `set_api_key` into the OS keyring); MCP changes apply at once (see mcp_editor)."""
 
 from __future__ import annotations
 
@@ -24,8 +23,6 @@ from .mcp_editor import McpEditor
 from .prefs import Prefs
 from .providers_editor import ProvidersEditor
 from .util import error_text
-
-NEEDS = "This runtime cannot save settings yet (it lacks save_settings); showing them read-only."
 
 
 class SettingsWindow(QDialog):
@@ -68,14 +65,7 @@ class SettingsWindow(QDialog):
         row.addWidget(self.save)
         row.addWidget(close)
         lay.addLayout(row)
-        self.can_save = bridge.supports("save_settings")
         self.save.setEnabled(False)
-        if not self.can_save:
-            self.status.setText(NEEDS)
-        if not bridge.supports("test_provider"):
-            self.providers.can_test = False
-            self.providers.test.setToolTip("Needs a runtime with test_provider()")
-            self.providers.test.setEnabled(False)
 
     def _appearance(self) -> QWidget:
         page = QWidget()
@@ -112,9 +102,8 @@ class SettingsWindow(QDialog):
         self.enter_sends_changed.emit(on)
 
     def _dirty(self) -> None:
-        self.save.setEnabled(self.can_save)
-        if self.can_save:
-            self.status.setText("Unsaved changes.")
+        self.save.setEnabled(True)
+        self.status.setText("Unsaved changes.")
 
     # -- runtime --
 

@@ -126,24 +126,6 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
     win.close()
 
 
-async def test_settings_without_facade_support_are_read_only(launch):
-    ctl = await launch()
-
-    class Older:  # a runtime from before the settings methods
-        settings = ctl.rt.settings
-        home = ctl.rt.home
-
-    real, ctl.bridge.rt = ctl.bridge.rt, Older()
-    try:
-        win = ctl.open_settings()
-        win.providers.add_preset("lmstudio")
-        assert not win.save.isEnabled() and "read-only" in win.status.text()
-        assert not win.providers.test.isEnabled() and not win.mcp.add.isEnabled()
-        win.close()
-    finally:
-        ctl.bridge.rt = real
-
-
 async def test_mcp_servers_are_added_approved_and_removed_through_the_runtime(launch):
     ctl = await launch()
     win = ctl.open_settings()
