@@ -5,9 +5,10 @@
     async with contextlib.aclosing(provider.stream(request)) as events: ...
 
 The work is split over four modules: this one (the provider: queueing, streaming, Stop, errors),
-`llama_models.py` (the bundled GGUF, the GGUF header, the process-wide cache of loaded models),
-`llama_worker.py` (one generation in a worker thread, plain chat or the tool-call protocol) and
-`llama_tools.py` (the ChatML tool prompt, grammars, argument parsing). Their docstrings hold their decisions.
+`llama_models.py` (the bundled GGUF, the GGUF header, the process-wide cache of loaded models, KV-cache
+snapshots), `llama_worker.py` (one generation in a worker thread, plain chat or the tool-call protocol, with its
+small-model variant) and `llama_tools.py` (the ChatML tool prompt, grammars, logits processors, argument
+parsing). Their docstrings hold their decisions.
 
 Decisions (DESIGN.md is silent on these):
 

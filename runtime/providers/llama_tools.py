@@ -1,7 +1,8 @@
 """The prompt side of tool calls on llama.cpp (used by `llama_worker.py`): llama-cpp-python's
-`chatml-function-calling` ChatML prompt, rendered here with fixes; the tokens and the logits processor of the
-choice between a message and a call; the GBNF grammars that constrain the function name and its arguments;
-argument parsing, and what makes two calls the same.
+`chatml-function-calling` ChatML prompt, rendered here with fixes; the tokens and the logits processors of the
+choice between a message and a call and of a small model's message (`llama_worker.py` says why); the GBNF
+grammars that constrain the function name and its arguments; argument parsing, and what makes two calls the
+same; and `Meter`, the token count and stop check inside llama.cpp's sampling loop.
 
 Why not the library's handler (0.3.36): it (1) raises "Automatic streaming tool choice is not supported" for a
 streamed tool call, (2) constrains a plain-message answer with the follow-up grammar so the text can only be
@@ -14,6 +15,7 @@ the library's template, plus those fixes.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,10 +54,11 @@ _TOOL_INSTRUCTIONS = (
 )
 
 
-def render_tool_prompt(messages: list[dict[str, Any]], functions: list[dict[str, Any]]) -> str:
+def render_tool_prompt(messages: list[dict[str, Any]], functions: list[dict[str, Any]], *, bare: bool = False) -> str:
     """The ChatML prompt of llama-cpp-python's `chatml-function-calling` format, fixed: the tool list is
     always there (a default system message when the conversation has none), tool results are shown, and an
-    assistant turn with tool calls renders as the calls the model would have produced."""
+    assistant turn with tool calls renders as the calls the model would have produced. `bare`: an assistant
+    message renders as its text alone, without `message:` (as a small model's messages are generated)."""
     schemas = [(f["name"], json.dumps(f.get("parameters") or {}, sort_keys=True)) for f in functions]
     listing = "\n\nYou have access to the following functions:\n"
     listing += "".join(f"\nfunctions.{name}:\n{schema}\n" for name, schema in schemas)
@@ -82,7 +85,8 @@ def render_tool_prompt(messages: list[dict[str, Any]], functions: list[dict[str,
                     body += f"functions.{fn.get('name', '')}:\n{fn.get('arguments') or '{}'}\n"
                 parts.append(f"<|im_start|>assistant\n{body.rstrip()}<|im_end|>\n")
             else:
-                parts.append(f"<|im_start|>assistant\nmessage:\n{content}<|im_end|>\n")
+                head = "" if bare else "message:\n"
+                parts.append(f"<|im_start|>assistant\n{head}{content}<|im_end|>\n")
         elif role == "tool":
             name = m.get("name") or names.get(m.get("tool_call_id", ""), "")
             head = f"functions.{name} returned:\n" if name else ""
@@ -134,17 +138,49 @@ def branch_tokens(llm: Any) -> tuple[int, int] | None:
     return message[n], call[n]
 
 
-def only_tokens(*token_ids: int) -> Callable[[Any, Any], Any]:
-    """A logits processor that leaves only these tokens possible."""
-    keep = list(token_ids)
+def choose_branch(message: int, call: int, reach: float | None = None) -> Callable[[Any, Any], Any]:
+    """A logits processor that leaves only one branch token possible: `call` when the model scores it above
+    `message` and, with `reach`, at most `reach` below its favourite token of all (see `llama_worker.py`)."""
 
     def process(_input_ids: Any, scores: Any) -> Any:
-        kept = scores[keep].copy()
+        chosen = scores[call] > scores[message] and (reach is None or scores[call] >= scores.max() - reach)
+        keep = call if chosen else message
         scores[:] = float("-inf")
-        scores[keep] = kept
+        scores[keep] = 0.0
         return scores
 
     return process
+
+
+def format_tokens(llm: Any, branch: tuple[int, int]) -> list[int]:
+    """The tokens a small model's message must not begin with: the two branch tokens and every token that
+    starts with `<` (the `<message>` placeholder, the end of the turn: the message is never empty)."""
+    out = list(branch)
+    for token in range(llm.n_vocab()):
+        text = llm.detokenize([token], special=True).lstrip()
+        if text.startswith(b"<") and token not in out:
+            out.append(token)
+    return out
+
+
+def not_first(token_ids: list[int]) -> Callable[[Any, Any], Any]:
+    """A logits processor that forbids these tokens as the first sampled token of a completion."""
+    first: list[int] = []
+
+    def process(input_ids: Any, scores: Any) -> Any:
+        if not first:
+            first.append(len(input_ids))
+        if len(input_ids) == first[0]:
+            scores[token_ids] = float("-inf")
+        return scores
+
+    return process
+
+
+def current_turn(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The system messages and the conversation from its last user message on."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    return [m for m in messages[:last] if m.get("role") == "system"] + messages[last:]
 
 
 def call_key(name: str, arguments: str) -> tuple[str, str]:
@@ -165,3 +201,41 @@ def answered_calls(messages: list[dict[str, Any]]) -> set[tuple[str, str]]:
         call_key((c.get("function") or {}).get("name", ""), (c.get("function") or {}).get("arguments") or "{}")
         for c in calls
     }
+
+
+class Meter:
+    """Counts the sampled tokens of a step, and is the stop check inside llama.cpp's sampling loop.
+
+    On the k-th sample of a completion llama-cpp-python hands its callbacks P + k - 1 input ids (P = the
+    prompt's tokens), both to a logits processor and to a stopping criterion, so the first call of a
+    completion gives P and every later call the running count.
+    """
+
+    __slots__ = ("_base", "_first", "output", "prompt", "stop")
+
+    def __init__(self, stop: threading.Event):
+        self.stop = stop
+        self.prompt = 0  # prompt tokens of the step's first completion
+        self.output = 0  # sampled tokens of the whole step
+        self._first = -1
+        self._base = 0
+
+    def begin(self) -> None:
+        """A new completion of the same step starts."""
+        self._first = -1
+        self._base = self.output
+
+    def _observe(self, n: int) -> None:
+        if self._first < 0:
+            self._first = n
+            if not self.prompt:
+                self.prompt = n
+        self.output = self._base + n - self._first + 1
+
+    def stopping_criterion(self, input_ids: Any, _logits: Any) -> bool:
+        self._observe(len(input_ids))
+        return self.stop.is_set()
+
+    def logits_processor(self, input_ids: Any, scores: Any) -> Any:
+        self._observe(len(input_ids))
+        return scores

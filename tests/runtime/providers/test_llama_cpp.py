@@ -270,17 +270,38 @@ def test_answered_calls_are_the_calls_whose_results_end_the_conversation():
     assert call_key("f", "not json ") == ("f", "not json")
 
 
+ANSWERED = [
+    {"role": "user", "content": "Read the file notes.txt and tell me what it says."},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'}}
+        ],
+    },
+    {"role": "tool", "tool_call_id": "c1", "content": "Buy milk and eggs."},
+]
+
+
+@slow_model
+async def test_a_small_model_answers_once_the_results_are_in(provider, monkeypatch):
+    import runtime.providers.llama_worker as worker
+
+    monkeypatch.setattr(worker, "answered_calls", lambda _messages: set())  # no repeat rule needed
+    items = await collect(provider, request("", max_tokens=48, tools=[READ_FILE], messages=ANSWERED))
+    assert provider._model.small
+    assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+    assert "".join(i[1] for i in items if i[0] == TEXT).strip()
+    assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")
+
+
 @slow_model
 async def test_a_call_repeating_the_answered_one_becomes_a_message(provider, monkeypatch):
     import runtime.providers.llama_worker as worker
 
-    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'}}
-    messages = [
-        {"role": "user", "content": "Read the file notes.txt and tell me what it says."},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "Buy milk and eggs."},
-    ]
-    req = request("", max_tokens=48, tools=[READ_FILE], messages=messages)
+    await provider.load()
+    monkeypatch.setattr(provider._model, "small", False)  # the rule is for the protocol of bigger models
+    req = request("", max_tokens=48, tools=[READ_FILE], messages=ANSWERED)
     with monkeypatch.context() as m:  # without the rule, SmolLM2 calls read_file on notes.txt again
         m.setattr(worker, "answered_calls", lambda _messages: set())
         (calls,) = [i[1] for i in await collect(provider, req) if i[0] == TOOL_CALLS]
@@ -288,3 +309,54 @@ async def test_a_call_repeating_the_answered_one_becomes_a_message(provider, mon
     items = await collect(provider, req)
     assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
     assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")
+
+
+def runtime_tools() -> list[dict]:
+    from runtime.tools.base import tool_spec
+    from runtime.tools.builtin import builtin_tools
+    from runtime.tools.interactive import interactive_tools
+
+    return [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]]
+
+
+FORMAT_MARKERS = ("<message>", "message:", "functions.", "functions:", "function_name", "<|im_")
+
+
+@slow_model
+async def test_plain_prompts_with_the_runtime_tools_get_an_answer_not_the_format(provider):
+    from runtime.agent.prompt import SYSTEM_PROMPT
+
+    tools = runtime_tools()
+    chat = [{"role": "system", "content": SYSTEM_PROMPT}]
+    inputs = []
+    for text in ("hello", "What is the capital of France?"):
+        chat.append({"role": "user", "content": text})
+        items = await collect(provider, request("", max_tokens=64, tools=tools, messages=list(chat)))
+        answer = "".join(i[1] for i in items if i[0] == TEXT)
+        print(f"\n{text!r} -> {answer!r}")
+        assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+        assert answer.strip() and not any(marker in answer for marker in FORMAT_MARKERS), answer
+        assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")
+        inputs.append(next(i[1] for i in items if i[0] == USAGE).input_tokens)
+        chat.append({"role": "assistant", "content": answer})
+    # The second turn was decided on a prompt without the first one; its input is still the whole conversation.
+    assert inputs[1] > inputs[0] > 500
+
+
+@slow_model
+async def test_tool_prompts_with_the_runtime_tools_call_a_tool_with_valid_json(provider):
+    from runtime.agent.prompt import SYSTEM_PROMPT
+
+    tools = runtime_tools()
+    history = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hello! How can I help you?"}]
+    for earlier in ([], history):  # a fresh task, and a later turn (decided without the earlier ones)
+        messages = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            *earlier,
+            {"role": "user", "content": "Read the file notes.txt and tell me what it says."},
+        ]
+        items = await collect(provider, request("", max_tokens=64, tools=tools, messages=messages))
+        assert items[-1] == (FINISH, "tool_calls")
+        (calls,) = [i[1] for i in items if i[0] == TOOL_CALLS]
+        assert [c.name for c in calls] == ["read_file"]
+        assert isinstance(calls[0].args, dict) and isinstance(calls[0].args.get("path"), str)
