@@ -1,7 +1,8 @@
 """A task panel: header with the task's fixed settings, the conversation, the setup phase of a starting turn,
 the inline waiting UI and the composer.
 
-The panel is an observer (DESIGN §10): it renders persisted messages, subscribes to the running turn from
+The panel is an observer (runtime/ARCHITECTURE.md, "StreamBuffer and subscriptions"): it renders persisted
+messages, subscribes to the running turn from
 seq 0 of that turn, and is thrown away on close — the turn does not notice. Whenever a turn ends, the panel
 reloads from the database (cheap, keyed reconciliation), which also picks up a queued input starting next.
 """

@@ -1,44 +1,126 @@
-"""Cancellation contract of a turn.
+"""Cancellation contract of a turn: one `TurnSlot` per turn is its only Stop state.
 
-- `Runtime.stop(task_id)` sets the task's abort flag *and*, when a run has registered its controller,
-  calls `controller.abort(EndReason.aborted)`. The flag covers a Stop that lands between `send()` and the
-  run's registration: the run re-checks it right after registering. `send()` clears a stale flag first.
-- `abort()` records the first reason only (a Stop followed by a shutdown stays `aborted`; a shutdown is
-  `interrupted`) and cancels the run's work task. Cancellation propagates into whatever the work awaits:
-  the provider stream closes its HTTP connection or stops generating, tools kill their process groups and
-  cancel their MCP calls, each in their own `finally`.
-- The verdict comes from `controller.reason` before any exception: an error raised because of the
-  cancellation (a closed socket, a killed process) never turns an abort into an `error`.
+- `send()` creates the slot and registers it in the `AbortRegistry` before its first await, so a concurrent
+  `send()` sees it (TaskBusy) and a `stop()` that lands at any moment from then on has somewhere to go.
+- `slot.abort(reason)` records the first reason only (a Stop followed by a shutdown stays `aborted`; a
+  shutdown alone is `interrupted`) and cancels the run's *work* task once one is bound; a slot aborted before
+  its run bound the work cancels it on `bind()`. Cancellation propagates into whatever the work awaits: the
+  provider stream closes its connection or stops generating, tools kill their process groups and cancel their
+  MCP calls, each in their own `finally`.
+- The agent loop checks `slot.aborted` before every model request and after every tool call, so a tool that
+  swallows the cancellation (returns, or raises something else) cannot let the loop call the model again.
+- `aborted` is published in one place, `_announce()`: when the Stop is recorded if the turn's stream already
+  exists, else when the stream is attached. Nothing else publishes it.
+- `slot.settle(verdict)` is how finalize takes the ending reason: the recorded abort reason wins over the
+  verdict it computed (an error a Stop provoked stays `aborted`); from then on the reason is fixed, and a Stop
+  that lands during finalize's commit neither changes it nor publishes `aborted`.
+- If the work does not end within `GIVE_UP_SECONDS` of an abort (a tool that ignores cancellation), the run
+  stops waiting for it and finalizes anyway, so a turn always ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from .events import EndReason
+from .events import Aborted, EndReason
+
+GIVE_UP_SECONDS = 10.0
 
 
-class AbortController:
-    __slots__ = ("_work", "reason")
+@dataclass(eq=False)
+class TurnSlot:
+    """What `send()` registers for the task's current turn; also its abort controller."""
 
-    def __init__(self) -> None:
-        self.reason: EndReason | None = None
-        self._work: asyncio.Task | None = None
-
-    def bind(self, work: asyncio.Task) -> None:
-        self._work = work
-        if self.reason is not None:
-            work.cancel()
-
-    def abort(self, reason: EndReason) -> bool:
-        """Request the end of the run; True when this call set the reason."""
-        first = self.reason is None
-        if first:
-            self.reason = reason
-        if self._work is not None and not self._work.done():
-            self._work.cancel()
-        return first
+    task_id: str
+    turn_id: str
+    client_msg_id: str | None
+    input_message_id: int = 0
+    output_message_id: int = 0
+    reason: EndReason | None = None
+    settled: bool = False
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    gave_up: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    _work: asyncio.Task | None = None
+    _publish: Callable | None = None
+    _announced: bool = False
+    _give_up: asyncio.TimerHandle | None = None
 
     @property
     def aborted(self) -> bool:
         return self.reason is not None
+
+    def attach(self, publish: Callable) -> None:
+        """The turn's stream exists now: a Stop recorded earlier is announced on it."""
+        self._publish = publish
+        self._announce()
+
+    def bind(self, work: asyncio.Task) -> None:
+        self._work = work
+        if self.reason is not None:
+            self._cancel_work()
+
+    def abort(self, reason: EndReason) -> bool:
+        """Request the end of the turn; True when this call recorded the reason."""
+        if self.settled:
+            return False
+        first = self.reason is None
+        if first:
+            self.reason = reason
+        self._cancel_work()
+        self._announce()
+        return first
+
+    def settle(self, verdict: EndReason) -> EndReason:
+        """Finalize takes the ending reason: a recorded abort wins; afterwards it cannot change."""
+        self.settled = True
+        if self._give_up is not None:
+            self._give_up.cancel()
+        return self.reason or verdict
+
+    def _cancel_work(self) -> None:
+        if self._work is None or self._work.done():
+            return
+        self._work.cancel()
+        if self._give_up is None:
+            loop = asyncio.get_running_loop()
+            self._give_up = loop.call_later(
+                GIVE_UP_SECONDS, lambda: self.gave_up.done() or self.gave_up.set_result(None)
+            )
+
+    def _announce(self) -> None:
+        if self.reason == EndReason.aborted and not self._announced and self._publish is not None:
+            self._announced = True
+            self._publish(Aborted(task_id=self.task_id, turn_id=self.turn_id))
+
+    def release(self) -> None:
+        if self._give_up is not None:
+            self._give_up.cancel()
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class AbortRegistry:
+    """The slot of each task's current turn (the desktop implementation of the abort-registry port)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, TurnSlot] = {}
+
+    def get(self, task_id: str) -> TurnSlot | None:
+        return self._slots.get(task_id)
+
+    def register(self, slot: TurnSlot) -> None:
+        self._slots[slot.task_id] = slot
+
+    def release(self, slot: TurnSlot) -> None:
+        """The turn is over and cleaned up: a new one may start, `wait_idle()` returns."""
+        if self._slots.get(slot.task_id) is slot:
+            del self._slots[slot.task_id]
+        slot.release()
+
+    def __contains__(self, task_id: str) -> bool:
+        return task_id in self._slots
+
+    def slots(self) -> list[TurnSlot]:
+        return list(self._slots.values())

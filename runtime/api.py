@@ -1,15 +1,22 @@
-"""The Runtime facade: the one front door for the app, the CLI, tests and outside checks (DESIGN §3).
+"""The Runtime facade: the one front door for the app, the CLI, tests and outside checks
+(runtime/ARCHITECTURE.md describes what stands behind it).
 
-Decisions where DESIGN is silent:
-- The abort flag lives on the per-turn slot that `send()` registers before its first await; a new send
-  makes a new slot, so a stale flag can never leak into the next turn.
-- `send()` with a `client_msg_id` seen before returns the original turn's handle (`duplicate=True`)
-  instead of raising `TaskBusy`, whether that turn still runs or has ended.
+Decisions where the design is silent:
+- One process owns a data folder (`locks.DataFolderLock`): a second `Runtime.open()` raises `DataFolderBusy`.
+  `Runtime.open(home, read_only=True)` opens beside the owner for reading (the CLI's `tasks` and `show`):
+  no recovery, no migration, and every change raises `ReadOnlyRuntime`.
+- `send()` with a `client_msg_id` seen before returns the original input's handle (`duplicate=True`)
+  instead of raising, whether its turn still runs, has ended or is still queued.
+- Queued inputs live in SQLite (status `queued`), never only in memory. While this process runs they start
+  one after another when the turn before them ends. After a restart they wait, shown as queued, until the
+  person sends them (`run_queued`), discards them (`discard_queued`) or sends a new input, which is queued
+  behind them: a new input never overtakes an older queued one.
 - `send()` to a task that waits for an answer starts a normal turn; the unanswered call is shown to the
   model as not run.
 - `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id).
 - `subscribe(..., turn_id=...)` starts from the beginning when the buffer now holds another turn, so a
-  panel that remembers a seq from an older turn never skips the new one.
+  panel that remembers a seq from an older turn never skips the new one. `follow=True` goes on across
+  the task's later turns and only ends when the runtime closes.
 """
 
 from __future__ import annotations
@@ -18,38 +25,46 @@ import asyncio
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
+from .abort import AbortRegistry, TurnSlot
 from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
-from .errors import ConfigError, ProviderError, RequestNotFound, TaskBusy, TaskNotFound
-from .events import Aborted, EndReason, Event
+from .errors import (
+    ConfigError,
+    DataFolderBusy,
+    ProviderError,
+    ReadOnlyRuntime,
+    RequestNotFound,
+    TaskBusy,
+    TaskNotFound,
+)
+from .events import EndReason, Event, TurnStarted
 from .jobs import JobQueue
 from .keys import SecretStore
-from .locks import TaskLocks
-from .parts import text_of
-from .providers import build_provider
+from .kit import AgentKit
+from .locks import DataFolderLock, TaskLocks
+from .parts import is_truncated, text_of
+from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .settings_api import SettingsMixin
-from .store.repo import Store
+from .store.repo import DuplicateMessage, Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tools.approvals import APPROVAL_MODES
 from .tools.base import Tool
-from .tools.builtin import builtin_tools
-from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
-from .turn import DEFAULT_CONTEXT_TOKENS, run_turn
+from .turn import run_turn
 from .workspace import copy_attachments, workspace_for
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BufferState", "ConfigError", "EndReason", "Event", "MessageInfo", "Preset", "ProviderConfig",
-    "ProviderError", "RequestNotFound", "Runtime", "Settings", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle",
+    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "MessageInfo", "Preset",
+    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
+    "TaskInfo", "TaskNotFound", "TurnHandle",
 ]
 
 
@@ -75,7 +90,7 @@ class MessageInfo(BaseModel):
     id: int
     role: str
     parts: list[dict]
-    status: str
+    status: str  # complete | streaming (a running turn's answer) | queued (an input waiting for its turn)
     turn_id: str | None
     created_at: float
 
@@ -83,34 +98,24 @@ class MessageInfo(BaseModel):
     def text(self) -> str:
         return text_of(self.parts)
 
+    @property
+    def truncated(self) -> bool:
+        """The answer stopped at the model's length limit."""
+        return is_truncated(self.parts)
+
 
 @dataclass
 class TurnHandle:
     task_id: str
-    turn_id: str | None
+    turn_id: str | None  # None while the input is queued
     message_id: int
     duplicate: bool = False
     queued: bool = False
 
 
-@dataclass(eq=False)
-class _Slot:
-    """What `send()` registers for the task's current turn, before its first await."""
-
-    task_id: str
-    turn_id: str
-    client_msg_id: str | None
-    input_message_id: int = 0
-    output_message_id: int = 0
-    controller: Any = None
-    abort_reason: EndReason | None = None
-    aborted_published: bool = False
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-
-
 class Runtime(SettingsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
-                 tools: Iterable[Tool]):
+                 tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
         self.settings = settings
         self.store = store
@@ -118,37 +123,56 @@ class Runtime(SettingsMixin):
         self.mcp_consents = MCPConsents(home)
         self.buffers = BufferRegistry()
         self.locks = TaskLocks()
+        self.aborts = AbortRegistry()
         self.jobs = JobQueue(store.record_job)
-        self.contexts: dict[str, Any] = {}  # turn id -> TurnContext while it runs
         self._providers: dict[str, Provider] = dict(providers)
-        self._extra_tools = list(tools)
-        self._active: dict[str, _Slot] = {}
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, store)
+        self._services = TurnServices(
+            storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
+            agent=self.kit, on_turn_done=self._after_turn,
+        )
         self._runs: set[asyncio.Task] = set()
-        self._queued: dict[str, int] = {}
+        self._has_queue: set[str] = set()  # tasks whose queued inputs this process runs one after another
+        self._folder_lock = folder_lock
+        self.read_only = read_only
         self._closed = False
 
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
-                   tools: Iterable[Tool] = (), settings: Settings | None = None) -> Runtime:
-        """Open the data dir: settings, SQLite (migrated), then startup recovery."""
+                   tools: Iterable[Tool] = (), settings: Settings | None = None, read_only: bool = False) -> Runtime:
+        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery."""
         home = resolve_home(home)
-        settings = settings or load_settings(home)
-        store = await Store.open(home)
-        recovered = await store.recover()
-        if recovered:
-            log.info("recovered %d interrupted turn(s)", len(recovered))
-        rt = cls(home, settings, store, providers or {}, tools)
-        if settings.mcp_servers:
+        folder_lock = None if read_only else DataFolderLock.acquire(home)
+        try:
+            settings = settings or load_settings(home)
+            store = await Store.open(home, migrate=not read_only)
+            if not read_only:
+                recovered = await store.recover()
+                if recovered:
+                    log.info("recovered %d interrupted turn(s)", len(recovered))
+        except BaseException:
+            if folder_lock is not None:
+                folder_lock.release()
+            raise
+        rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
+        if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
             from .tools.mcp import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         return rt
 
+    def _writable(self) -> None:
+        if self._closed:
+            raise ConfigError("The runtime is shut down.")
+        if self.read_only:
+            raise ReadOnlyRuntime()
+
     # -- tasks --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
                           planning: bool = False, knowledge: Iterable[str] = ()) -> TaskInfo:
+        self._writable()
         model = model or self.settings.default_model
         provider_id, _ = split_model_ref(model)
         if provider_id not in self._providers:
@@ -183,17 +207,22 @@ class Runtime(SettingsMixin):
         return await self.store.turns(task_id)
 
     async def rename_task(self, task_id: str, title: str) -> None:
+        self._writable()
         await self._task_row(task_id)
         await self.store.update_task(task_id, title=title.strip() or None)
 
     async def delete_task(self, task_id: str) -> None:
-        if task_id in self._active:
+        self._writable()
+        if task_id in self.aborts:
             await self.stop(task_id)
             await self.wait_idle(task_id)
         await self.store.delete_task(task_id)
 
     def is_running(self, task_id: str) -> bool:
-        return task_id in self._active
+        return task_id in self.aborts
+
+    def provider(self, provider_id: str) -> Provider:
+        return self.kit.provider(provider_id)
 
     # -- turns --
 
@@ -204,12 +233,13 @@ class Runtime(SettingsMixin):
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
         """Reply to a question (any text) or an approval ("approve" / "deny"); starts the next turn."""
+        self._writable()
         row = await self._task_row(task_id)
         req = row["pending_request"]
         if not req or req["request_id"] != request_id:
             existing = await self.store.find_client_message(task_id, f"answer:{request_id}")
             if existing is not None:
-                return TurnHandle(task_id, existing["turn_id"], existing["id"], duplicate=True)
+                return _duplicate(existing)
             raise RequestNotFound(task_id, request_id)
         if req["kind"] == "approval":
             if answer not in ("approve", "deny"):
@@ -223,154 +253,159 @@ class Runtime(SettingsMixin):
 
     async def _send(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:
-        if self._closed:
-            raise ConfigError("The runtime is shut down.")
-        slot = self._active.get(task_id)
+        self._writable()
+        slot = self.aborts.get(task_id)
         if slot is not None:
             if client_msg_id is not None and slot.client_msg_id == client_msg_id:
                 return TurnHandle(task_id, slot.turn_id, slot.input_message_id, duplicate=True)
             if not queue:
                 raise TaskBusy(task_id)
             return await self._enqueue(task_id, parts, attachments, client_msg_id)
-        # Registered before the first await: a concurrent send sees it and gets TaskBusy.
-        slot = self._active[task_id] = _Slot(task_id, uuid.uuid4().hex, client_msg_id)
+        # Registered before the first await: a concurrent send sees it and gets TaskBusy (or queues).
+        slot = TurnSlot(task_id, uuid.uuid4().hex, client_msg_id)
+        self.aborts.register(slot)
         try:
             task = await self._task_row(task_id)
-            if client_msg_id is not None:
-                seen = await self.store.find_client_message(task_id, client_msg_id)
-                if seen is not None:
-                    self.release_slot(slot)
-                    return TurnHandle(task_id, seen["turn_id"], seen["id"], duplicate=True)
-            parts = parts + self._attach(task, attachments)
-            slot.input_message_id, slot.output_message_id = await self.store.add_user_message(
-                task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id
-            )
+            if client_msg_id is not None and (seen := await self.store.find_client_message(task_id, client_msg_id)):
+                self.aborts.release(slot)
+                return _duplicate(seen)
+            parts = parts + await self._attach(task, attachments)
+            try:
+                msg_id, started = await self.store.add_input(
+                    task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id
+                )
+            except DuplicateMessage as dup:
+                self.aborts.release(slot)
+                return _duplicate(dup.row)
         except BaseException:
-            self.release_slot(slot)
+            self.aborts.release(slot)
             raise
-        self._launch(slot, task, parts)
-        return TurnHandle(task_id, slot.turn_id, slot.input_message_id)
+        input_id, input_parts, slot.output_message_id = started
+        slot.input_message_id = input_id
+        self._launch(slot, task, input_parts)
+        if input_id != msg_id:  # older queued inputs go first; this one waits behind them
+            self._has_queue.add(task_id)
+            return TurnHandle(task_id, None, msg_id, queued=True)
+        return TurnHandle(task_id, slot.turn_id, msg_id)
 
-    def _attach(self, task: dict, attachments: Iterable[str | Path]) -> list[dict]:
-        names = copy_attachments(Path(task["workspace"]), list(attachments)) if attachments else []
+    async def _attach(self, task: dict, attachments: Iterable[str | Path]) -> list[dict]:
+        files = list(attachments)
+        if not files:
+            return []
+        names = await asyncio.to_thread(copy_attachments, Path(task["workspace"]), files)
         return [{"type": "attachment", "name": n} for n in names]
 
     async def _enqueue(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                        client_msg_id: str | None) -> TurnHandle:
         task = await self._task_row(task_id)
-        parts = parts + self._attach(task, attachments)
-        msg_id, _ = await self.store.add_user_message(task_id, parts, client_msg_id=client_msg_id, turn_id=None)
-        self._queued[task_id] = self._queued.get(task_id, 0) + 1
-        if task_id not in self._active:  # the running turn ended while we were writing
-            self.after_turn(task_id)
+        if client_msg_id is not None and (seen := await self.store.find_client_message(task_id, client_msg_id)):
+            return _duplicate(seen)
+        parts = parts + await self._attach(task, attachments)
+        try:
+            msg_id, _ = await self.store.add_input(task_id, parts, client_msg_id=client_msg_id, turn_id=None)
+        except DuplicateMessage as dup:
+            return _duplicate(dup.row)
+        self._has_queue.add(task_id)
+        if task_id not in self.aborts:  # the running turn ended while we were writing
+            self._after_turn(task_id)
         return TurnHandle(task_id, None, msg_id, queued=True)
 
-    def _launch(self, slot: _Slot, task: dict, parts: list[dict]) -> None:
-        self.buffers.reset(slot.task_id, slot.turn_id)
-        run = asyncio.ensure_future(run_turn(self, slot, task, parts))
+    async def run_queued(self, task_id: str) -> TurnHandle | None:
+        """"Send now" for inputs left queued (e.g. by a quit or a crash): runs them in order. None when
+        nothing is queued; a no-op while a turn runs (they follow it)."""
+        self._writable()
+        await self._task_row(task_id)
+        self._has_queue.add(task_id)
+        if task_id in self.aborts:
+            return None
+        slot, starting = self._start_next(task_id)
+        await asyncio.shield(starting)
+        if not slot.input_message_id:
+            return None
+        return TurnHandle(task_id, slot.turn_id, slot.input_message_id)
+
+    async def queued(self, task_id: str) -> list[MessageInfo]:
+        """The task's inputs waiting for their turn, oldest first."""
+        return [m for m in await self.messages(task_id) if m.status == "queued"]
+
+    async def discard_queued(self, task_id: str, message_id: int) -> bool:
+        """Delete a queued input before it runs; False when it is not queued (any more)."""
+        self._writable()
+        await self._task_row(task_id)
+        return await self.store.discard_queued(task_id, message_id)
+
+    def _launch(self, slot: TurnSlot, task: dict, parts: list[dict]) -> None:
+        buffer = self.buffers.reset(slot.task_id, slot.turn_id)
+        buffer.publish(TurnStarted(task_id=slot.task_id, turn_id=slot.turn_id,
+                                   input_message_id=slot.input_message_id))
+        slot.attach(buffer.publish)
+        self._spawn(run_turn(self._services, slot, task, parts))
+
+    def _spawn(self, coro) -> asyncio.Task:
+        run = asyncio.ensure_future(coro)
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
+        return run
 
-    def release_slot(self, slot: _Slot) -> None:
-        if self._active.get(slot.task_id) is slot:
-            del self._active[slot.task_id]
-        if not slot.done.done():
-            slot.done.set_result(None)
+    def _after_turn(self, task_id: str) -> None:
+        """A turn is over: start the task's next queued input, if this process has any waiting."""
+        if task_id in self._has_queue and task_id not in self.aborts and not self._closed:
+            self._start_next(task_id)
 
-    def after_turn(self, task_id: str) -> None:
-        """Start the next queued input, if any (registered now so wait_idle keeps waiting)."""
-        if not self._queued.get(task_id) or task_id in self._active or self._closed:
-            return
-        self._queued[task_id] -= 1
-        slot = self._active[task_id] = _Slot(task_id, uuid.uuid4().hex, None)
-        job = asyncio.ensure_future(self._start_queued(slot))
-        self._runs.add(job)
-        job.add_done_callback(self._runs.discard)
+    def _start_next(self, task_id: str) -> tuple[TurnSlot, asyncio.Task]:
+        # Registered now, so wait_idle keeps waiting and a concurrent send queues behind it.
+        slot = TurnSlot(task_id, uuid.uuid4().hex, None)
+        self.aborts.register(slot)
+        return slot, self._spawn(self._start_queued(slot))
 
-    async def _start_queued(self, slot: _Slot) -> None:
+    async def _start_queued(self, slot: TurnSlot) -> None:
         try:
             task = await self._task_row(slot.task_id)
-            msg = await self.store.next_queued(slot.task_id)
-            if msg is None:
-                self.release_slot(slot)
-                return
-            slot.input_message_id = msg["id"]
-            slot.output_message_id = await self.store.start_queued_turn(slot.task_id, msg["id"], slot.turn_id)
+            started = await self.store.start_queued_turn(slot.task_id, slot.turn_id)
         except BaseException:
-            self.release_slot(slot)
+            self.aborts.release(slot)
             raise
-        self._launch(slot, task, msg["parts"])
+        if started is None:
+            self._has_queue.discard(slot.task_id)
+            self.aborts.release(slot)
+            return
+        slot.input_message_id, parts, slot.output_message_id = started
+        self._launch(slot, task, parts)
 
     async def stop(self, task_id: str) -> None:
         """Stop the running turn: idempotent, a no-op when nothing runs."""
-        slot = self._active.get(task_id)
+        slot = self.aborts.get(task_id)
         if slot is not None:
-            self._abort(slot, EndReason.aborted)
-
-    def _abort(self, slot: _Slot, reason: EndReason) -> None:
-        if slot.abort_reason is None:
-            slot.abort_reason = reason
-        if slot.controller is not None:
-            slot.controller.abort(reason)
-        buffer = self.buffers.get(slot.task_id)
-        if (reason == EndReason.aborted and slot.abort_reason == reason and not slot.aborted_published
-                and buffer is not None and buffer.turn_id == slot.turn_id):
-            slot.aborted_published = True
-            buffer.publish(Aborted(task_id=slot.task_id, turn_id=slot.turn_id))
+            slot.abort(EndReason.aborted)
 
     async def wait_idle(self, task_id: str) -> None:
         """Wait until the task's current (and queued) turns are finalized and cleaned up."""
-        while (slot := self._active.get(task_id)) is not None:
+        while (slot := self.aborts.get(task_id)) is not None:
             await asyncio.shield(slot.done)
 
-    async def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None) -> AsyncIterator[Event]:
-        """Replay the current/last turn's events after `after_seq`, then live ones; ends after the
-        terminal event. Ends at once when nothing is in memory (read `messages()` then)."""
+    async def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
+                        follow: bool = False) -> AsyncIterator[Event]:
+        """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
+        event; ends at once when nothing is in memory (read `messages()` then). With `follow=True` it goes on
+        with every later turn of the task (each from seq 1) until the runtime closes."""
         buffer = self.buffers.get(task_id)
         if buffer is None:
             await self._task_row(task_id)
-            return
-        if turn_id is not None and turn_id != buffer.turn_id:
-            after_seq = 0
-        async for event in buffer.subscribe(after_seq):
-            yield event
+        while True:
+            if buffer is not None:
+                if turn_id is not None and turn_id != buffer.turn_id:
+                    after_seq = 0
+                async for event in buffer.subscribe(after_seq):
+                    yield event
+            if not follow:
+                return
+            after_seq, turn_id = 0, None
+            buffer = await self.buffers.next_buffer(task_id, buffer)
+            if buffer is None:
+                return
 
     def stream_state(self, task_id: str) -> BufferState:
         return self.buffers.state(task_id)
-
-    # -- parts the turn uses --
-
-    def provider(self, provider_id: str) -> Provider:
-        provider = self._providers.get(provider_id)
-        if provider is None:
-            provider = self._providers[provider_id] = build_provider(self.settings.provider(provider_id), self.keys)
-        return provider
-
-    def tools_for(self, task: dict) -> dict[str, Tool]:
-        tools = [*builtin_tools(), *interactive_tools(), *self._extra_tools]
-        return {t.name: t for t in tools}
-
-    def mcp_sessions(self, cwd: Path):
-        """This turn's MCP sessions, or None when no server is configured."""
-        if not self.settings.mcp_servers:
-            return None
-        from .tools.mcp import MCPTurnSessions
-
-        return MCPTurnSessions(
-            self.settings.mcp_servers, approved=self.mcp_consents.is_approved,
-            connect_timeout=self.settings.mcp_connect_timeout, cwd=cwd,
-        )
-
-    def context_budget(self, provider: Provider) -> int:
-        return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
-
-    async def make_title(self, task_id: str) -> None:
-        """Background job: a title from the first input when the person gave none."""
-        messages = await self.store.messages(task_id)
-        first = next((text_of(m["parts"]) for m in messages if m["role"] == "user" and text_of(m["parts"])), "")
-        line = " ".join(first.split())
-        if line and not (await self._task_row(task_id))["title"]:
-            await self.store.update_task(task_id, title=line[:60] + ("…" if len(line) > 60 else ""))
 
     # -- shutdown --
 
@@ -379,10 +414,11 @@ class Runtime(SettingsMixin):
         if self._closed:
             return
         self._closed = True
-        for slot in list(self._active.values()):
-            self._abort(slot, EndReason.interrupted)
+        for slot in self.aborts.slots():
+            slot.abort(EndReason.interrupted)
         while self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
+        self.buffers.close()
         await self.jobs.drain()
         for provider in self._providers.values():
             try:
@@ -390,3 +426,9 @@ class Runtime(SettingsMixin):
             except Exception:
                 log.exception("closing provider %s failed", getattr(provider, "id", "?"))
         await self.store.aclose()
+        if self._folder_lock is not None:
+            self._folder_lock.release()
+
+
+def _duplicate(row: dict) -> TurnHandle:
+    return TurnHandle(row["task_id"], row["turn_id"], row["id"], duplicate=True, queued=row["status"] == "queued")

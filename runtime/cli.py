@@ -1,21 +1,28 @@
-"""Headless CLI: `hearth run | tasks | show | models | mcp`, also `python -m runtime.cli`.
+"""Headless CLI: `hearth run | answer | tasks | show | models | mcp`, also `python -m runtime.cli`.
 
-Exit codes: 0 completed (or waiting for an answer, which is printed), 2 usage or config error,
-3 provider error, 130 stopped (Ctrl-C stops the turn, waits for finalize, then exits).
+Exit codes: 0 completed, 2 usage or config error, 3 provider error, 4 the task waits for an answer (printed,
+with the `hearth answer` line that gives it), 5 another Hearth process owns the data folder, 130 stopped
+(Ctrl-C stops the turn, waits for finalize, then exits).
+
+In a terminal, `hearth run` asks approvals (y / n / always) and questions itself and goes on. One process owns
+a data folder: while the app runs, `tasks` and `show` read beside it and every command that would change
+something exits 5 with a sentence saying so (we chose refusing over remote-controlling the app).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import signal
 import sys
 
 from .api import Runtime
-from .errors import ConfigError, HearthError, TaskNotFound
+from .errors import ConfigError, DataFolderBusy, HearthError, ReadOnlyRuntime, RequestNotFound, TaskNotFound
 from .events import EndReason
 
-EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_STOPPED = 0, 2, 3, 130
+EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
+READ_COMMANDS = ("tasks", "show")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -23,10 +30,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--home", help="data folder (default: $HEARTH_HOME or the user data folder)")
     sub = p.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="send an input and stream the turn")
-    run.add_argument("text")
+    run.add_argument("text", nargs="?")
     run.add_argument("--task", help="continue this task (default: a new task)")
+    run.add_argument("--queued", action="store_true", help="run the task's queued inputs, in order")
     run.add_argument("--model", help="provider_id/model_name for a new task")
     run.add_argument("--approval", default="ask", choices=["ask", "auto_edit", "full_auto"])
+    answer = sub.add_parser("answer", help="answer a task that waits for an approval or a question")
+    answer.add_argument("task_id")
+    how = answer.add_mutually_exclusive_group(required=True)
+    how.add_argument("--approve", action="store_true")
+    how.add_argument("--deny", action="store_true")
+    how.add_argument("--text", help="the answer to a question")
+    answer.add_argument("--always", action="store_true", help="remember the approval or denial for this tool")
     sub.add_parser("tasks", help="list tasks")
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id")
@@ -47,11 +62,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(rt: Runtime, args: argparse.Namespace) -> int:
-    if args.task:
-        task = await rt.get_task(args.task)
+    if args.queued:
+        if not args.task or args.text:
+            raise ConfigError("--queued runs a task's queued inputs: give --task ID and no text.")
+        handle = await rt.run_queued(args.task)
+        if handle is None:
+            print("Nothing is queued for this task.", file=sys.stderr)
+            return EXIT_OK
     else:
-        task = await rt.create_task(model=args.model, approval=args.approval)
-    handle = await rt.send(task.id, args.text)
+        if not args.text:
+            raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
+        task = await rt.get_task(args.task) if args.task else await rt.create_task(model=args.model,
+                                                                                approval=args.approval)
+        handle = await rt.send(task.id, args.text)
+    return await _follow(rt, handle.task_id, handle.turn_id)
+
+
+async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
+    """Stream the task's turns until it is idle; in a terminal, answer what it asks on the way."""
     loop = asyncio.get_running_loop()
     stopped = False
     stopping: set[asyncio.Task] = set()
@@ -59,28 +87,22 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
     def on_sigint() -> None:
         nonlocal stopped
         stopped = True
-        stopping.add(loop.create_task(rt.stop(task.id)))
+        stopping.add(loop.create_task(rt.stop(task_id)))
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
-        ended = None
-        async for ev in rt.subscribe(task.id, turn_id=handle.turn_id):
-            if ev.type == "text_delta":
-                sys.stdout.write(ev.text)
-                sys.stdout.flush()
-            elif ev.type == "tool_call" and ev.state in ("running", "done", "error", "denied", "interrupted"):
-                print(f"\n[{ev.name} {ev.state}]", file=sys.stderr)
-            elif ev.type == "input_requested":
-                print(f"\n[waiting] {ev.prompt} (request {ev.request_id})", file=sys.stderr)
-            elif ev.type == "warning":
-                print(f"\n[warning] {ev.message}", file=sys.stderr)
-            elif ev.type == "turn_ended":
-                ended = ev
-        await rt.wait_idle(task.id)
+        while True:
+            ended = await _stream_until_idle(rt, task_id, turn_id)
+            if stopped or ended is None or ended.reason != EndReason.waiting or not sys.stdin.isatty():
+                break
+            handle = await _ask_in_terminal(rt, task_id)
+            if handle is None:
+                break
+            turn_id = handle.turn_id
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     print()
-    print(f"task {task.id}", file=sys.stderr)
+    print(f"task {task_id}", file=sys.stderr)
     if ended is None:
         return EXIT_PROVIDER
     if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
@@ -88,7 +110,79 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
     if ended.reason == EndReason.error:
         print(f"error: {ended.error}", file=sys.stderr)
         return EXIT_PROVIDER
+    if ended.reason == EndReason.waiting:
+        req = (await rt.get_task(task_id)).pending_request or {}
+        how = "--approve or --deny" if req.get("kind") == "approval" else '--text "..."'
+        print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
+        return EXIT_WAITING
     return EXIT_OK
+
+
+async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
+    """Print the task's events across its queued turns; the last `turn_ended`, once the task is idle."""
+    events = aiter(rt.subscribe(task_id, turn_id=turn_id, follow=True))
+    ended = None
+    idle = asyncio.ensure_future(rt.wait_idle(task_id))
+    try:
+        while True:
+            nxt = asyncio.ensure_future(anext(events))
+            await asyncio.wait({nxt, idle}, return_when=asyncio.FIRST_COMPLETED)
+            if not nxt.done():
+                nxt.cancel()
+                await asyncio.gather(nxt, return_exceptions=True)
+                return ended
+            ev = nxt.result()
+            _print_event(ev)
+            if ev.type == "turn_ended":
+                ended = ev
+    except StopAsyncIteration:
+        return ended
+    finally:
+        idle.cancel()
+        await events.aclose()
+
+
+def _print_event(ev) -> None:
+    if ev.type == "text_delta":
+        sys.stdout.write(ev.text)
+        sys.stdout.flush()
+    elif ev.type == "tool_call" and ev.state in ("running", "done", "error", "denied", "interrupted"):
+        print(f"\n[{ev.name} {ev.state}]", file=sys.stderr)
+    elif ev.type == "input_requested":
+        print(f"\n[waiting] {ev.prompt}", file=sys.stderr)
+    elif ev.type == "warning":
+        print(f"\n[warning] {ev.message}", file=sys.stderr)
+
+
+async def _ask_in_terminal(rt: Runtime, task_id: str):
+    req = (await rt.get_task(task_id)).pending_request
+    if not req:
+        return None
+    if req["kind"] == "approval":
+        args = json.dumps(req.get("tool_args") or {}, ensure_ascii=False)
+        print(f"{req['tool_name']} {args}", file=sys.stderr)
+        reply = (await asyncio.to_thread(input, "Allow? [y]es / [n]o / [a]lways / [N]ever: ")).strip()
+        answer = "approve" if reply.lower() in ("y", "yes", "a", "always") else "deny"
+        remember = reply.lower() in ("a", "always") or reply == "N" or reply.lower() == "never"
+        return await rt.answer(task_id, req["request_id"], answer, remember=remember)
+    text = await asyncio.to_thread(input, f"{req['prompt']}\n> ")
+    return await rt.answer(task_id, req["request_id"], text)
+
+
+async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
+    req = (await rt.get_task(args.task_id)).pending_request
+    if not req:
+        raise ConfigError(f"Task {args.task_id} is not waiting for an answer.")
+    if req["kind"] == "approval":
+        if args.text is not None:
+            raise ConfigError("This task waits for an approval: answer with --approve or --deny.")
+        answer = "approve" if args.approve else "deny"
+    else:
+        if args.text is None:
+            raise ConfigError(f"This task asks: {req['prompt']} Answer with --text \"...\".")
+        answer = args.text
+    handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always)
+    return await _follow(rt, args.task_id, handle.turn_id)
 
 
 async def _tasks(rt: Runtime) -> int:
@@ -169,11 +263,22 @@ async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+async def _open(args: argparse.Namespace) -> Runtime:
+    try:
+        return await Runtime.open(args.home)
+    except DataFolderBusy:
+        if args.command not in READ_COMMANDS:
+            raise
+        return await Runtime.open(args.home, read_only=True)
+
+
 async def _main(args: argparse.Namespace) -> int:
-    rt = await Runtime.open(args.home)
+    rt = await _open(args)
     try:
         if args.command == "run":
             return await _run(rt, args)
+        if args.command == "answer":
+            return await _answer(rt, args)
         if args.command == "tasks":
             return await _tasks(rt)
         if args.command == "models":
@@ -194,9 +299,12 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv[cut + 1 :]
     try:
         return asyncio.run(_main(args))
-    except (ConfigError, TaskNotFound) as exc:
+    except (ConfigError, TaskNotFound, RequestNotFound) as exc:
         print(f"hearth: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except (DataFolderBusy, ReadOnlyRuntime) as exc:
+        print(f"hearth: {exc}", file=sys.stderr)
+        return EXIT_BUSY
     except HearthError as exc:
         print(f"hearth: {exc}", file=sys.stderr)
         return EXIT_PROVIDER

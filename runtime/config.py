@@ -1,7 +1,7 @@
 """Data dir and settings.json.
 
 The data dir is `--home`, else `$HEARTH_HOME`, else platformdirs' user data dir. settings.json has the
-shape of DESIGN §3: providers, default model, and `mcpServers` in Claude Desktop's shape. A missing file
+shape of the design contract: providers, default model, and `mcpServers` in Claude Desktop's shape. A missing file
 gives the defaults (the bundled model); a broken one a `ConfigError` naming the file and the problem.
 Keys never live here: a provider names where its key is (`keyring:NAME` or `env:NAME`).
 """

@@ -40,3 +40,26 @@ class ToolError(HearthError):
 class RequestNotFound(HearthError):
     def __init__(self, task_id: str, request_id: str):
         super().__init__(f"Task {task_id!r} is not waiting for an answer to request {request_id!r}.")
+
+
+class DataFolderBusy(HearthError):
+    """Another Hearth process is using this data folder; only one may run turns on it."""
+
+    def __init__(self, home: str, pid: int | None):
+        who = f" (process {pid})" if pid else ""
+        super().__init__(
+            f"Hearth is already running with the data folder {home}{who}. Use that window, quit it first, "
+            "or pick another folder with --home."
+        )
+        self.home = home
+        self.pid = pid
+
+
+class ReadOnlyRuntime(HearthError):
+    """A change was asked of a runtime opened read-only beside the process that owns the data folder."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Hearth is running with this data folder, so this command can only read it. Use the app, or quit it "
+            "first."
+        )

@@ -115,6 +115,7 @@ class UsageEvent(_Event):
 class WarningEvent(_Event):
     type: Literal["warning"] = "warning"
     message: str
+    code: str | None = None  # "truncated" when a step stopped at the model's length limit
 
 
 class Aborted(_Event):

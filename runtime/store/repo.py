@@ -6,14 +6,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Text, delete, func, insert, select, type_coerce, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..parts import settle_parts
-from .db import make_engine, migrate
+from ..parts import FinalRecord, settle_parts
+from .db import make_engine
+from .db import migrate as migrate_db
 from .models import JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
 
 DB_NAME = "hearth.sqlite3"
+
+
+class DuplicateMessage(Exception):
+    """An input with this client message id exists already; `row` is it."""
+
+    def __init__(self, row: dict[str, Any]):
+        super().__init__(row["client_msg_id"])
+        self.row = row
 
 
 def _row(r) -> dict[str, Any]:
@@ -26,10 +36,11 @@ class Store:
         self.path = path
 
     @classmethod
-    async def open(cls, home: Path) -> Store:
+    async def open(cls, home: Path, *, migrate: bool = True) -> Store:
         path = home / DB_NAME
         engine = make_engine(path)
-        await migrate(engine)
+        if migrate:
+            await migrate_db(engine)
         return cls(engine, path)
 
     async def aclose(self) -> None:
@@ -89,32 +100,60 @@ class Store:
             ).first()
         return _row(r) if r else None
 
-    async def add_user_message(
+    async def add_input(
         self, task_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None
-    ) -> tuple[int, int | None]:
-        """Persist an input: with a turn id it starts that turn (turn row, assistant draft, task running);
-        without one it is queued."""
+    ) -> tuple[int, tuple[int, list[dict], int] | None]:
+        """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
+        starts for the oldest queued input of the task, which is this one unless older queued inputs wait (a
+        new input never overtakes them). Returns (message id, (started input id, its parts, output message id)
+        or None). Raises `DuplicateMessage` when `client_msg_id` was used before in this task."""
         now = time.time()
-        async with self.engine.begin() as conn:
-            msg_id = (
-                await conn.execute(
-                    insert(MessageRow).values(
-                        task_id=task_id,
-                        role="user",
-                        parts=parts,
-                        status="complete" if turn_id else "queued",
-                        client_msg_id=client_msg_id,
-                        created_at=now,
+        try:
+            async with self.engine.begin() as conn:
+                msg_id = (
+                    await conn.execute(
+                        insert(MessageRow).values(
+                            task_id=task_id, role="user", parts=parts, status="queued",
+                            client_msg_id=client_msg_id, created_at=now,
+                        )
                     )
-                )
-            ).inserted_primary_key[0]
-            out_id = await self._start_turn(conn, task_id, turn_id, msg_id, now) if turn_id else None
-        return msg_id, out_id
+                ).inserted_primary_key[0]
+                started = await self._start_oldest_queued(conn, task_id, turn_id, now) if turn_id else None
+        except IntegrityError:
+            seen = await self.find_client_message(task_id, client_msg_id) if client_msg_id else None
+            if seen is None:
+                raise
+            raise DuplicateMessage(seen) from None
+        return msg_id, started
 
-    async def start_queued_turn(self, task_id: str, message_id: int, turn_id: str) -> int:
+    async def start_queued_turn(self, task_id: str, turn_id: str) -> tuple[int, list[dict], int] | None:
+        """Start a turn for the task's oldest queued input: (input id, parts, output message id), or None."""
         async with self.engine.begin() as conn:
-            await conn.execute(update(MessageRow).where(MessageRow.id == message_id).values(status="complete"))
-            return await self._start_turn(conn, task_id, turn_id, message_id, time.time())
+            return await self._start_oldest_queued(conn, task_id, turn_id, time.time())
+
+    async def _start_oldest_queued(self, conn, task_id: str, turn_id: str, now: float):
+        first = (
+            await conn.execute(
+                select(MessageRow.id, MessageRow.parts)
+                .where(MessageRow.task_id == task_id, MessageRow.status == "queued")
+                .order_by(MessageRow.id)
+                .limit(1)
+            )
+        ).first()
+        if first is None:
+            return None
+        await conn.execute(update(MessageRow).where(MessageRow.id == first.id).values(status="complete"))
+        return first.id, first.parts, await self._start_turn(conn, task_id, turn_id, first.id, now)
+
+    async def discard_queued(self, task_id: str, message_id: int) -> bool:
+        """Delete a queued input that has not started; False when there is none with that id."""
+        async with self.engine.begin() as conn:
+            result = await conn.execute(
+                delete(MessageRow).where(
+                    MessageRow.id == message_id, MessageRow.task_id == task_id, MessageRow.status == "queued"
+                )
+            )
+        return result.rowcount > 0
 
     async def _start_turn(self, conn, task_id: str, turn_id: str, input_id: int, now: float) -> int:
         out_id = (
@@ -138,18 +177,6 @@ class Store:
             .values(state="running", pending_request=None, updated_at=now)
         )
         return out_id
-
-    async def next_queued(self, task_id: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            r = (
-                await conn.execute(
-                    select(MessageRow.__table__)
-                    .where(MessageRow.task_id == task_id, MessageRow.status == "queued")
-                    .order_by(MessageRow.id)
-                    .limit(1)
-                )
-            ).first()
-        return _row(r) if r else None
 
     async def checkpoint(self, message_id: int, parts: list[dict]) -> None:
         async with self.engine.begin() as conn:
@@ -177,10 +204,13 @@ class Store:
             return [_row(r) for r in rows]
 
     async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """A task's messages and usage anchor, read on one connection (this is on the turn's critical path)."""
+        """A task's messages and usage anchor, read on one connection (this is on the turn's critical path).
+        Parts come as JSON text: the turn decodes them in a worker thread, off the event loop."""
+        m = MessageRow.__table__.c
         async with self.engine.connect() as conn:
             rows = await conn.execute(
-                select(MessageRow.__table__).where(MessageRow.task_id == task_id).order_by(MessageRow.id)
+                select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts"))
+                .where(m.task_id == task_id).order_by(m.id)
             )
             messages = [_row(r) for r in rows]
             r = (
@@ -188,8 +218,8 @@ class Store:
             ).first()
         return messages, (_row(r) if r else None)
 
-    async def finalize_turn(self, rec: dict[str, Any]) -> None:
-        """Finalize step 3: everything a turn produced, in one transaction."""
+    async def finalize_turn(self, rec: FinalRecord) -> None:
+        """Finalize's commit: the message and its parts, the turn row and the task, in one transaction."""
         now = time.time()
         task_id, turn_id = rec["task_id"], rec["turn_id"]
         usage = rec["usage"]
@@ -203,7 +233,7 @@ class Store:
                 update(TurnRow)
                 .where(TurnRow.id == turn_id)
                 .values(
-                    status="ended", reason=rec["reason"], ended_at=now, error=rec.get("error"),
+                    status="ended", reason=rec["reason"], ended_at=now, error=rec["error"],
                     input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                 )
             )
@@ -211,14 +241,20 @@ class Store:
                 update(TaskRow)
                 .where(TaskRow.id == task_id)
                 .values(
-                    state=rec["state"], last_reason=rec["reason"], last_error=rec.get("error"),
-                    pending_request=rec.get("pending_request"), updated_at=now,
+                    state=rec["state"], last_reason=rec["reason"], last_error=rec["error"],
+                    pending_request=rec["pending_request"], updated_at=now,
                     input_tokens=TaskRow.input_tokens + usage.input_tokens,
                     output_tokens=TaskRow.output_tokens + usage.output_tokens,
-                    **rec.get("task_values", {}),
+                    **rec["task_values"],
                 )
             )
-            if rec.get("anchor_tokens"):
+
+    async def write_turn_records(self, rec: FinalRecord) -> None:
+        """Auxiliary records of a finalized turn: usage anchor, steps, subagents."""
+        now = time.time()
+        task_id, turn_id = rec["task_id"], rec["turn_id"]
+        async with self.engine.begin() as conn:
+            if rec["anchor_tokens"]:
                 await conn.execute(delete(UsageAnchorRow).where(UsageAnchorRow.task_id == task_id))
                 await conn.execute(
                     insert(UsageAnchorRow).values(
@@ -227,15 +263,20 @@ class Store:
                         created_at=now,
                     )
                 )
-            if rec.get("steps"):
+            if rec["steps"]:
                 await conn.execute(insert(StepRow), [dict(s, turn_id=turn_id) for s in rec["steps"]])
-            if rec.get("subagents"):
+            if rec["subagents"]:
                 await conn.execute(insert(SubagentRow), [dict(s, turn_id=turn_id) for s in rec["subagents"]])
 
-    async def fail_turn(self, rec: dict[str, Any]) -> None:
-        """Fallback when `finalize_turn` failed: end the turn `error`, keep what can be kept."""
+    async def fail_turn(self, rec: FinalRecord) -> None:
+        """Fallback when `finalize_turn` failed: the settled parts, the turn `error`, the task idle."""
         now = time.time()
         async with self.engine.begin() as conn:
+            await conn.execute(
+                update(MessageRow)
+                .where(MessageRow.id == rec["output_message_id"])
+                .values(parts=rec["parts"], status="complete")
+            )
             await conn.execute(
                 update(TurnRow)
                 .where(TurnRow.id == rec["turn_id"])
@@ -244,10 +285,8 @@ class Store:
             await conn.execute(
                 update(TaskRow)
                 .where(TaskRow.id == rec["task_id"])
-                .values(state="idle", last_reason="error", last_error=rec["error"], updated_at=now)
-            )
-            await conn.execute(
-                update(MessageRow).where(MessageRow.id == rec["output_message_id"]).values(status="complete")
+                .values(state="idle", last_reason="error", last_error=rec["error"], pending_request=None,
+                        updated_at=now)
             )
 
     # -- recovery --

@@ -1,4 +1,4 @@
-"""Task-bound approval policy (DESIGN §8).
+"""Task-bound approval policy.
 
 `ask` (default): every call that is not read-only waits for the person. `auto_edit`: workspace writes run,
 shell and external calls ask. `full_auto`: everything runs. Per-tool rules (`always` / `never`), stored

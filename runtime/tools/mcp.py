@@ -1,4 +1,4 @@
-"""MCP servers for one turn (DESIGN §4 `mcp_connecting`, §8): connect, list tools, call them, close.
+"""MCP servers for one turn (the `mcp_connecting` phase, runtime/ARCHITECTURE.md): connect, list, call, close.
 
 `MCPTurnSessions` belongs to one turn: `start()` at the beginning of setup launches every approved server
 concurrently; `await ready()` in the `mcp_connecting` phase returns the tools that work plus warning texts;

@@ -1,4 +1,4 @@
-"""Consent to launch (or connect to) an MCP server (DESIGN §8).
+"""Consent to launch (or connect to) an MCP server (runtime/ARCHITECTURE.md).
 
 An MCP server is only started after the person saw its full command line and agreed once. Decisions:
 

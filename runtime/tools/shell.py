@@ -130,6 +130,17 @@ async def kill_group(pgid: int, grace: float = KILL_GRACE) -> None:
         raise
 
 
+async def _wait_through_cancel(task: asyncio.Future) -> bool:
+    """Wait until `task` is done even if we are cancelled meanwhile; True when we were."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait({task})  # unlike awaiting it, a cancel of ours does not cancel `task`
+        except asyncio.CancelledError:
+            cancelled = True
+    return cancelled
+
+
 class RunShell:
     name = "run_shell"
     description = (
@@ -177,26 +188,37 @@ class RunShell:
         if "\x00" in command:
             raise ToolError("The command contains a NUL byte.")
         timeout, note = self._timeout(args)
+        # The start is shielded and waited for even when Stop lands meanwhile: a shell that appears after the
+        # cancellation would otherwise belong to nobody, and asyncio's own cleanup of a cancelled start waits
+        # for the shell to exit, which `sleep 1000 & ...` never does.
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
+            "/bin/sh",
+            "-c",
+            "--",  # so a command starting with '-' is not taken as a shell option
+            command,
+            cwd=ctx.workspace,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+            env=clean_env(),
+        ))
+        stopped = await _wait_through_cancel(starting)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/sh",
-                "-c",
-                "--",  # so a command starting with '-' is not taken as a shell option
-                command,
-                cwd=ctx.workspace,
-                stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
-                env=clean_env(),
-            )
+            proc = starting.result()
         except OSError as e:
+            if stopped:
+                raise asyncio.CancelledError from None
             raise ToolError(f"Could not start the shell: {e.strerror or e}.") from None
         # With start_new_session the shell leads its own group, so its pid is the group id.
         pgid = proc.pid
         buf = HeadTail(self.cap)
         assert proc.stdout is not None
         reader = asyncio.create_task(self._pump(proc.stdout, buf))
+        if stopped:
+            reader.cancel()
+            await asyncio.shield(self._reap(proc, pgid, reader))
+            raise asyncio.CancelledError
         timed_out = leftovers = False
         try:
             try:

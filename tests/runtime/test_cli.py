@@ -16,7 +16,7 @@ async def _cli(*args: str, home=None, stdin=None, **kw):
     env.pop("HEARTH_HOME", None)
     argv = [sys.executable, "-m", "runtime.cli", *(["--home", str(home)] if home else []), *args]
     return await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, **kw
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, stdin=stdin, **kw
     )
 
 

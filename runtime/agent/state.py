@@ -1,0 +1,216 @@
+"""What one run builds: `TurnContext` (parts, chat, steps, usage) and its `Checkpointer`.
+
+Nothing here may stay reachable after the run's cleanup (a test collects the context and checks). Per-chunk
+work on the context is an append and a flag; JSON snapshots are only made by the checkpointer and finalize.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
+from ..parts import ToolPart
+from .context import message_chars
+
+if TYPE_CHECKING:
+    from ..abort import TurnSlot
+    from ..ports import TurnStorage
+    from ..stream_buffer import StreamBuffer
+
+log = logging.getLogger(__name__)
+
+# Text is persisted at most this often; with the commit time a crash loses at most ~0.5 s of stream.
+CHECKPOINT_SECONDS = 0.4
+_FOLD_EVERY = 256
+
+
+class TextAccumulator:
+    """A text part growing by deltas; joins every 256 deltas so no object per chunk is kept."""
+
+    __slots__ = ("blocks", "part_id", "pending")
+
+    def __init__(self, part_id: int):
+        self.part_id = part_id
+        self.blocks: list[str] = []
+        self.pending: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+        if len(self.pending) >= _FOLD_EVERY:
+            self.blocks.append("".join(self.pending))
+            self.pending.clear()
+
+    def text(self) -> str:
+        if self.pending:
+            self.blocks.append("".join(self.pending))
+            self.pending.clear()
+        if len(self.blocks) > 1:
+            self.blocks[:] = ["".join(self.blocks)]
+        return self.blocks[0] if self.blocks else ""
+
+
+class TurnContext:
+    """Everything one run builds. Unreachable once the run is cleaned up."""
+
+    def __init__(self, slot: TurnSlot, task: dict, buffer: StreamBuffer, input_parts: list[dict],
+                 max_steps: int):
+        self.slot = slot
+        self.task_id: str = task["id"]
+        self.turn_id: str = slot.turn_id
+        self.input_message_id: int = slot.input_message_id
+        self.output_message_id: int = slot.output_message_id
+        self.buffer = buffer
+        self.task = task
+        self.input_parts = input_parts
+        self.approval: str = task["approval"]
+        self.tool_rules: dict[str, str] = dict(task.get("tool_rules") or {})
+        self.workspace = Path(task["workspace"])
+        self.max_steps = max_steps
+        self.parts: list[dict[str, Any]] = []
+        self._texts: dict[int, TextAccumulator] = {}
+        self._tool_index: dict[str, int] = {}
+        self.step = 0
+        self.steps: list[dict] = []
+        self.usage = Usage()
+        self.chat: list[dict] = []
+        self.chat_chars = 0  # size of `chat` in JSON characters, kept up to date by append_chat
+        self.anchor_tokens = 0  # real input tokens of the last request ...
+        self.anchor_chars = 0  # ... and that same request's size in characters
+        self.pending_request: dict | None = None
+        self.truncated = False
+        self.error: BaseException | None = None
+        self.dirty = False
+        self.checkpoints: Checkpointer | None = None
+        self.provider = None
+        self.model_name = ""
+        self.tools: dict[str, Any] = {}
+        self.tool_specs: list[dict] = []
+        self.mcp = None  # this turn's MCPTurnSessions, closed in cleanup
+
+    def append_chat(self, message: dict) -> None:
+        self.chat.append(message)
+        self.chat_chars += message_chars(message)
+
+    def check_abort(self) -> None:
+        """Stop is enforced between steps: raise when the turn was stopped, whatever a tool did with it."""
+        if self.slot.aborted:
+            raise asyncio.CancelledError
+
+    # -- events --
+
+    def publish(self, event) -> None:
+        self.buffer.publish(event)
+
+    def warn(self, message: str, code: str | None = None) -> None:
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
+
+    def publish_tool(self, part: ToolPart) -> None:
+        self.buffer.publish(
+            ToolCall(
+                task_id=self.task_id, turn_id=self.turn_id, part_id=part["part_id"], call_id=part["call_id"],
+                name=part["name"], state=ToolState(part["state"]), args=part.get("args") or {},
+                result=part.get("result"), effect=part.get("effect", "read_only"),
+            )
+        )
+
+    # -- parts --
+
+    def new_text_part(self, kind: str) -> TextAccumulator:
+        part_id = len(self.parts)
+        self.parts.append({"type": kind, "text": "", "step": self.step})
+        acc = self._texts[part_id] = TextAccumulator(part_id)
+        return acc
+
+    def new_tool_part(self, call_id: str, name: str) -> ToolPart:
+        part_id = len(self.parts)
+        part: ToolPart = {
+            "type": "tool_call", "part_id": part_id, "call_id": call_id, "name": name, "args": {},
+            "state": ToolState.pending.value, "result": None, "step": self.step,
+        }
+        tool = self.tools.get(name)
+        if tool is not None:
+            part["effect"] = str(tool.effect)
+        self.parts.append(part)  # type: ignore[arg-type]
+        self._tool_index[call_id] = part_id
+        self.publish_tool(part)
+        self.tool_state_changed()
+        return part
+
+    def tool_part(self, call_id: str, name: str) -> ToolPart:
+        idx = self._tool_index.get(call_id)
+        return self.parts[idx] if idx is not None else self.new_tool_part(call_id, name)  # type: ignore[return-value]
+
+    def tool_state_changed(self) -> None:
+        """Tool states are checkpointed at once, not on the text timer."""
+        self.dirty = True
+        if self.checkpoints is not None:
+            self.checkpoints.soon()
+
+    def step_text(self, step: int) -> str:
+        return "".join(
+            self._texts[i].text() for i, p in enumerate(self.parts) if p["type"] == "text" and p["step"] == step
+        )
+
+    def snapshot(self) -> list[dict]:
+        """The parts as JSON-ready dicts, texts joined."""
+        out = []
+        for i, part in enumerate(self.parts):
+            acc = self._texts.get(i)
+            out.append(dict(part, text=acc.text()) if acc is not None else dict(part))
+        return out
+
+    def add_usage(self, record: dict, usage: Usage, request_chars: int) -> None:
+        record["input_tokens"] = usage.input_tokens
+        record["output_tokens"] = usage.output_tokens
+        if usage.input_tokens:
+            self.anchor_tokens, self.anchor_chars = usage.input_tokens, request_chars
+        self.usage = self.usage + usage
+        self.publish(UsageEvent(task_id=self.task_id, turn_id=self.turn_id, usage=self.usage))
+
+
+class Checkpointer:
+    """Persists the context's parts: text at most every CHECKPOINT_SECONDS, tool states at once (`soon()`),
+    and synchronously before a side-effecting tool starts (`now()`). Writes never overlap, so a late one
+    cannot overwrite a newer one."""
+
+    def __init__(self, storage: TurnStorage, ctx: TurnContext):
+        self._storage = storage
+        self._ctx = ctx
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._stopped = False
+        self._task = asyncio.ensure_future(self._loop())
+
+    def soon(self) -> None:
+        self._wake.set()
+
+    async def now(self) -> None:
+        """Write the current parts and return once they are committed."""
+        async with self._lock:
+            self._ctx.dirty = False
+            await self._storage.checkpoint(self._ctx.output_message_id, self._ctx.snapshot())
+
+    async def _loop(self) -> None:
+        while not self._stopped:
+            try:
+                await asyncio.wait_for(self._wake.wait(), CHECKPOINT_SECONDS)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            if self._stopped or not self._ctx.dirty:
+                continue
+            try:
+                await self.now()
+            except Exception:
+                log.exception("checkpoint of turn %s failed", self._ctx.turn_id)
+
+    async def close(self) -> None:
+        """Stop, letting a write in flight finish: one landing after finalize would overwrite it."""
+        self._stopped = True
+        self._wake.set()
+        await asyncio.gather(self._task, return_exceptions=True)
+        async with self._lock:
+            pass

@@ -1,0 +1,85 @@
+"""The host ports a turn runs on (runtime/ARCHITECTURE.md, "Ports").
+
+`run_turn` and `finalize` never see the `Runtime`: they get a `TurnServices` whose parts are these
+Protocols. The desktop implementations are `store.repo.Store`, `locks.TaskLocks`, `abort.AbortRegistry`,
+`stream_buffer.BufferRegistry`, `jobs.JobQueue` and `kit.AgentKit`; a Chat or Team surface, or a test, can
+bring its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from .abort import TurnSlot
+from .parts import FinalRecord
+from .providers.base import Provider
+from .stream_buffer import StreamBuffer
+from .tools.base import Tool
+
+
+class TurnStorage(Protocol):
+    async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]: ...
+
+    async def checkpoint(self, message_id: int, parts: list[dict[str, Any]]) -> None: ...
+
+    async def finalize_turn(self, record: FinalRecord) -> None:
+        """The message, turn row and task state, in one transaction."""
+
+    async def fail_turn(self, record: FinalRecord) -> None:
+        """Fallback when `finalize_turn` failed: settled parts, turn `error`, task idle."""
+
+    async def write_turn_records(self, record: FinalRecord) -> None:
+        """Auxiliary records (usage anchor, steps, subagents), after the message commit."""
+
+
+class TaskLockPort(Protocol):
+    def __getitem__(self, task_id: str) -> asyncio.Lock: ...
+
+
+class AbortPort(Protocol):
+    def get(self, task_id: str) -> TurnSlot | None: ...
+
+    def register(self, slot: TurnSlot) -> None: ...
+
+    def release(self, slot: TurnSlot) -> None: ...
+
+
+class StreamTransport(Protocol):
+    def get(self, task_id: str) -> StreamBuffer | None: ...
+
+    def reset(self, task_id: str, turn_id: str) -> StreamBuffer: ...
+
+
+class JobPort(Protocol):
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any]) -> Any: ...
+
+
+class AgentPort(Protocol):
+    """What the turn's setup builds its agent from: model, tools, MCP, budget, background jobs."""
+
+    max_steps: int
+
+    def provider(self, provider_id: str) -> Provider: ...
+
+    def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]: ...
+
+    def mcp_sessions(self, cwd: Path) -> Any: ...
+
+    def context_budget(self, provider: Provider) -> int: ...
+
+    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]: ...
+
+
+@dataclass(slots=True)
+class TurnServices:
+    storage: TurnStorage
+    locks: TaskLockPort
+    aborts: AbortPort
+    streams: StreamTransport
+    jobs: JobPort
+    agent: AgentPort
+    on_turn_done: Callable[[str], None]  # the host starts the next queued input
