@@ -55,6 +55,7 @@ class HearthApp(QObject):
         self.notifications: list[tuple[str, str, str]] = []
         self.startup_error: str | None = None
         self._titles: dict[str, str] = {}
+        self.view_states: dict[str, tuple] = {}  # task id -> where its conversation was scrolled, open cards
         self._waiting: set[str] = set()
         self._last_notified: str | None = None
         self._closing = False

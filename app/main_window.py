@@ -53,6 +53,7 @@ class MainWindow(QMainWindow):
         self._reload.setSingleShot(True)
         self._reload.setInterval(60)
         self._reload.timeout.connect(self._do_reload)
+        self._reloads = 0
 
     def _menus(self) -> None:
         def act(menu, text, slot, shortcut=None) -> QAction:
@@ -149,8 +150,12 @@ class MainWindow(QMainWindow):
         self._reload.start()
 
     async def reload_tasks(self) -> None:
+        # Reloads can finish out of order; only the newest request's result may land (an older list, read
+        # before a task was created, would otherwise close that task's new panel).
+        self._reloads += 1
+        mine = self._reloads
         tasks = await self.bridge.list_tasks()
-        if self.disposed:
+        if self.disposed or mine != self._reloads:
             return
         self.tasks = {t.id: t for t in tasks}
         self.sidebar.set_tasks(tasks, set(self.bridge.running_tasks()))
@@ -177,7 +182,7 @@ class MainWindow(QMainWindow):
         if info is None or self.disposed:
             return None
         self.close_panel(select_none=False)
-        self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends)
+        self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
         self.panel.title_changed.connect(lambda _t: self._reload.start())
         self.stack.addWidget(self.panel)
         self.stack.setCurrentWidget(self.panel)
@@ -192,6 +197,8 @@ class MainWindow(QMainWindow):
         if self.panel is None:
             return
         panel, self.panel = self.panel, None
+        if panel.loaded.is_set():  # scroll position and open cards come back when the task is shown again
+            self.ctl.view_states[panel.task_id] = panel.view_state()
         panel.close_panel()
         self.stack.removeWidget(panel)
         panel.deleteLater()

@@ -1,6 +1,7 @@
-"""The pieces of a conversation: the person's inputs, an assistant message (text, collapsible reasoning, tool
-cards — one widget per part, indexed by part id, which is the part's index in the persisted message), the
-per-turn footer with token usage, and the banner of an interrupted or failed turn."""
+"""The pieces of a conversation: the person's inputs (a queued one with "Send now" / "Discard"), an assistant
+message (text, collapsible reasoning, tool cards — one widget per part, indexed by part id, which is the part's
+index in the persisted message), the per-turn footer with token usage, and the banner of an interrupted or
+failed turn."""
 
 from __future__ import annotations
 
@@ -23,9 +24,13 @@ TEXT_KINDS = {"text_delta": "text", "reasoning_delta": "reasoning"}
 
 
 class UserBubble(QWidget):
-    """An input: its text (plain, as typed), attachments, or an answer to a question/approval."""
+    """An input: its text (plain, as typed), attachments, or an answer to a question/approval. A queued input
+    left over from an earlier run (`stranded`) offers "Send now" and "Discard"."""
 
-    def __init__(self, parts: list[dict], status: str = "complete", parent=None):
+    send_now = Signal()
+    discard = Signal()
+
+    def __init__(self, parts: list[dict], status: str = "complete", stranded: bool = False, parent=None):
         super().__init__(parent)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -59,9 +64,17 @@ class UserBubble(QWidget):
             files.setWordWrap(True)
             lay.addWidget(files)
         if status == "queued":
-            queued = QLabel("queued — runs when the current turn ends")
+            row = QHBoxLayout()
+            queued = QLabel("queued — not sent yet" if stranded else "queued — runs when the current turn ends")
             queued.setObjectName("Muted")
-            lay.addWidget(queued)
+            row.addWidget(queued, 1)
+            if stranded:
+                for text, signal in (("Send now", self.send_now), ("Discard", self.discard)):
+                    button = QPushButton(text)
+                    button.setObjectName("Primary" if text == "Send now" else "")
+                    button.clicked.connect(signal)
+                    row.addWidget(button)
+            lay.addLayout(row)
         outer.addWidget(self.bubble)
 
     def resizeEvent(self, event) -> None:

@@ -35,6 +35,7 @@ from .config import ProviderConfig, Settings, load_settings, resolve_home, split
 from .errors import (
     ConfigError,
     DataFolderBusy,
+    HearthError,
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
@@ -62,7 +63,8 @@ from .workspace import copy_attachments, workspace_for
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "MessageInfo", "Preset",
+    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MessageInfo",
+    "Preset",
     "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
     "TaskInfo", "TaskNotFound", "TurnHandle",
 ]
@@ -198,13 +200,18 @@ class Runtime(SettingsMixin):
     async def list_tasks(self) -> list[TaskInfo]:
         return [TaskInfo.model_validate(r) for r in await self.store.list_tasks()]
 
-    async def messages(self, task_id: str) -> list[MessageInfo]:
+    async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[MessageInfo]:
+        """The task's messages in order; a page with `limit`: the newest ones (before message id `before`), or
+        the oldest ones after message id `after`. A long task opens at its last page at once."""
         await self._task_row(task_id)
-        return [MessageInfo.model_validate(r) for r in await self.store.messages(task_id)]
+        rows = await self.store.messages(task_id, before=before, after=after, limit=limit)
+        return [MessageInfo.model_validate(r) for r in rows]
 
-    async def turns(self, task_id: str) -> list[dict]:
+    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+        """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
         await self._task_row(task_id)
-        return await self.store.turns(task_id)
+        return await self.store.turns(task_id, None if turn_ids is None else list(turn_ids))
 
     async def rename_task(self, task_id: str, title: str) -> None:
         self._writable()
@@ -220,6 +227,10 @@ class Runtime(SettingsMixin):
 
     def is_running(self, task_id: str) -> bool:
         return task_id in self.aborts
+
+    def running_tasks(self) -> list[str]:
+        """Ids of the tasks with a turn running (or about to start from the queue)."""
+        return [slot.task_id for slot in self.aborts.slots()]
 
     def provider(self, provider_id: str) -> Provider:
         return self.kit.provider(provider_id)
@@ -384,10 +395,11 @@ class Runtime(SettingsMixin):
             await asyncio.shield(slot.done)
 
     async def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
-                        follow: bool = False) -> AsyncIterator[Event]:
+                        follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:
         """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
         event; ends at once when nothing is in memory (read `messages()` then). With `follow=True` it goes on
-        with every later turn of the task (each from seq 1) until the runtime closes."""
+        with every later turn of the task (each from seq 1) until the runtime closes. `deltas=False` leaves
+        text and reasoning deltas out (cheap for a status view)."""
         buffer = self.buffers.get(task_id)
         if buffer is None:
             await self._task_row(task_id)
@@ -395,7 +407,7 @@ class Runtime(SettingsMixin):
             if buffer is not None:
                 if turn_id is not None and turn_id != buffer.turn_id:
                     after_seq = 0
-                async for event in buffer.subscribe(after_seq):
+                async for event in buffer.subscribe(after_seq, deltas):
                     yield event
             if not follow:
                 return
@@ -403,6 +415,12 @@ class Runtime(SettingsMixin):
             buffer = await self.buffers.next_buffer(task_id, buffer)
             if buffer is None:
                 return
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every task's events except text deltas, from now on, until the runtime closes: what a task list,
+        a tray or notifications follow (one subscription for all tasks, nothing polled)."""
+        async for event in self.buffers.feed():
+            yield event
 
     def stream_state(self, task_id: str) -> BufferState:
         return self.buffers.state(task_id)

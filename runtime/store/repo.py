@@ -82,12 +82,22 @@ class Store:
 
     # -- messages --
 
-    async def messages(self, task_id: str) -> list[dict[str, Any]]:
+    async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """A task's messages in order. With `limit`: the newest `limit` ones (before `before`), or the oldest
+        ones after `after` — a page, read through the (task_id, id) index."""
+        query = select(MessageRow.__table__).where(MessageRow.task_id == task_id, MessageRow.status != "discarded")
+        if before is not None:
+            query = query.where(MessageRow.id < before)
+        if after is not None:
+            query = query.where(MessageRow.id > after)
+        newest_first = limit is not None and after is None
+        query = query.order_by(MessageRow.id.desc() if newest_first else MessageRow.id)
+        if limit is not None:
+            query = query.limit(limit)
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(MessageRow.__table__).where(MessageRow.task_id == task_id).order_by(MessageRow.id)
-            )
-            return [_row(r) for r in rows]
+            rows = [_row(r) for r in await conn.execute(query)]
+        return rows[::-1] if newest_first else rows
 
     async def find_client_message(self, task_id: str, client_msg_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -146,12 +156,14 @@ class Store:
         return first.id, first.parts, await self._start_turn(conn, task_id, turn_id, first.id, now)
 
     async def discard_queued(self, task_id: str, message_id: int) -> bool:
-        """Delete a queued input that has not started; False when there is none with that id."""
+        """Discard a queued input that has not started (its text is dropped); False when there is none with that
+        id. The row stays as an empty tombstone: message ids only ever grow, so a reader that asks for the
+        messages after the newest id it knows never misses one (SQLite reuses a deleted highest rowid)."""
         async with self.engine.begin() as conn:
             result = await conn.execute(
-                delete(MessageRow).where(
-                    MessageRow.id == message_id, MessageRow.task_id == task_id, MessageRow.status == "queued"
-                )
+                update(MessageRow)
+                .where(MessageRow.id == message_id, MessageRow.task_id == task_id, MessageRow.status == "queued")
+                .values(status="discarded", parts=[], client_msg_id=None)
             )
         return result.rowcount > 0
 
@@ -189,11 +201,12 @@ class Store:
             r = (await conn.execute(select(TurnRow.__table__).where(TurnRow.id == turn_id))).first()
         return _row(r) if r else None
 
-    async def turns(self, task_id: str) -> list[dict[str, Any]]:
+    async def turns(self, task_id: str, turn_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        query = select(TurnRow.__table__).where(TurnRow.task_id == task_id)
+        if turn_ids is not None:
+            query = query.where(TurnRow.id.in_(turn_ids))
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(TurnRow.__table__).where(TurnRow.task_id == task_id).order_by(TurnRow.started_at)
-            )
+            rows = await conn.execute(query.order_by(TurnRow.started_at))
             return [_row(r) for r in rows]
 
     async def steps(self, turn_id: str) -> list[dict[str, Any]]:
@@ -210,7 +223,7 @@ class Store:
         async with self.engine.connect() as conn:
             rows = await conn.execute(
                 select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts"))
-                .where(m.task_id == task_id).order_by(m.id)
+                .where(m.task_id == task_id, m.status != "discarded").order_by(m.id)
             )
             messages = [_row(r) for r in rows]
             r = (

@@ -134,7 +134,7 @@ async def shots(out: Path) -> None:
         await _settle(0.8)
         for card in panel.conversation.cards():
             card.toggle.setChecked(True)
-        reasoning = [w for e in panel.conversation.entries.values() for w in getattr(
+        reasoning = [w for e in panel.conversation.items.values() for w in getattr(
             getattr(e, "block", None), "parts", {}).values() if hasattr(w, "toggle") and hasattr(w, "view")]
         for r in reasoning:
             r.toggle.setChecked(True)

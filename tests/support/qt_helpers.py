@@ -45,7 +45,7 @@ def persisted_text(messages, turn_id: str) -> str:
 
 
 def assistant_entries(panel) -> int:
-    return len([k for k in panel.conversation.entries if k[0] == "a"])
+    return len(panel.conversation.assistant_items())
 
 
 async def wait_turns(ctl, panel, count: int = 1, timeout: float = 15.0) -> None:
