@@ -258,6 +258,7 @@ class HearthApp(QObject):
             return
         self._closing = True
         self._tray_refresh.stop()
+        self.prefs.save()
         if self.settings_window is not None:
             self.settings_window.close()
         self.hide_window()

@@ -7,7 +7,7 @@ messages stay rendered: beyond that the far end is dropped (and read again if th
 widgets, memory and layout passes follow what is on screen, never the length of the task. This is the "sliding
 window of real widgets" chat apps use: text stays selectable and copyable, tool cards and banners stay ordinary
 widgets, and nothing is painted by hand. (A model/delegate view would make selection and the cards' buttons
-custom code; measured, a window of real widgets opens a 2,000-message task in a few tens of milliseconds.)
+custom code; measured here, a window of real widgets paints a 2,000-message task's last page in ~0.1 s.)
 
 The view only shows `Message`s; the panel owns them. A live message's events reach its item through
 `live_item()`; the panel keeps applying them to the `Message` while the item is not rendered.
@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLay
 
 from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text
 
-PAGE = 30  # messages read at a time
+PAGE = 20  # messages read at a time: more than a tall window shows, few enough to paint at once
 MAX_ITEMS = 90  # messages kept rendered
 EDGE = 400  # pixels from an end of the window at which the next page is asked for
 

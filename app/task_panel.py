@@ -148,6 +148,8 @@ class TaskPanel(QWidget):
         replayed from the start, fill it)."""
         turn_ids = {m.turn_id for m in infos if m.role == "assistant" and m.turn_id}
         turns = {t["id"]: t for t in await self.bridge.turns(self.task_id, turn_ids)} if turn_ids else {}
+        if self._closed:
+            return []
         out = []
         for info in infos:
             live = self.live.get(info.turn_id) if info.role == "assistant" else None
@@ -244,6 +246,8 @@ class TaskPanel(QWidget):
         if not infos or infos[0].id != message.id or self._closed:
             return
         turns = await self.bridge.turns(self.task_id, [infos[0].turn_id]) if infos[0].turn_id else []
+        if self._closed:
+            return
         fresh = Message.of(infos[0], turns[0] if turns else None)
         if fresh.role == "assistant" and fresh.turn_id:
             self._final.add(fresh.turn_id)
@@ -298,8 +302,10 @@ class TaskPanel(QWidget):
 
     async def _after_start(self) -> None:
         await self.sync()
+        if self._closed:
+            return
         # The queued input that started this turn is sent now: show it as such.
-        for m in self.conversation.messages:
+        for m in list(self.conversation.messages):
             if m.role == "user" and m.status == "queued":
                 await self._refresh_message(m)
 
@@ -365,7 +371,7 @@ class TaskPanel(QWidget):
             try:
                 await self.bridge.answer(self.task_id, request_id, answer, remember)
             except Exception:
-                if self.waiting is not None:
+                if self.waiting is not None and not self._closed:
                     self.waiting.reenable()
                 raise
             await self.sync()
@@ -399,7 +405,7 @@ class TaskPanel(QWidget):
 
     def _discard(self, message_id: int) -> None:
         async def go():
-            if await self.bridge.discard_queued(self.task_id, message_id):
+            if await self.bridge.discard_queued(self.task_id, message_id) and not self._closed:
                 self.conversation.remove_message(message_id)
 
         self.bridge.run(go())
