@@ -224,8 +224,26 @@ class RuntimeBridge(QObject):
         return done
 
     async def continue_task(self, task_id: str) -> TurnHandle:
-        """Continue after an interrupted or failed turn: the model rebuilds its input from what was saved."""
-        return await self.send(task_id, "Continue.")
+        """Carry on the last answer where it stopped (interrupted, stopped, failed or cut off at the length
+        limit); nothing the person did not type is shown as theirs."""
+        handle = await self.rt.continue_task(task_id)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def retry(self, task_id: str) -> TurnHandle:
+        handle = await self.rt.retry(task_id)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def edit_last(self, task_id: str, text: str) -> TurnHandle:
+        handle = await self.rt.edit_last(task_id, text)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def fork_task(self, task_id: str, model: str) -> TaskInfo:
+        info = await self.rt.fork_task(task_id, model)
+        self.tasks_changed.emit()
+        return info
 
     async def stop(self, task_id: str) -> None:
         await self.rt.stop(task_id)

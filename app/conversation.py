@@ -19,9 +19,12 @@ import html
 from dataclasses import dataclass, field
 
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text
+from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text, link_button
+
+# An input of these kinds is not shown as a bubble: its answer carries a marker instead.
+MARKERS = {"continue": "continued", "retry": "another answer"}
 
 PAGE = 20  # messages read at a time: more than a tall window shows, few enough to paint at once
 MAX_ITEMS = 90  # messages kept rendered
@@ -54,6 +57,11 @@ class Message:
     def truncated(self) -> bool:
         return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in self.parts)
 
+    @property
+    def rewind(self) -> str | None:
+        """"continue" / "retry" for an input that only asks for more, else None."""
+        return next((p["type"] for p in self.parts if p.get("type") in MARKERS), None)
+
     def apply(self, items: list) -> None:
         """Fold a frame's events of this message's turn into its parts (the same folding the widgets do)."""
         for ev in items:
@@ -72,6 +80,8 @@ class Message:
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
             elif t == "warning":
                 self.warnings.append(ev.message)
+                if ev.code == "truncated":
+                    self.parts.append({"type": "marker", "marker": "truncated"})
 
 
 def tool_part(ev) -> dict:
@@ -80,24 +90,40 @@ def tool_part(ev) -> dict:
 
 
 class AssistantItem(QWidget):
-    """An assistant message, its footer (state and token usage) and, for an interrupted, failed or cut-off
-    turn, a banner."""
+    """An assistant message, its footer (state, token usage, Copy / Retry) and, for an interrupted, failed or
+    cut-off turn, a banner."""
 
     continue_clicked = Signal()
+    retry_clicked = Signal()
 
-    def __init__(self, message: Message, parent=None):
+    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None):
         super().__init__(parent)
         self.message = message
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
+        if marker:
+            note = QLabel(f"↳ {marker}")
+            note.setObjectName("Muted")
+            lay.addWidget(note)
         self.block = AssistantBlock()
+        if foreign is not None:
+            self.block.foreign = foreign
         lay.addWidget(self.block)
+        row = QHBoxLayout()
+        row.setSpacing(12)
         self.footer = QLabel()
         self.footer.setObjectName("Footer")
-        lay.addWidget(self.footer)
+        row.addWidget(self.footer)
+        row.addStretch(1)
+        self.copy = link_button("Copy", self._copy, "Copy this answer as Markdown")
+        self.retry = link_button("Retry", self.retry_clicked, "Ask for another answer to your last message")
+        row.addWidget(self.copy)
+        row.addWidget(self.retry)
+        lay.addLayout(row)
         self.banner: Banner | None = None
         self._banner_key = None
+        self.waiting_now = False
         self.refresh(can_continue=False)
 
     @property
@@ -127,15 +153,22 @@ class AssistantItem(QWidget):
                 block.add_warning(ev.message)
         block.render()
 
+    def _copy(self) -> None:
+        QApplication.clipboard().setText(self.block.copy_text())
+
     def set_meta(self, can_continue: bool) -> None:
+        """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
         m = self.message
+        self.retry.setVisible(can_continue and not m.live)
+        self.copy.setVisible(not m.live and bool(m.text))
         if m.live:
             self.footer.setText(footer_text(None, *m.usage, live=True))
             self._set_banner(None, "", False)
             return
         turn = m.turn or {}
         reason = turn.get("reason")
-        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0)))
+        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
+                                        waiting_now=self.waiting_now))
         if reason == "interrupted":
             text = ("<b>Interrupted.</b> Hearth closed while this turn ran. What it produced so far is kept"
                     + (" — continue to let it pick up from there." if can_continue else "."))
@@ -165,6 +198,8 @@ class AssistantItem(QWidget):
 
 class ConversationView(QScrollArea):
     continue_clicked = Signal()
+    retry_clicked = Signal()
+    edit_clicked = Signal(int, str)  # message id, its text
     older_wanted = Signal()
     newer_wanted = Signal()
     latest_wanted = Signal()
@@ -195,6 +230,7 @@ class ConversationView(QScrollArea):
         self.has_newer = False
         self.can_continue_id: int | None = None
         self.running = False
+        self.waiting_call: str | None = None  # the call whose approval or question waits for the person
         self._stick = True
         self._asked = False  # a page was asked for and has not arrived yet
         self._positioning = False  # scroll moves made by the view itself never ask for pages
@@ -286,22 +322,49 @@ class ConversationView(QScrollArea):
     def set_running(self, running: bool) -> None:
         if running != self.running:
             self.running = running
-            for m in self.messages:
-                if m.status == "queued":
+            last_input = self._last_input()
+            for m in list(self.messages):
+                if m.status == "queued" or m.id == last_input:  # their buttons depend on it
                     self.update_message(m)
             self._refresh_meta()
 
     def _insert(self, index: int, m: Message) -> None:
-        if m.role == "user":
-            item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running)
+        if m.role == "user" and m.rewind:
+            item = QWidget()  # "Continue" and "Retry" are not bubbles: the answer says "continued"
+            item.setFixedHeight(0)
+        elif m.role == "user":
+            editable = m.id == self._last_input() and not self.running
+            item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running,
+                              editable=editable)
             item.send_now.connect(lambda mid=m.id: self.send_now_clicked.emit(mid))
             item.discard.connect(lambda mid=m.id: self.discard_clicked.emit(mid))
+            item.edit.connect(lambda mid=m.id, text=m.text: self.edit_clicked.emit(mid, text))
         else:
-            item = AssistantItem(m)
+            before = self.messages[index - 1] if index > 0 else None
+            marker = MARKERS[before.rewind] if before is not None and before.role == "user" and before.rewind else ""
+            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id))
             item.continue_clicked.connect(self.continue_clicked)
+            item.retry_clicked.connect(self.retry_clicked)
         self.items[m.id] = item
         self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
         item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set
+
+    def _last_input(self) -> int | None:
+        return next((m.id for m in reversed(self.messages) if m.role == "user" and not m.rewind
+                     and m.status == "complete" and m.text), None)
+
+    def _card_before(self, message_id: int, call_id: str):
+        """The card an earlier message shows for `call_id` (an approval or question answered in a later turn
+        completes its call there: one card per call, updated in place)."""
+        for m in self.messages:
+            if m.id >= message_id:
+                return None
+            item = self.items.get(m.id)
+            if isinstance(item, AssistantItem):
+                card = item.block.card(call_id)
+                if card is not None:
+                    return card
+        return None
 
     def _drop(self, message_id: int) -> None:
         item = self.items.pop(message_id, None)
@@ -316,7 +379,10 @@ class ConversationView(QScrollArea):
         for m in self.messages:
             item = self.items.get(m.id)
             if isinstance(item, AssistantItem):
+                item.waiting_now = m.id == last and self.waiting_call is not None
                 item.set_meta(m.id == self.can_continue_id and not self.running)
+                for card in item.block.cards():
+                    card.set_waiting(card.call_id == self.waiting_call)
 
     # -- live --
 
@@ -327,8 +393,8 @@ class ConversationView(QScrollArea):
 
     def mark_waiting(self, call_id: str | None) -> None:
         """Show which card the pending approval or question belongs to."""
-        for card in self.cards():
-            card.set_waiting(call_id is not None and card.call_id == call_id)
+        self.waiting_call = call_id
+        self._refresh_meta()
 
     # -- reading back (tests, export, view state) --
 

@@ -29,8 +29,10 @@ class UserBubble(QWidget):
 
     send_now = Signal()
     discard = Signal()
+    edit = Signal()
 
-    def __init__(self, parts: list[dict], status: str = "complete", stranded: bool = False, parent=None):
+    def __init__(self, parts: list[dict], status: str = "complete", stranded: bool = False,
+                 editable: bool = False, parent=None):
         super().__init__(parent)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -63,6 +65,17 @@ class UserBubble(QWidget):
             files.setObjectName("Muted")
             files.setWordWrap(True)
             lay.addWidget(files)
+        edited = any(p.get("type") == "edit" for p in parts)
+        if edited or (editable and status == "complete"):
+            row = QHBoxLayout()
+            row.addStretch(1)
+            if edited:
+                mark = QLabel("edited")
+                mark.setObjectName("Muted")
+                row.addWidget(mark)
+            if editable and status == "complete":
+                row.addWidget(link_button("Edit", self.edit, "Change this message and send it again"))
+            lay.addLayout(row)
         if status == "queued":
             row = QHBoxLayout()
             queued = QLabel("queued — not sent yet" if stranded else "queued — runs when the current turn ends")
@@ -86,6 +99,15 @@ class UserBubble(QWidget):
             fm = self.label.fontMetrics()
             natural = max((fm.horizontalAdvance(line) for line in self.text.splitlines()), default=0) + 4
             self.label.setMinimumWidth(min(natural, widest - 24))
+
+
+def link_button(text: str, signal, tip: str = "") -> QPushButton:
+    button = QPushButton(text)
+    button.setObjectName("Link")
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.setToolTip(tip)
+    button.clicked.connect(signal)
+    return button
 
 
 def _answer_line(answer: dict) -> str:
@@ -156,6 +178,9 @@ class AssistantBlock(QWidget):
         self.parts: dict[int, QWidget] = {}
         self._kinds: dict[int, str] = {}
         self._dirty: set[QWidget] = set()
+        # Finds the card of a call made in an earlier message (an approval answered in a later turn): that card
+        # is updated in place, this message shows no second one.
+        self.foreign = lambda _call_id: None
 
     def _ensure(self, part_id: int, kind: str, part: dict | None = None) -> QWidget:
         w = self.parts.get(part_id)
@@ -190,6 +215,10 @@ class AssistantBlock(QWidget):
         self._dirty.add(w)
 
     def update_tool(self, part: dict) -> None:
+        foreign = self.foreign(part.get("call_id", ""))
+        if foreign is not None:
+            foreign.update_part(part)
+            return
         w = self._ensure(part["part_id"], "tool_call", part)
         w.update_part(part)
 
@@ -202,7 +231,7 @@ class AssistantBlock(QWidget):
                 w.set_text(p.get("text", ""))
                 self._dirty.add(w)
             elif kind == "tool_call":
-                self._ensure(i, "tool_call", p).update_part(p)
+                self.update_tool(dict(p, part_id=i))
         for i in [k for k in self.parts if k >= len(parts)]:
             w = self.parts.pop(i)
             self._kinds.pop(i)
@@ -232,6 +261,10 @@ class AssistantBlock(QWidget):
 
     def text(self, kind: str = "text") -> str:
         return "".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == kind)
+
+    def copy_text(self) -> str:
+        """What "Copy" puts on the clipboard: the answer's text parts, as Markdown."""
+        return "\n\n".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == "text")
 
     def cards(self) -> list[ToolCard]:
         return [self.parts[i] for i in sorted(self.parts) if self._kinds[i] == "tool_call"]
@@ -263,13 +296,15 @@ class Banner(QFrame):
         lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
 
 
-def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False) -> str:
+def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,
+                waiting_now: bool = False) -> str:
     bits = []
     if live:
         bits.append("working…")
+    elif reason == "waiting":
+        bits.append("waiting for you" if waiting_now else "asked you")
     elif reason:
-        bits.append({"completed": "done", "aborted": "stopped by you", "waiting": "waiting for you"}.get(
-            reason, reason))
+        bits.append({"completed": "done", "aborted": "stopped by you"}.get(reason, reason))
     if input_tokens or output_tokens:
         bits.append(f"{input_tokens:,} in · {output_tokens:,} out tokens")
     return "  ·  ".join(bits)

@@ -57,6 +57,7 @@ class TaskPanel(QWidget):
         self._final: set[str] = set()  # turns whose message was final when read: their events are a replay
         self._early: dict[str, list] = {}  # events of turns whose message is not read yet
         self._fetching: asyncio.Task | None = None
+        self._finishing = 0  # ended turns whose saved message is being read back
         self.last_id = 0  # the newest message id the panel has read
         self._view_state = view_state
         self._closed = False
@@ -100,6 +101,8 @@ class TaskPanel(QWidget):
         self.conversation.latest_wanted.connect(lambda: self.bridge.run(self._open_page()))
         self.conversation.send_now_clicked.connect(self._send_now)
         self.conversation.discard_clicked.connect(self._discard)
+        self.conversation.retry_clicked.connect(self._retry)
+        self.conversation.edit_clicked.connect(self._start_edit)
         lay.addWidget(self.conversation, 1)
 
         bottom = QWidget()
@@ -126,6 +129,11 @@ class TaskPanel(QWidget):
     @property
     def live_turn(self) -> str | None:
         return next(iter(self.live), None)
+
+    @property
+    def settled(self) -> bool:
+        """No turn runs and every ended turn is shown as it was saved."""
+        return not self.live and not self._finishing and not self.composer.running
 
     # -- reading --
 
@@ -325,7 +333,11 @@ class TaskPanel(QWidget):
         self.bridge.run(self._finished(m))
 
     async def _finished(self, m: Message) -> None:
-        await self._refresh_message(m)
+        self._finishing += 1
+        try:
+            await self._refresh_message(m)
+        finally:
+            self._finishing -= 1
         await self.sync()
         await self.bridge.wait_idle(self.task_id)  # the composer leaves "running" once the turn is cleaned up
         if not self._closed:
@@ -381,6 +393,12 @@ class TaskPanel(QWidget):
     # -- actions --
 
     def _on_submit(self, text: str, files: list[str]) -> None:
+        if self.composer.is_editing:
+            self.composer.editing.hide()
+            self.composer.attach.setEnabled(True)
+            self._act(lambda: self.bridge.edit_last(self.task_id, text),
+                      on_error=lambda: self.composer.start_edit(text))
+            return
         queue = self.bridge.is_running(self.task_id)
 
         async def go():
@@ -395,6 +413,25 @@ class TaskPanel(QWidget):
             await self.sync()
 
         self.bridge.run(go())
+
+    def _act(self, action, on_error=None) -> None:
+        """Run an action that starts a turn, then read what it changed."""
+        async def go():
+            try:
+                await action()
+            except Exception:
+                if on_error is not None and not self._closed:
+                    on_error()
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _retry(self) -> None:
+        self._act(lambda: self.bridge.retry(self.task_id))
+
+    def _start_edit(self, _message_id: int, text: str) -> None:
+        self.composer.start_edit(text)
 
     def _send_now(self, _message_id: int) -> None:
         async def go():
@@ -415,11 +452,7 @@ class TaskPanel(QWidget):
         self.bridge.run(self.bridge.stop(self.task_id))
 
     def _continue(self) -> None:
-        async def go():
-            await self.bridge.continue_task(self.task_id)
-            await self.sync()
-
-        self.bridge.run(go())
+        self._act(lambda: self.bridge.continue_task(self.task_id))
 
     def open_workspace(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(self.info.workspace))

@@ -22,6 +22,7 @@ Decisions where the design is silent:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -31,6 +32,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .abort import AbortRegistry, TurnSlot
+from .attachments import excerpt
 from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
 from .errors import (
     ConfigError,
@@ -45,7 +47,7 @@ from .errors import (
 from .events import EndReason, Event, TurnStarted
 from .jobs import JobQueue
 from .keys import SecretStore
-from .kit import AgentKit
+from .kit import DEFAULT_CONTEXT_TOKENS, AgentKit
 from .locks import DataFolderLock, TaskLocks
 from .parts import is_truncated, text_of
 from .ports import TurnServices
@@ -61,6 +63,7 @@ from .turn import run_turn
 from .workspace import copy_attachments, workspace_for
 
 log = logging.getLogger(__name__)
+TITLE_CHARS = 60
 
 __all__ = [
     "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MessageInfo",
@@ -128,13 +131,14 @@ class Runtime(SettingsMixin):
         self.aborts = AbortRegistry()
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, store)
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,
         )
         self._runs: set[asyncio.Task] = set()
         self._has_queue: set[str] = set()  # tasks whose queued inputs this process runs one after another
+        self._sending: dict[tuple[str, str], asyncio.Future] = {}  # inputs being written, by client id
         self._folder_lock = folder_lock
         self.read_only = read_only
         self._closed = False
@@ -242,6 +246,41 @@ class Runtime(SettingsMixin):
         parts: list[dict] = [{"type": "text", "text": text}] if text else []
         return await self._send(task_id, parts, attachments, client_msg_id, queue)
 
+    async def continue_task(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Carry on the last answer where it stopped (after an interruption, a Stop, an error or the length
+        limit): no new text from the person; the model sees its partial answer and is asked to go on."""
+        return await self._send(task_id, [{"type": "continue"}], (), client_msg_id, False)
+
+    async def retry(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """A new answer to the last input: the model sees the conversation as it was when that input came."""
+        last = await self._last_input(task_id)
+        return await self._send(task_id, [{"type": "retry", "message_id": last}], (), client_msg_id, False)
+
+    async def edit_last(self, task_id: str, text: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Replace the last input with `text` and answer that instead (the earlier attempt stays visible)."""
+        if not text.strip():
+            raise ConfigError("An edited message needs some text.")
+        last = await self._last_input(task_id)
+        parts = [{"type": "text", "text": text}, {"type": "edit", "message_id": last}]
+        return await self._send(task_id, parts, (), client_msg_id, False)
+
+    async def _last_input(self, task_id: str) -> int:
+        """The newest input the person typed (not a Continue, a retry or an answer)."""
+        for msg in reversed(await self.store.messages(task_id, limit=200)):
+            if msg["role"] == "user" and msg["status"] == "complete" and text_of(msg["parts"]) and not any(
+                    p.get("type") in ("retry", "continue") for p in msg["parts"]):
+                return msg["id"]
+        raise ConfigError("There is no message of yours to answer again yet.")
+
+    async def fork_task(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
+        """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files
+        stay where they are). What "Continue in a new task with another model" does."""
+        source = await self.get_task(task_id)
+        task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
+                                      planning=source.planning, knowledge=source.knowledge)
+        await self.store.copy_messages(task_id, task.id)
+        return await self.get_task(task.id)
+
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
         """Reply to a question (any text) or an approval ("approve" / "deny"); starts the next turn."""
         self._writable()
@@ -265,6 +304,32 @@ class Runtime(SettingsMixin):
     async def _send(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:
         self._writable()
+        if client_msg_id is None:
+            return await self._send_once(task_id, parts, attachments, None, queue)
+        # The same input retried while its first send is still being written waits for that one: a storm of
+        # 1,000 retries costs one write, not 1,000 reads.
+        key = (task_id, client_msg_id)
+        first = self._sending.get(key)
+        if first is not None:
+            handle = await asyncio.shield(first)
+            return dataclasses.replace(handle, duplicate=True)
+        first = self._sending[key] = asyncio.get_running_loop().create_future()
+        try:
+            handle = await self._send_once(task_id, parts, attachments, client_msg_id, queue)
+        except asyncio.CancelledError:
+            first.cancel()
+            raise
+        except BaseException as exc:
+            first.set_exception(exc)
+            first.exception()  # retrieved here; waiters re-raise it
+            raise
+        finally:
+            del self._sending[key]
+        first.set_result(handle)
+        return handle
+
+    async def _send_once(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
+                         client_msg_id: str | None, queue: bool) -> TurnHandle:
         slot = self.aborts.get(task_id)
         if slot is not None:
             if client_msg_id is not None and slot.client_msg_id == client_msg_id:
@@ -283,7 +348,7 @@ class Runtime(SettingsMixin):
             parts = parts + await self._attach(task, attachments)
             try:
                 msg_id, started = await self.store.add_input(
-                    task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id
+                    task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id, title=_title(task, parts)
                 )
             except DuplicateMessage as dup:
                 self.aborts.release(slot)
@@ -300,11 +365,13 @@ class Runtime(SettingsMixin):
         return TurnHandle(task_id, slot.turn_id, msg_id)
 
     async def _attach(self, task: dict, attachments: Iterable[str | Path]) -> list[dict]:
+        """Copy attachments into the workspace; their text (up to a quarter of the model's context window,
+        shared) travels in the message for the model to read."""
         files = list(attachments)
         if not files:
             return []
-        names = await asyncio.to_thread(copy_attachments, Path(task["workspace"]), files)
-        return [{"type": "attachment", "name": n} for n in names]
+        provider = self.kit.provider(split_model_ref(task["model"])[0])
+        return await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, provider)
 
     async def _enqueue(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                        client_msg_id: str | None) -> TurnHandle:
@@ -446,6 +513,27 @@ class Runtime(SettingsMixin):
         await self.store.aclose()
         if self._folder_lock is not None:
             self._folder_lock.release()
+
+
+def _attachment_parts(workspace: Path, files: list, provider: Provider) -> list[dict]:
+    budget = int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS))  # a quarter, ~4 chars a token
+    parts = []
+    for name in copy_attachments(workspace, files):
+        part: dict = {"type": "attachment", "name": name}
+        found = excerpt(workspace / name, budget) if budget > 0 else None
+        if found is not None:
+            part.update(text=found.text, chars=found.total_chars, kind=found.kind)
+            budget -= len(found.text)
+        parts.append(part)
+    return parts
+
+
+def _title(task: dict, parts: list[dict]) -> str | None:
+    """A provisional title from the first input, given at once when the person gave none."""
+    if task["title"]:
+        return None
+    line = " ".join(text_of(parts).split())
+    return (line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")) or None
 
 
 def _duplicate(row: dict) -> TurnHandle:

@@ -12,28 +12,24 @@ from typing import Any
 
 from .config import Settings
 from .keys import SecretStore
-from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
-from .store.repo import Store
 from .tools.base import Tool
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
 
 DEFAULT_CONTEXT_TOKENS = 16_000
-TITLE_CHARS = 60
 
 
 class AgentKit:
     def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents, store: Store):
+                 tools: list[Tool], consents: MCPConsents):
         self._settings = settings
         self._keys = keys
         self.providers = providers
         self._extra_tools = tools
         self._consents = consents
-        self._store = store
 
     @property
     def max_steps(self) -> int:
@@ -66,16 +62,4 @@ class AgentKit:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
 
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
-        if reason == "completed" and not task.get("title"):
-            return [("title", self.make_title(task["id"]))]
         return []
-
-    async def make_title(self, task_id: str) -> None:
-        """A title from the first input when the person gave none."""
-        messages = await self._store.messages(task_id)
-        first = next((text_of(m["parts"]) for m in messages if m["role"] == "user" and text_of(m["parts"])), "")
-        line = " ".join(first.split())
-        task = await self._store.get_task(task_id)
-        if line and task is not None and not task["title"]:
-            title = line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")
-            await self._store.update_task(task_id, title=title)

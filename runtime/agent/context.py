@@ -11,7 +11,11 @@ continued after a crash or a restart sees exactly what was confirmed. Rules:
   here and by the live loop: tool output is framed as data and capped the same way live and rebuilt;
 - an interrupted side-effecting call tells the model to check the actual effect before retrying;
 - queued inputs are left out until their turn starts; answers to questions/approvals are carried by the
-  tool results, not repeated as user text.
+  tool results, not repeated as user text;
+- inputs that rewrite the conversation: `continue` (the previous, cut-off answer stays the assistant's last
+  message and an instruction asks to go on exactly there), `retry` of input X (everything after X is left out,
+  so the model answers X afresh) and `edit` of input X (X and everything after it are replaced by the new
+  text). The older attempts stay in the database and on screen.
 Compaction: when the estimated size exceeds the budget, the oldest messages are dropped (never the current
 input) and a note says how many. Each message is measured once, so the whole build is linear in the history;
 the turn runs it in a worker thread, off the event loop.
@@ -20,12 +24,14 @@ the turn runs it in a worker thread, off the event loop.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
 from ..tools.builtin import wrap_tool_output
 
 CHARS_PER_TOKEN = 4.0
+CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
 DENIED = "The person denied this tool call. Do not retry it unless they ask."
 
 
@@ -58,10 +64,30 @@ def _tool_content(part: dict) -> str:
 
 def _user_content(parts: list[dict]) -> str | None:
     texts = [p["text"] for p in parts if p.get("type") == "text" and p.get("text")]
-    files = [p["name"] for p in parts if p.get("type") == "attachment"]
-    if files:
-        texts.append("Attached files, now in the workspace: " + ", ".join(files))
+    files = [p for p in parts if p.get("type") == "attachment"]
+    texts.extend(_attachment_text(p) for p in files if p.get("text"))
+    others = [p["name"] for p in files if not p.get("text")]
+    if others:
+        texts.append("Attached files, now in the workspace: " + ", ".join(others))
     return "\n\n".join(texts) if texts else None
+
+
+def _attachment_text(part: dict) -> str:
+    """An attached file's text as the person's data, framed like tool output; a cut one says where the rest is."""
+    name = part["name"]
+    if part.get("chars") is None or part["chars"] > len(part["text"]):
+        whole = f" of {part['chars']:,}" if part.get("chars") else ""
+        note = (f"Attached file {name} (in the workspace). Only its first {len(part['text']):,}{whole} characters "
+                f"are below; read the rest with read_file.")
+    else:
+        note = f"Attached file {name} (in the workspace):"
+    safe = re.sub(r"</\s*attachment", "<\\/attachment", part["text"], flags=re.IGNORECASE)
+    return f'{note}\n<attachment name="{name}">\n{safe}\n</attachment>'
+
+
+
+def _rewind(parts: list[dict]) -> dict | None:
+    return next((p for p in parts if p.get("type") in ("continue", "retry", "edit")), None)
 
 
 def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None) -> list[dict]:
@@ -73,13 +99,28 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
 
     chat: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     emitted: set[str] = set()
+    spans: dict[int, tuple[int, int]] = {}  # input message id -> chat length before and after it
     for msg in messages:
         if msg["status"] == "queued" and msg["id"] != current_input_id:
             continue
         if msg["role"] == "user":
+            start = len(chat)
+            rewind = _rewind(msg["parts"])
+            if rewind is not None and rewind["type"] == "continue":
+                chat.append({"role": "user", "content": CONTINUE})
+                continue
+            if rewind is not None and rewind.get("message_id") in spans:
+                before, after = spans[rewind["message_id"]]
+                cut = after if rewind["type"] == "retry" else before
+                del chat[cut:]
+                spans = {mid: span for mid, span in spans.items() if span[1] <= cut}
+                start = len(chat)
+            if rewind is not None and rewind["type"] == "retry":
+                continue
             content = _user_content(msg["parts"])
             if content is not None:
                 chat.append({"role": "user", "content": content})
+            spans[msg["id"]] = (start, len(chat))
             continue
         steps: dict[int, list[dict]] = {}
         for part in msg["parts"]:

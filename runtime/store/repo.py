@@ -111,7 +111,8 @@ class Store:
         return _row(r) if r else None
 
     async def add_input(
-        self, task_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None
+        self, task_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
+        title: str | None = None,
     ) -> tuple[int, tuple[int, list[dict], int] | None]:
         """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
         starts for the oldest queued input of the task, which is this one unless older queued inputs wait (a
@@ -129,6 +130,10 @@ class Store:
                     )
                 ).inserted_primary_key[0]
                 started = await self._start_oldest_queued(conn, task_id, turn_id, now) if turn_id else None
+                if title:
+                    await conn.execute(
+                        update(TaskRow).where(TaskRow.id == task_id, TaskRow.title.is_(None)).values(title=title)
+                    )
         except IntegrityError:
             seen = await self.find_client_message(task_id, client_msg_id) if client_msg_id else None
             if seen is None:
@@ -154,6 +159,20 @@ class Store:
             return None
         await conn.execute(update(MessageRow).where(MessageRow.id == first.id).values(status="complete"))
         return first.id, first.parts, await self._start_turn(conn, task_id, turn_id, first.id, now)
+
+    async def copy_messages(self, source_id: str, target_id: str) -> int:
+        """Copy a task's finished messages into another task (a fork), in order; returns how many."""
+        async with self.engine.begin() as conn:
+            rows = await conn.execute(
+                select(MessageRow.role, MessageRow.parts, MessageRow.created_at)
+                .where(MessageRow.task_id == source_id, MessageRow.status.in_(("complete", "streaming")))
+                .order_by(MessageRow.id)
+            )
+            values = [{"task_id": target_id, "role": r.role, "parts": r.parts, "status": "complete",
+                       "created_at": r.created_at} for r in rows]
+            if values:
+                await conn.execute(insert(MessageRow), values)
+        return len(values)
 
     async def discard_queued(self, task_id: str, message_id: int) -> bool:
         """Discard a queued input that has not started (its text is dropped); False when there is none with that
