@@ -15,16 +15,18 @@ import logging
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication
 
 from . import dialogs, theme
 from .bridge import RuntimeBridge
 from .main_window import MainWindow
+from .notify import Notifier
 from .prefs import Prefs
 from .settings_window import SettingsWindow
 from .tray import Tray, tray_available
-from .util import error_text
+from .util import error_text, spawn
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +55,10 @@ class HearthApp(QObject):
         self.bridge: RuntimeBridge | None = None
         self.settings_window: SettingsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
+        self.close_choice = None  # the "keep working?" question, while it is open
+        self.notifier = Notifier(fallback=lambda title, text: self.tray and self.tray.notify(title, text))
         self.startup_error: str | None = None
+        self._problem: tuple | None = None  # (runtime.api module or None, the exception) while not started
         self._titles: dict[str, str] = {}
         self.view_states: dict[str, tuple] = {}  # task id -> where its conversation was scrolled, open cards
         self._waiting: set[str] = set()
@@ -88,17 +93,20 @@ class HearthApp(QObject):
         await self.open_runtime()
 
     async def open_runtime(self) -> None:
+        api = None
         try:
             api = await asyncio.to_thread(importlib.import_module, "runtime.api")
             self.rt = await api.Runtime.open(self.home, providers=self._providers, tools=self._tools)
         except Exception as exc:
-            log.exception("could not open the runtime")
+            typed = api is not None and isinstance(exc, api.HearthError)
+            log.warning("could not open the runtime: %s", exc, exc_info=not typed)
             self.startup_error = error_text(exc)
-            if self.window is not None:
-                self.window.welcome.title.setText("Hearth could not start")
-                self.window.welcome.model.setText(self.startup_error)
+            self._problem = (api, exc)
+            self._show_problem()
             self.ready.set()
             return
+        self.startup_error = None
+        self._problem = None
         self.bridge = RuntimeBridge(self.rt, api)
         self.bridge.turn_event.connect(self._on_turn_event)
         self.bridge.task_changed.connect(self._task_changed)
@@ -106,6 +114,41 @@ class HearthApp(QObject):
             self.window.attach(self.bridge)
             await self.window.loading
         self.ready.set()
+
+    # -- when Hearth cannot start --
+
+    def _show_problem(self) -> None:
+        """Say what is wrong and offer the ways out; every one of them works without a runtime."""
+        if self._problem is None or self.window is None:
+            return
+        api, exc = self._problem
+        text = error_text(exc)
+        retry = ("Retry", lambda: spawn(self.retry_start()))
+        if api is not None and isinstance(exc, api.SettingsError):
+            actions = [("Reset to defaults", self.reset_settings), ("Open settings.json",
+                       lambda: self._open_path(exc.path)), retry]
+            note = "Resetting keeps the broken file next to it, as settings.json.broken-<date>."
+            self.window.show_problem("Hearth's settings cannot be read", text, actions, note)
+        else:
+            self.window.show_problem("Hearth could not start", text, [retry, ("Quit", self.quit_event.set)])
+
+    async def retry_start(self) -> None:
+        if self.rt is None:
+            await self.open_runtime()
+
+    def reset_settings(self) -> None:
+        async def go() -> None:
+            api = await asyncio.to_thread(importlib.import_module, "runtime.api")
+            moved = await asyncio.to_thread(api.Runtime.reset_settings, self.home)
+            await self.retry_start()
+            if moved is not None and self.window is not None:
+                self.window.statusBar().showMessage(f"The broken settings were kept as {moved.name}.", 15_000)
+
+        spawn(go())
+
+    @staticmethod
+    def _open_path(path) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
     # -- windows --
 
@@ -117,6 +160,8 @@ class HearthApp(QObject):
                 self.window.restoreGeometry(geometry)
             if self.bridge is not None:
                 self.window.attach(self.bridge)
+            else:
+                self._show_problem()
         self.window.show()
         self.window.raise_()
         self.window.activateWindow()
@@ -146,6 +191,14 @@ class HearthApp(QObject):
             if not self.prefs.tray_note_shown:
                 self.prefs.tray_note_shown = True
                 self.tray.notify("Hearth is still working", TRAY_NOTE)
+            return
+        if running:  # no tray (stock GNOME): ask, keeping the work going by default
+            n = len(running)
+            self.close_choice = dialogs.choose(
+                self.window, "Keep working?", f"{n} task{'s are' if n > 1 else ' is'} still working.",
+                [("Keep running in the background", self.hide_window), ("Quit", self.quit_event.set)],
+                informative="Open Hearth again to get back to it; you will be notified when a task ends or "
+                            "needs you. Quitting marks running turns interrupted; you can continue them later.")
             return
         self.request_quit(ask=True)
 
@@ -236,8 +289,7 @@ class HearthApp(QObject):
         self.notifications.append((task_id, title, text))
         self._last_notified = task_id
         self.notified.emit(task_id, title, text)
-        if self.tray is not None:
-            self.tray.notify(title, text)
+        self.notifier.send(title, text, on_clicked=lambda: self.open_task(task_id))
 
     # -- quit --
 

@@ -3,7 +3,8 @@
     hearth-app [--home DIR] [--no-tray] [--theme system|light|dark]
 
 SIGTERM and SIGINT (logout, system shutdown, Ctrl-C) quit without asking, through the same clean path as
-Quit: running turns end `interrupted`, the database is closed, the exit code is 0.
+Quit: running turns end `interrupted`, the database is closed, the exit code is 0. A second launch on the same
+data folder shows the running instance's window and exits (app/single.py).
 """
 
 from __future__ import annotations
@@ -40,10 +41,17 @@ def _install_signals(loop: asyncio.AbstractEventLoop, quit_now) -> None:
             signal.signal(sig, lambda *_: loop.call_soon_threadsafe(quit_now))
 
 
-async def run(args: argparse.Namespace) -> int:
+async def run(args: argparse.Namespace, instance) -> int:
     from .controller import HearthApp
 
     ctl = HearthApp(args.home, use_tray=not args.no_tray)
+
+    def show_again() -> None:
+        ctl.show_main()
+        if args.report_startup:
+            print(json.dumps({"shown": time.time()}), flush=True)
+
+    instance.show_requested.connect(show_again)
     if args.theme:
         ctl.prefs.theme = args.theme
     _install_signals(asyncio.get_running_loop(), lambda: ctl.request_quit(ask=False))
@@ -71,6 +79,7 @@ async def run(args: argparse.Namespace) -> int:
                 ctl.request_quit(ask=False)
         await ctl.quit_event.wait()
     finally:
+        instance.close()
         await ctl.shutdown()
     return 0
 
@@ -83,14 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtWidgets import QApplication
 
     from .icons import app_icon
+    from .single import InstanceServer, hand_over, server_name
 
     app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
+    name = server_name(args.home)
+    if hand_over(name):  # Hearth already runs on this data folder: it shows its window instead
+        return 0
+    instance = InstanceServer(name)
     app.setApplicationName("Hearth")
     app.setApplicationDisplayName("Hearth")
     app.setDesktopFileName("hearth")
     app.setWindowIcon(app_icon())
     app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (FACTS: qasync shutdown)
-    return qasync.run(run(args))
+    return qasync.run(run(args, instance))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidge
 from . import dialogs, export
 from .icons import app_icon
 from .new_task_dialog import NewTaskDialog, model_choices
+from .problem import ProblemPage
 from .sidebar import TaskSidebar
 from .task_panel import TaskPanel
 from .welcome import WelcomePage
@@ -41,6 +42,8 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget()
         self.welcome = WelcomePage()
         self.stack.addWidget(self.welcome)
+        self.problem = ProblemPage()
+        self.stack.addWidget(self.problem)
         split = QSplitter()
         split.addWidget(self.sidebar)
         split.addWidget(self.stack)
@@ -76,7 +79,7 @@ class MainWindow(QMainWindow):
         act(f, "Open Workspace Folder", self.open_workspace)
         act(f, "Open Data Folder", self.open_data_folder)
         f.addSeparator()
-        act(f, "Settings…", lambda: self.ctl.open_settings(), "Ctrl+,")
+        act(f, "Settings…", lambda: self._ready() and self.ctl.open_settings(), "Ctrl+,")
         act(f, "Close Window", self.close, "Ctrl+W")
         act(f, "Quit", lambda: self.ctl.request_quit(ask=True), "Ctrl+Q")
         t = bar.addMenu("&Task")
@@ -90,6 +93,19 @@ class MainWindow(QMainWindow):
             "Stop")]
         self._enable_task_actions()
 
+    def show_problem(self, title: str, text: str, actions: list, note: str = "") -> None:
+        self.problem.show_problem(title, text, actions, note)
+        self.stack.setCurrentWidget(self.problem)
+
+    def _ready(self) -> bool:
+        """Actions that need the runtime say why they cannot run instead of failing."""
+        if self.bridge is not None:
+            return True
+        self.stack.setCurrentWidget(self.problem)
+        self.statusBar().showMessage("Hearth has not started yet: " + (self.ctl.startup_error or "starting…"),
+                                     10_000)
+        return False
+
     def _enable_task_actions(self) -> None:
         for a in self._task_actions:
             a.setEnabled(self.panel is not None)
@@ -98,6 +114,7 @@ class MainWindow(QMainWindow):
 
     def attach(self, bridge) -> None:
         self.bridge = bridge
+        self.stack.setCurrentWidget(self.welcome)
         self.sidebar.setEnabled(True)
         self.sidebar.task_selected.connect(self.open_task)
         self.sidebar.new_requested.connect(lambda: self.new_task())
@@ -213,7 +230,9 @@ class MainWindow(QMainWindow):
 
     # -- task actions --
 
-    def new_task(self, goal: str = "") -> NewTaskDialog:
+    def new_task(self, goal: str = "") -> NewTaskDialog | None:
+        if not self._ready():
+            return None
         known = sorted({t.model for t in self.tasks.values()})
         dlg = NewTaskDialog(model_choices(self.bridge.settings, known), self)
         if goal:
@@ -299,7 +318,7 @@ class MainWindow(QMainWindow):
             self.panel.open_workspace()
 
     def open_data_folder(self) -> None:
-        if self.bridge is not None:
+        if self._ready():
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.bridge.home)))
 
     # -- window --

@@ -33,7 +33,7 @@ from pydantic import BaseModel
 
 from .abort import AbortRegistry, TurnSlot
 from .attachments import excerpt
-from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
+from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings, split_model_ref
 from .errors import (
     ConfigError,
     DataFolderBusy,
@@ -41,6 +41,7 @@ from .errors import (
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
+    SettingsError,
     TaskBusy,
     TaskNotFound,
 )
@@ -67,9 +68,8 @@ TITLE_CHARS = 60
 
 __all__ = [
     "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MessageInfo",
-    "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "TurnHandle",
+    "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings",
+    "SettingsError", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "resolve_home",
 ]
 
 
@@ -167,6 +167,12 @@ class Runtime(SettingsMixin):
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         return rt
+
+    @staticmethod
+    def reset_settings(home: str | Path | None = None) -> Path | None:
+        """Set a broken settings.json aside (`settings.json.broken-<date>`) so the next open uses defaults;
+        usable when `open()` failed with `SettingsError`. Returns where the old file went."""
+        return set_aside_settings(resolve_home(home))
 
     def _writable(self) -> None:
         if self._closed:

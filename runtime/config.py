@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, SettingsError
 
 BUILTIN_MODEL = "builtin/smollm2-135m"
 
@@ -105,22 +106,38 @@ def load_settings(home: Path) -> Settings:
     except FileNotFoundError:
         return Settings()
     except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from exc
+        raise SettingsError(f"Cannot read {path}: {exc.strerror}.", path) from exc
     try:
         data = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        raise SettingsError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.", path
         ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object.")
+        raise SettingsError(f"{path} must hold a JSON object.", path)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
         )
-        raise ConfigError(f"{path} has a problem: {problems}.") from None
+        raise SettingsError(f"{path} has a problem: {problems}.", path) from None
+
+
+def set_aside_settings(home: Path) -> Path | None:
+    """Move a broken settings.json aside as `settings.json.broken-<date>` (kept, never deleted), so Hearth
+    starts with the defaults. Returns where it went, or None when there was none."""
+    path = home / "settings.json"
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"settings.json.broken-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"settings.json.broken-{stamp}-{n}")
+    os.replace(path, target)
+    return target
 
 
 def save_settings(home: Path, settings: Settings) -> None:

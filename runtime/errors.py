@@ -33,6 +33,14 @@ class ConfigError(HearthError):
     """settings.json or an argument is wrong; the message names the problem."""
 
 
+class SettingsError(ConfigError):
+    """settings.json cannot be used; `path` is the file, so the app can offer to open or reset it."""
+
+    def __init__(self, message: str, path):
+        super().__init__(message)
+        self.path = path
+
+
 class ToolError(HearthError):
     """A tool refused or failed; the text goes back to the model and is shown to the person."""
 

@@ -91,7 +91,7 @@ async def test_attachments_by_drop_are_sent_and_copied(launch, tmp_path):
     type_and_send(panel, "read this")
     await wait_turns(ctl, panel)
     messages = await ctl.rt.messages(task.id)
-    assert {"type": "attachment", "name": "note.txt"} in messages[0].parts
+    assert {"type": "attachment", "name": "note.txt", "text": "hello", "chars": 5, "kind": "text"} in messages[0].parts
     info = await ctl.rt.get_task(task.id)
     assert (Path(info.workspace) / "note.txt").read_text() == "hello"
     assert panel.composer.attachments == []
