@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -63,12 +62,19 @@ _SDK_STREAM_ERROR = "An error occurred during streaming"  # the SDK's text for a
 _SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError)
 
 
+_stack: tuple[Any, Any, Any] | None = None  # (openai, httpx2, httpx_sse) once fully imported
+
+
 def _import_stack() -> tuple[Any, Any, Any]:
+    global _stack
+    # httpx_sse (and with it legacy httpx) before openai: the SDK's error handlers look httpx up in sys.modules
+    # and fail if they find it half-imported by this thread while an SDK call fails on the loop.
     import httpx2  # the SDK's transport: its exceptions reach us while we read the raw response
     import httpx_sse
     import openai
 
-    return openai, httpx2, httpx_sse
+    _stack = (openai, httpx2, httpx_sse)
+    return _stack
 
 
 class OpenAICompatProvider:
@@ -111,11 +117,7 @@ class OpenAICompatProvider:
         client = self._client
         if client is not None:
             return client
-        mods = sys.modules
-        if all(name in mods for name in ("openai", "httpx2", "httpx_sse")) and hasattr(mods["openai"], "AsyncOpenAI"):
-            openai, httpx2, httpx_sse = mods["openai"], mods["httpx2"], mods["httpx_sse"]
-        else:  # absent, or still importing elsewhere
-            openai, httpx2, httpx_sse = await asyncio.to_thread(_import_stack)
+        openai, httpx2, httpx_sse = _stack or await asyncio.to_thread(_import_stack)
         if self._client is None:  # another caller may have built it while we imported
             self._openai = openai
             self._event_source = httpx_sse.EventSource
