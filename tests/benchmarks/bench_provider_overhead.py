@@ -146,7 +146,7 @@ async def bench_faults() -> bool:
             tuples = "same tuples" if new[0] == old[0] else "TUPLES DIFFER"
             error = "same error" if new[1] == old[1] else "ERRORS DIFFER"
             said = new[1][0].replace(server.base_url, "URL") if new[1] else f"{len(new[0])} tuples, no error"
-            print(f"  {case:32} {tuples:13} {error:13} {said[:110]}")
+            print(f"  {case:32} {tuples:13} {error:13} {said}")
         await raw.aclose()
         await typed.aclose()
     return all_same
