@@ -18,7 +18,8 @@ Decisions (the design contract is silent on them):
 - The fault semantics are the SDK iterator's, made explicit: `data: {"error": ...}` is an error from the
   server, `[DONE]` ends the events (the rest of the body gets 0.1 s to arrive, so the connection can be
   reused), a data line that is not JSON or a chunk that is not shaped like a chat-completion chunk is a
-  malformed stream, and a body that is not an event stream (an HTML page) means the base URL is wrong.
+  malformed stream, and a body that is not an event stream (an HTML page; httpx-sse, like the SSE spec,
+  wants Content-Type text/event-stream) means the base URL is wrong.
 - Order at the end of a step: (TOOL_CALLS, calls) if any, then (USAGE, usage) if the server sent usage (the
   last usage seen, so servers that repeat usage on every chunk are not counted twice), then
   (FINISH, reason).
