@@ -275,6 +275,9 @@ class RuntimeBridge(QObject):
             provider = dict(provider, api_key_ref=await self.set_api_key(provider["id"], api_key))
         return await self.rt.test_provider(provider)
 
+    async def model_choices(self) -> list[dict]:
+        return await self.rt.model_choices()
+
     async def list_models(self, provider_id: str) -> list[str]:
         return await self.rt.list_models(provider_id)
 

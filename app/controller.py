@@ -312,7 +312,7 @@ class HearthApp(QObject):
         self._tray_refresh.stop()
         self.prefs.save()
         if self.settings_window is not None:
-            self.settings_window.close()
+            self.settings_window.close_without_asking()
         self.hide_window()
         if self.tray is not None:
             self.tray.hide()

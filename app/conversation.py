@@ -95,6 +95,8 @@ class AssistantItem(QWidget):
 
     continue_clicked = Signal()
     retry_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
 
     def __init__(self, message: Message, marker: str = "", foreign=None, parent=None):
         super().__init__(parent)
@@ -193,12 +195,16 @@ class AssistantItem(QWidget):
         if kind is not None:
             self.banner = Banner(kind, text, can_continue)
             self.banner.continue_clicked.connect(self.continue_clicked)
+            self.banner.settings_clicked.connect(self.settings_clicked)
+            self.banner.fork_clicked.connect(self.fork_clicked)
             self.layout().addWidget(self.banner)
 
 
 class ConversationView(QScrollArea):
     continue_clicked = Signal()
     retry_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
     edit_clicked = Signal(int, str)  # message id, its text
     older_wanted = Signal()
     newer_wanted = Signal()
@@ -345,6 +351,8 @@ class ConversationView(QScrollArea):
             item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id))
             item.continue_clicked.connect(self.continue_clicked)
             item.retry_clicked.connect(self.retry_clicked)
+            item.settings_clicked.connect(self.settings_clicked)
+            item.fork_clicked.connect(self.fork_clicked)
         self.items[m.id] = item
         self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
         item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set

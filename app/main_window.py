@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidge
 
 from . import dialogs, export
 from .icons import app_icon
-from .new_task_dialog import NewTaskDialog, model_choices
+from .new_task_dialog import NewTaskDialog
 from .problem import ProblemPage
 from .sidebar import TaskSidebar
 from .task_panel import TaskPanel
@@ -201,6 +201,8 @@ class MainWindow(QMainWindow):
         self.close_panel(select_none=False)
         self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
         self.panel.title_changed.connect(lambda _t: self._reload.start())
+        self.panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
         self.stack.setCurrentWidget(self.panel)
         self.sidebar.select(task_id)
@@ -233,8 +235,7 @@ class MainWindow(QMainWindow):
     def new_task(self, goal: str = "") -> NewTaskDialog | None:
         if not self._ready():
             return None
-        known = sorted({t.model for t in self.tasks.values()})
-        dlg = NewTaskDialog(model_choices(self.bridge.settings, known), self)
+        dlg = NewTaskDialog(self.bridge, self)
         if goal:
             dlg.goal.setPlainText(goal)
         dlg.create_requested.connect(lambda values: self.bridge.run(self._create(dlg, values)))
@@ -255,6 +256,10 @@ class MainWindow(QMainWindow):
         if goal and panel is not None:
             panel.composer.edit.setPlainText(goal)
             panel.composer.submit()
+
+    async def _open_new(self, task_id: str) -> None:
+        await self.reload_tasks()
+        self.open_task(task_id)
 
     def rename_task(self, task_id: str | None):
         info = self.tasks.get(task_id) if task_id else None

@@ -274,9 +274,12 @@ class AssistantBlock(QWidget):
 
 
 class Banner(QFrame):
-    """An interrupted or failed turn, said plainly, with a way to continue."""
+    """An interrupted or failed turn, said plainly, with the ways on: Continue, and for a failed one also
+    Settings and another model in a new task (the task's own model is fixed)."""
 
     continue_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
 
     def __init__(self, kind: str, text: str, can_continue: bool, parent=None):
         super().__init__(parent)
@@ -289,11 +292,20 @@ class Banner(QFrame):
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.label, 1)
+        buttons = QVBoxLayout()
         self.button = QPushButton("Continue")
         self.button.setObjectName("Primary")
         self.button.clicked.connect(self.continue_clicked)
         self.button.setVisible(can_continue)
-        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+        buttons.addWidget(self.button)
+        self.extra: dict[str, QPushButton] = {}
+        if kind == "error":
+            for label, signal in (("Open Settings", self.settings_clicked),
+                                  ("Continue in a new task with another model…", self.fork_clicked)):
+                button = link_button(label, signal)
+                buttons.addWidget(button)
+                self.extra[label] = button
+        lay.addLayout(buttons)
 
 
 def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
 from .conversation import PAGE, ConversationView, Message
+from .model_picker import ModelDialog
 from .waiting import WaitingBox
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ APPROVAL_LABELS = {
 
 class TaskPanel(QWidget):
     title_changed = Signal(str)
+    settings_requested = Signal()
+    task_forked = Signal(str)  # the new task's id
 
     def __init__(self, bridge: RuntimeBridge, info: TaskInfo, enter_sends: bool = True, view_state=None,
                  parent=None):
@@ -90,6 +93,11 @@ class TaskPanel(QWidget):
             chip.setObjectName("Chip")
             chip.setToolTip("Chosen when the task was created; fixed for the task's life.")
             chips.addWidget(chip)
+        other = QPushButton("Another model…")
+        other.setObjectName("Link")
+        other.setToolTip("Continue this conversation in a new task with another model")
+        other.clicked.connect(self.choose_other_model)
+        chips.addWidget(other)
         chips.addStretch(1)
         hl.addLayout(chips)
         lay.addWidget(head)
@@ -102,6 +110,8 @@ class TaskPanel(QWidget):
         self.conversation.send_now_clicked.connect(self._send_now)
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.retry_clicked.connect(self._retry)
+        self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.fork_clicked.connect(self.choose_other_model)
         self.conversation.edit_clicked.connect(self._start_edit)
         lay.addWidget(self.conversation, 1)
 
@@ -429,6 +439,21 @@ class TaskPanel(QWidget):
 
     def _retry(self) -> None:
         self._act(lambda: self.bridge.retry(self.task_id))
+
+    def choose_other_model(self) -> ModelDialog:
+        """The task's model is fixed: carry the conversation into a new task on another model."""
+        dlg = ModelDialog(self.bridge, self.info.model, self)
+        dlg.chosen.connect(self._fork)
+        dlg.show()
+        self.model_dialog = dlg
+        return dlg
+
+    def _fork(self, model: str) -> None:
+        async def go():
+            info = await self.bridge.fork_task(self.task_id, model)
+            self.task_forked.emit(info.id)
+
+        self.bridge.run(go())
 
     def _start_edit(self, _message_id: int, text: str) -> None:
         self.composer.start_edit(text)

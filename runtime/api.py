@@ -131,6 +131,7 @@ class Runtime(SettingsMixin):
         self.aborts = AbortRegistry()
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
+        self._model_lists: dict = {}
         self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,

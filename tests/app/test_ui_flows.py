@@ -100,8 +100,7 @@ async def test_attachments_by_drop_are_sent_and_copied(launch, tmp_path):
 async def test_new_task_dialog_creates_the_task_with_fixed_settings(launch):
     ctl = await launch(ScriptedModel([["Hello!"]]))
     dlg = ctl.window.new_task("Say hello")
-    index = dlg.model.findData(ctl.bridge.settings.default_model)
-    assert index == 0  # the default (bundled) model is preselected
+    assert dlg.model.ref() == ctl.bridge.settings.default_model  # the default (bundled) model is preselected
     dlg.model.setEditText(MODEL)
     dlg.approval.setCurrentIndex(dlg.approval.findData("auto_edit"))
     dlg.planning.setChecked(True)
