@@ -357,7 +357,7 @@ class TaskPanel(QWidget):
         for ev in events:
             t = ev.type
             if t == "status":
-                self._show_phase(PHASES.get(str(ev.phase), str(ev.phase)))
+                self._show_phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
             elif t == "text_delta":
                 self._show_phase("Writing…")
             elif t == "reasoning_delta":

@@ -25,6 +25,7 @@ from .context import DENIED, message_chars, tool_call_entry, tool_message
 if TYPE_CHECKING:
     from .state import TurnContext
 
+WAITING = "Waiting for the model…"
 TRUNCATED = "The answer stopped at the model's length limit. Press Continue to let it go on."
 
 
@@ -33,10 +34,11 @@ async def run_agent(ctx: TurnContext) -> None:
     await resolve_answer(ctx)
     if ctx.pending_request is not None:
         return
-    ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running))
     specs = ctx.tool_specs
     for step in range(ctx.max_steps):
         ctx.check_abort()
+        # Until the first token the person sees what the turn waits for (a model loading, a busy server).
+        ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
         request = ModelRequest(model=ctx.model_name, messages=ctx.chat, tools=specs)
         request_chars = ctx.chat_chars

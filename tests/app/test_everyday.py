@@ -152,3 +152,14 @@ async def test_a_long_paste_becomes_an_attachment_whose_text_reaches_the_model(l
     short.setText("just a line")
     panel.composer.edit.insertFromMimeData(short)
     assert panel.composer.edit.toPlainText() == "just a line" and panel.composer.attachments == []
+
+
+async def test_a_long_wait_says_what_it_waits_for(launch):
+    ctl = await launch(ScriptedModel([[Delay(0.8), "Here."]]))
+    task = await ctl.bridge.create_task(title="Wait", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "hello?")
+    await until(lambda: "Waiting for the model" in panel.phase.text() and panel.phase.isVisibleTo(panel),
+                what="the wait explained")
+    await wait_turns(ctl, panel)
+    assert panel.phase.isHidden()
