@@ -11,6 +11,8 @@ from collections.abc import Callable
 from .util import spawn
 
 log = logging.getLogger(__name__)
+# Without a notification service the library logs a traceback per attempt; we say it once, in a sentence.
+logging.getLogger("desktop_notifier").setLevel(logging.CRITICAL)
 
 
 class Notifier:
