@@ -38,6 +38,11 @@ from .errors import (
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
     TaskBusy,
     TaskNotFound,
 )
@@ -51,6 +56,7 @@ from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .settings_api import SettingsMixin
+from .store.faults import guard as storage_faults
 from .store.repo import DuplicateMessage, Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tools.approvals import APPROVAL_MODES
@@ -63,7 +69,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "MessageInfo", "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
+    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings",
+    "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy",
     "TaskInfo", "TaskNotFound", "TurnHandle",
 ]
 
@@ -140,17 +147,25 @@ class Runtime(SettingsMixin):
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
                    tools: Iterable[Tool] = (), settings: Settings | None = None, read_only: bool = False) -> Runtime:
-        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery."""
+        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery.
+
+        Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
+        retry), `StorageCorrupt` (`restore_latest_backup`), `StorageReadOnly` / `StorageUnavailable` (fix the
+        folder or disk, or choose another data folder). Every later call may raise them too."""
         home = resolve_home(home)
-        folder_lock = None if read_only else DataFolderLock.acquire(home)
+        folder_lock, store = None, None
         try:
-            settings = settings or load_settings(home)
-            store = await Store.open(home, migrate=not read_only)
-            if not read_only:
-                recovered = await store.recover()
-                if recovered:
-                    log.info("recovered %d interrupted turn(s)", len(recovered))
+            with storage_faults(home):
+                folder_lock = None if read_only else DataFolderLock.acquire(home)
+                settings = settings or load_settings(home)
+                store = await Store.open(home, migrate=not read_only)
+                if not read_only:
+                    recovered = await store.recover()
+                    if recovered:
+                        log.info("recovered %d interrupted turn(s)", len(recovered))
         except BaseException:
+            if store is not None:
+                await store.aclose()
             if folder_lock is not None:
                 folder_lock.release()
             raise

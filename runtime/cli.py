@@ -1,8 +1,10 @@
 """Headless CLI: `hearth run | answer | tasks | show | models | mcp`, also `python -m runtime.cli`.
 
 Exit codes: 0 completed, 2 usage or config error, 3 provider error, 4 the task waits for an answer (printed,
-with the `hearth answer` line that gives it), 5 another Hearth process owns the data folder, 130 stopped
-(Ctrl-C stops the turn, waits for finalize, then exits).
+with the `hearth answer` line that gives it), 5 another Hearth process owns the data folder, 6 the disk is full,
+7 the database is damaged (`hearth restore --latest`), 8 the data folder is read-only or the database cannot be
+reached, 130 stopped (Ctrl-C stops the turn, waits for finalize, then exits). Errors are one plain line on
+stderr, never a traceback.
 
 In a terminal, `hearth run` asks approvals (y / n / always) and questions itself and goes on. One process owns
 a data folder: while the app runs, `tasks` and `show` read beside it and every command that would change
@@ -14,14 +16,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 
 from .api import Runtime
-from .errors import ConfigError, DataFolderBusy, HearthError, ReadOnlyRuntime, RequestNotFound, TaskNotFound
+from .errors import (
+    ConfigError,
+    DataFolderBusy,
+    HearthError,
+    ReadOnlyRuntime,
+    RequestNotFound,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    TaskNotFound,
+)
 from .events import EndReason
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
+EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
 READ_COMMANDS = ("tasks", "show")
 
 
@@ -297,17 +311,44 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
+    _plain_logging()
     try:
         return asyncio.run(_main(args))
-    except (ConfigError, TaskNotFound, RequestNotFound) as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (DataFolderBusy, ReadOnlyRuntime) as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_BUSY
     except HearthError as exc:
         print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_PROVIDER
+        return _exit_code(exc)
+
+
+def _exit_code(exc: HearthError) -> int:
+    if isinstance(exc, (ConfigError, TaskNotFound, RequestNotFound)):
+        return EXIT_USAGE
+    if isinstance(exc, (DataFolderBusy, ReadOnlyRuntime)):
+        return EXIT_BUSY
+    if isinstance(exc, StorageFull):
+        return EXIT_DISK_FULL
+    if isinstance(exc, StorageCorrupt):
+        return EXIT_CORRUPT
+    if isinstance(exc, StorageError):
+        return EXIT_STORAGE
+    return EXIT_PROVIDER
+
+
+class _OneLine(logging.Formatter):
+    """`hearth: message (the error)`: a terminal gets what went wrong, not a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"hearth: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" ({record.exc_info[1]})"
+        return text
+
+
+def _plain_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

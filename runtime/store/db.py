@@ -17,10 +17,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from sqlalchemy import event
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
+
+from . import faults
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -35,6 +38,7 @@ def _pragmas(dbapi_conn, _record) -> None:
 def make_engine(path: Path) -> AsyncEngine:
     engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
     event.listen(engine.sync_engine, "connect", _pragmas)
+    faults.install(engine, path.parent)
     return engine
 
 
@@ -52,7 +56,12 @@ def _migration_engine(url: URL) -> AsyncEngine:
     event.listen(engine.sync_engine, "connect", _pragmas)
     event.listen(engine.sync_engine, "connect", _driver_begins_nothing)
     event.listen(engine.sync_engine, "begin", _begin_immediate)
+    faults.install(engine, _home(url))
     return engine
+
+
+def _home(url: URL) -> Path:
+    return Path(url.database or ".").parent
 
 
 def alembic_config() -> Config:
@@ -73,5 +82,10 @@ async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
     try:
         async with migrations.connect() as conn:
             await conn.run_sync(_upgrade, revision)
+    except CommandError as exc:
+        if "Can't locate revision" not in str(exc):
+            raise
+        raise faults.unavailable(_home(engine.url), "it was written by a newer version of Hearth. Update Hearth, "
+                                                    "or choose another data folder.") from None
     finally:
         await migrations.dispose()
