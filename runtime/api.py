@@ -55,6 +55,7 @@ from .parts import is_truncated, text_of
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
+from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
 from .store.faults import guard as storage_faults
 from .store.repo import DuplicateMessage, Store
@@ -152,6 +153,7 @@ class Runtime(SettingsMixin):
         Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
         retry), `StorageCorrupt` (`restore_latest_backup`), `StorageReadOnly` / `StorageUnavailable` (fix the
         folder or disk, or choose another data folder). Every later call may raise them too."""
+        install_log_redaction()
         home = resolve_home(home)
         folder_lock, store = None, None
         try:
@@ -169,6 +171,7 @@ class Runtime(SettingsMixin):
             if folder_lock is not None:
                 folder_lock.release()
             raise
+        remember(settings.secret_values())
         rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
         if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.

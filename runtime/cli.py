@@ -33,6 +33,7 @@ from .errors import (
     TaskNotFound,
 )
 from .events import EndReason
+from .redact import redact
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
@@ -122,7 +123,7 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
         return EXIT_STOPPED
     if ended.reason == EndReason.error:
-        print(f"error: {ended.error}", file=sys.stderr)
+        print(f"error: {ended.error}", file=sys.stderr)  # redacted by finalize
         return EXIT_PROVIDER
     if ended.reason == EndReason.waiting:
         req = (await rt.get_task(task_id)).pending_request or {}
@@ -315,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(_main(args))
     except HearthError as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
+        print(f"hearth: {redact(str(exc))}", file=sys.stderr)
         return _exit_code(exc)
 
 
@@ -340,7 +341,7 @@ class _OneLine(logging.Formatter):
         text = f"hearth: {record.getMessage()}"
         if record.exc_info and record.exc_info[1] is not None:
             text += f" ({record.exc_info[1]})"
-        return text
+        return redact(text)
 
 
 def _plain_logging() -> None:

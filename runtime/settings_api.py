@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from .keys import SecretStore
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
+from .redact import redact, remember
 from .tools.mcp_consent import MCPConsents
 
 
@@ -37,7 +39,7 @@ class SettingsMixin:
 
     async def list_models(self, provider_id: str) -> list[str]:
         """Models a configured provider offers; `ProviderError` with a readable message when unreachable."""
-        return await self.provider(provider_id).list_models()
+        return await _redacted(self.provider(provider_id).list_models())
 
     async def all_models(self) -> dict[str, list[str] | str]:
         """Provider id -> `provider_id/model` refs, or the error text when a provider is unreachable."""
@@ -56,7 +58,7 @@ class SettingsMixin:
         cfg = cfg if isinstance(cfg, ProviderConfig) else ProviderConfig.model_validate(cfg)
         provider = build_provider(cfg, self.keys)
         try:
-            return await provider.list_models()
+            return await _redacted(provider.list_models())
         finally:
             await provider.aclose()
 
@@ -73,6 +75,7 @@ class SettingsMixin:
             if old.get(cfg.id) != cfg and cfg.id in self._providers:
                 await self._providers.pop(cfg.id).aclose()
         save_settings(self.home, new)
+        remember(new.secret_values())
         self.settings = new
 
     # -- MCP servers: a server is launched only after the person saw its command line and agreed --
@@ -131,3 +134,11 @@ class SettingsMixin:
         new.mcp_servers.update(servers)
         await self.save_settings(new)
         return {name: MCPConsents.command_line(cfg) for name, cfg in servers.items()}
+
+
+async def _redacted(listing: Awaitable[list[str]]) -> list[str]:
+    """A server's error text may echo the key it was sent (some proxies do): never show that."""
+    try:
+        return await listing
+    except ProviderError as exc:
+        raise ProviderError(redact(exc.message), status_code=exc.status_code, retryable=exc.retryable) from None

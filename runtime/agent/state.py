@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
+from ..redact import redact
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class TurnContext:
         self.buffer.publish(event)
 
     def warn(self, message: str, code: str | None = None) -> None:
-        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=redact(message),
+                                         code=code))
 
     def publish_tool(self, part: ToolPart) -> None:
         self.buffer.publish(
