@@ -31,6 +31,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .abort import AbortRegistry, TurnSlot
+from .backups_api import BackupMixin
 from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
 from .errors import (
     ConfigError,
@@ -57,6 +58,7 @@ from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
+from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.faults import guard as storage_faults
 from .store.repo import DuplicateMessage, Store
 from .stream_buffer import BufferRegistry, BufferState
@@ -69,10 +71,10 @@ from .workspace import copy_attachments, workspace_for
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "MessageInfo", "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings",
-    "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "TurnHandle",
+    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
+    "EndReason", "Event", "MessageInfo", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime",
+    "RequestNotFound", "Restored", "Runtime", "Settings", "StorageCorrupt", "StorageError", "StorageFull",
+    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle",
 ]
 
 
@@ -121,7 +123,7 @@ class TurnHandle:
     queued: bool = False
 
 
-class Runtime(SettingsMixin):
+class Runtime(SettingsMixin, BackupMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -178,6 +180,8 @@ class Runtime(SettingsMixin):
             from .tools.mcp import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+        if not read_only:
+            rt._schedule_auto_backup()
         return rt
 
     def _writable(self) -> None:

@@ -13,7 +13,7 @@ from runtime.errors import StorageCorrupt, StorageFull, StorageReadOnly, Storage
 from runtime.providers.scripted import Call, ScriptedModel
 from runtime.store.repo import DB_NAME
 from runtime.tools.base import Effect, FunctionTool
-from tests.support.disks import fill, immutable, remount, tmpfs
+from tests.support.disks import damage_table, fill, immutable, remount, tmpfs
 from tests.support.helpers import collect
 
 PAGE = 4096
@@ -98,24 +98,13 @@ async def test_a_file_that_is_not_a_database_gives_storage_corrupt(home):
         await Runtime.open(home, providers={"scripted": ScriptedModel()})
 
 
-def _damage_table(db_path, table: str) -> None:
-    """Overwrite every page of `table` with garbage (the rest of the file stays readable)."""
-    db = sqlite3.connect(db_path)
-    pages = [r[0] for r in db.execute("select pageno from dbstat where name = ?", (table,))]
-    db.close()
-    with open(db_path, "r+b") as f:
-        for page in pages:
-            f.seek((page - 1) * PAGE)
-            f.write(os.urandom(PAGE))
-
-
 async def test_a_damaged_table_gives_storage_corrupt_from_the_facade(home):
     rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
     task = await rt.create_task(model="scripted/x")
     await rt.send(task.id, "x" * 20_000)
     await rt.wait_idle(task.id)
     await rt.aclose()
-    _damage_table(home / DB_NAME, "messages")
+    damage_table(home / DB_NAME, "messages")
     rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
     try:
         with pytest.raises(StorageCorrupt) as corrupt:

@@ -1,4 +1,5 @@
-"""Real storage faults for tests: a small tmpfs that fills up, a read-only mount, an immutable folder.
+"""Real storage faults for tests: a small tmpfs that fills up, a read-only mount, an immutable folder, a damaged
+table.
 
 Mounting needs root (CI runs as root); where the kernel refuses, the fixture using it is skipped with the reason.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,3 +71,14 @@ def fill(folder: Path, name: str = "filler") -> Path:
         except OSError:
             break
     return path
+
+
+def damage_table(db_path: Path, table: str, page_size: int = 4096) -> None:
+    """Overwrite every page of `table` with garbage (the rest of the file stays readable)."""
+    db = sqlite3.connect(db_path)
+    pages = [r[0] for r in db.execute("select pageno from dbstat where name = ?", (table,))]
+    db.close()
+    with open(db_path, "r+b") as f:
+        for page in pages:
+            f.seek((page - 1) * page_size)
+            f.write(os.urandom(page_size))
