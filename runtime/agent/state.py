@@ -184,6 +184,7 @@ class Checkpointer:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopped = False
+        self._failures = 0
         self._task = asyncio.ensure_future(self._loop())
 
     def soon(self) -> None:
@@ -207,7 +208,10 @@ class Checkpointer:
             try:
                 await self.now()
             except Exception:
-                log.exception("checkpoint of turn %s failed", self._ctx.turn_id)
+                # Said once per turn: a full disk would otherwise repeat it every CHECKPOINT_SECONDS.
+                self._failures += 1
+                if self._failures == 1:
+                    log.exception("checkpoint of turn %s failed; retrying quietly", self._ctx.turn_id)
 
     async def close(self) -> None:
         """Stop, letting a write in flight finish: one landing after finalize would overwrite it."""

@@ -33,7 +33,7 @@ def _turn_rows(db_path) -> list[tuple]:
         db.close()
 
 
-async def test_a_full_disk_gives_storage_full_and_the_unsaved_turn_comes_back_interrupted(tmp_path):
+async def test_a_full_disk_gives_storage_full_and_the_unsaved_turn_comes_back_interrupted(tmp_path, caplog):
     with tmpfs(tmp_path / "disk", "3m") as home:
         filler = home / "filler"
 
@@ -42,7 +42,8 @@ async def test_a_full_disk_gives_storage_full_and_the_unsaved_turn_comes_back_in
             return "the disk is full now"
 
         tool = FunctionTool("fill_disk", "Fill the disk.", {"type": "object"}, Effect.read_only, fill_disk)
-        model = ScriptedModel([[Call("fill_disk", {})], ["written after the disk filled"]])
+        # After the disk fills, the answer streams for ~1.5 s: several checkpoints fail meanwhile.
+        model = ScriptedModel([[Call("fill_disk", {})], [f"word{i} " for i in range(150)]], chunk_delay=0.01)
         rt = await Runtime.open(home, providers={"scripted": model}, tools=[tool])
         try:
             task = await rt.create_task(model="scripted/x", approval="full_auto")
@@ -59,6 +60,8 @@ async def test_a_full_disk_gives_storage_full_and_the_unsaved_turn_comes_back_in
             await rt.aclose()
         # Neither the finalize commit nor its fallback could be written.
         assert _turn_rows(home / DB_NAME) == [("running", None)]
+        said = [r for r in caplog.records if r.getMessage().startswith("checkpoint of turn")]
+        assert len(said) == 1 and isinstance(said[0].exc_info[1], StorageFull)  # once, not every 0.4 s
 
         filler.unlink()
         rt = await Runtime.open(home, providers={"scripted": model})
