@@ -67,7 +67,7 @@ class ReadOnlyRuntime(HearthError):
 
 class StorageError(HearthError):
     """The database in the data folder cannot be used. The message says what happened and what to do;
-    `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage faults")."""
+    `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage")."""
 
     def __init__(self, message: str, home: str):
         super().__init__(message)

@@ -1,4 +1,4 @@
-"""Backups, checks and restores of the database (runtime/ARCHITECTURE.md, "Backups"). Blocking: run in a thread.
+"""Backups, checks and restores of the database (runtime/ARCHITECTURE.md, "Storage"). Blocking: run in a thread.
 
 - A backup is made with SQLite's online backup API from a connection of its own, in one step, so it is a
   consistent snapshot even while the owner of the data folder writes (reading beside the owner is allowed).
