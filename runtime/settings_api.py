@@ -20,6 +20,7 @@ from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
 from .redact import redact, remember
+from .store.faults import guard as storage_faults
 from .tools.mcp_consent import MCPConsents
 
 
@@ -74,7 +75,8 @@ class SettingsMixin:
         for cfg in new.providers:
             if old.get(cfg.id) != cfg and cfg.id in self._providers:
                 await self._providers.pop(cfg.id).aclose()
-        save_settings(self.home, new)
+        with storage_faults(self.home):  # a full disk or a read-only folder: StorageFull / StorageReadOnly
+            save_settings(self.home, new)
         remember(new.secret_values())
         self.settings = new
 

@@ -152,3 +152,14 @@ async def test_a_database_from_a_newer_hearth_is_refused_plainly(home):
         await Runtime.open(home, providers={"scripted": ScriptedModel()})
     assert "newer version of Hearth" in _plain(newer.value)
 
+
+
+async def test_saving_settings_into_a_folder_that_became_read_only_gives_storage_read_only(home):
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    try:
+        with immutable(home), pytest.raises(StorageReadOnly) as ro:
+            await rt.save_settings({"max_steps": 5})
+        _plain(ro.value)
+        assert rt.settings.max_steps == 25  # nothing changed
+    finally:
+        await rt.aclose()
