@@ -14,7 +14,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shutil
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -23,10 +25,15 @@ from pathlib import Path
 from ..errors import HearthError, StorageError
 from . import faults
 
+log = logging.getLogger(__name__)
+
 DB_NAME = "hearth.sqlite3"
 BACKUP_DIR = "backups"
 KEEP_AUTO = 7
 AUTO_EVERY = 24 * 3600.0  # seconds between automatic backups
+# The automatic backup leaves at least this much free beside twice the database, so it never fills the disk
+# the next input has to be saved on.
+AUTO_SPARE_BYTES = 16 << 20
 _STAMP = "%Y-%m-%d_%H-%M-%S"
 
 
@@ -165,9 +172,14 @@ def auto_backup_due(home: Path, now: float | None = None) -> bool:
 
 
 def auto_backup(home: Path) -> BackupInfo | None:
-    """The daily automatic backup: made when due and when there is anything to keep; the oldest automatic
-    ones beyond KEEP_AUTO are deleted. Returns the new backup, or None."""
+    """The daily automatic backup: made when due, when there is anything to keep and when the disk has room
+    to spare; the oldest automatic ones beyond KEEP_AUTO are deleted. Returns the new backup, or None."""
     if not auto_backup_due(home) or not _has_tasks(home):
+        return None
+    with faults.guard(home):
+        size, free = (home / DB_NAME).stat().st_size, shutil.disk_usage(home).free
+    if free < 2 * size + AUTO_SPARE_BYTES:
+        log.warning("No automatic backup today: the disk holding %s has only %d MB free.", home, free >> 20)
         return None
     made = backup(home, automatic=True)
     for old in [b for b in list_backups(home) if b.automatic][KEEP_AUTO:]:

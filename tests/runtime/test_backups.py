@@ -16,7 +16,7 @@ from runtime.providers.scripted import ScriptedModel
 from runtime.store.backup import AUTO_EVERY, KEEP_AUTO
 from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result
-from tests.support.disks import damage_table
+from tests.support.disks import damage_table, tmpfs
 
 MODEL = "scripted/x"
 
@@ -190,3 +190,21 @@ async def test_restore_skips_a_damaged_backup_refuses_a_running_owner_and_says_w
     assert code == 0 and "Restored the backup of" in out and "kept as" in out, err
     code, _, err = await _result(await _cli("restore", str(tmp_path / "nothing.sqlite3"), home=home))
     assert code == 2 and err.startswith("hearth: There is no backup at") and "Traceback" not in err
+
+
+async def test_no_automatic_backup_when_it_would_leave_the_disk_nearly_full(tmp_path, caplog):
+    with tmpfs(tmp_path / "disk", "24m") as home:
+        rt = await _open(home)
+        await rt.create_task(model=MODEL)
+        await rt.aclose()
+        rt = await _open(home)
+        await _drain_backup(rt)
+        await rt.aclose()
+        [made] = await Runtime.list_backups(home)
+        os.unlink(made.path)
+        (home / "filler").write_bytes(b"\0" * (12 << 20))  # under 16 MB stay free
+        rt = await _open(home)
+        await _drain_backup(rt)
+        await rt.aclose()
+        assert await Runtime.list_backups(home) == []
+        assert any("No automatic backup today" in r.getMessage() for r in caplog.records)
