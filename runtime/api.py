@@ -33,6 +33,7 @@ from pydantic import BaseModel
 
 from .abort import AbortRegistry, TurnSlot
 from .attachments import excerpt
+from .backups_api import BackupMixin
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings, split_model_ref
 from .errors import (
     ConfigError,
@@ -42,6 +43,11 @@ from .errors import (
     ReadOnlyRuntime,
     RequestNotFound,
     SettingsError,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
     TaskBusy,
     TaskNotFound,
 )
@@ -54,7 +60,10 @@ from .parts import is_truncated, text_of
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
+from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
+from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
+from .store.faults import guard as storage_faults
 from .store.repo import DuplicateMessage, Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tools.approvals import APPROVAL_MODES
@@ -67,9 +76,11 @@ log = logging.getLogger(__name__)
 TITLE_CHARS = 60
 
 __all__ = [
-    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MessageInfo",
-    "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings",
-    "SettingsError", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "resolve_home",
+    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
+    "EndReason", "Event", "HearthError", "MessageInfo", "Preset", "ProviderConfig", "ProviderError",
+    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "Settings", "SettingsError", "StorageCorrupt",
+    "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
+    "TurnHandle", "resolve_home",
 ]
 
 
@@ -118,7 +129,7 @@ class TurnHandle:
     queued: bool = False
 
 
-class Runtime(SettingsMixin):
+class Runtime(SettingsMixin, BackupMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -147,26 +158,38 @@ class Runtime(SettingsMixin):
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
                    tools: Iterable[Tool] = (), settings: Settings | None = None, read_only: bool = False) -> Runtime:
-        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery."""
+        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery.
+
+        Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
+        retry), `StorageCorrupt` (`restore_latest_backup`), `StorageReadOnly` / `StorageUnavailable` (fix the
+        folder or disk, or choose another data folder). Every later call may raise them too."""
+        install_log_redaction()
         home = resolve_home(home)
-        folder_lock = None if read_only else DataFolderLock.acquire(home)
+        folder_lock, store = None, None
         try:
-            settings = settings or load_settings(home)
-            store = await Store.open(home, migrate=not read_only)
-            if not read_only:
-                recovered = await store.recover()
-                if recovered:
-                    log.info("recovered %d interrupted turn(s)", len(recovered))
+            with storage_faults(home):
+                folder_lock = None if read_only else DataFolderLock.acquire(home)
+                settings = settings or load_settings(home)
+                store = await Store.open(home, migrate=not read_only)
+                if not read_only:
+                    recovered = await store.recover()
+                    if recovered:
+                        log.info("recovered %d interrupted turn(s)", len(recovered))
         except BaseException:
+            if store is not None:
+                await store.aclose()
             if folder_lock is not None:
                 folder_lock.release()
             raise
+        remember(settings.secret_values())
         rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
         if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
             from .tools.mcp import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+        if not read_only:
+            rt._schedule_auto_backup()
         return rt
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Literal
@@ -19,6 +20,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .errors import ConfigError, SettingsError
 
 BUILTIN_MODEL = "builtin/smollm2-135m"
+# How an MCP config names an environment variable: ${NAME} (Claude Code) or ${env:NAME} (VS Code, Cursor).
+_ENV_MENTION = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+# Variables every process needs and no config makes secret by mentioning them (`${HOME}/notes`).
+PROCESS_VARS = frozenset({"PATH", "HOME", "USER", "USERNAME", "LOGNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP",
+                          "LANG", "TERM", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "SYSTEMROOT"})
+# Names of an MCP server's `env` entries whose values are credentials (redacted wherever they would show).
+_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PAT\b", re.IGNORECASE)
 
 
 class ProviderConfig(BaseModel):
@@ -73,8 +81,44 @@ class Settings(BaseModel):
         known = ", ".join(p.id for p in self.providers) or "none"
         raise ConfigError(f"No provider {provider_id!r} in settings.json (configured: {known}).")
 
+    def secret_env_names(self) -> frozenset[str]:
+        """The environment variables these settings point to, whatever their names: each provider's
+        `api_key_ref: "env:NAME"`, and for each MCP server the names its `env` sets and the ones its config
+        mentions (`${NAME}`, `${env:NAME}`), except the basic PROCESS_VARS. No tool or MCP child inherits them."""
+        keys = {p.api_key_ref[4:] for p in self.providers if p.api_key_ref and p.api_key_ref.startswith("env:")}
+        named: set[str] = set()
+        for server in self.mcp_servers.values():
+            named.update(server.env)
+            for text in _strings(server.model_dump()):
+                named.update(_ENV_MENTION.findall(text))
+        return frozenset(keys | {n for n in named if n.upper() not in PROCESS_VARS})
+
+    def secret_values(self, environ: dict[str, str] | None = None) -> set[str]:
+        """Values that must never be shown: those of the variables above, and the credentials an MCP server's
+        config holds itself (`env` entries named like a key or token, `headers`). Provider keys from the keyring
+        are added by `keys.SecretStore` when it reads them."""
+        env = os.environ if environ is None else environ
+        values = {env[n] for n in self.secret_env_names() if env.get(n)}
+        for server in self.mcp_servers.values():
+            values.update(v for k, v in server.env.items() if _CREDENTIAL_NAME.search(k))
+            headers = (server.model_extra or {}).get("headers")
+            if isinstance(headers, dict):
+                values.update(str(v).removeprefix("Bearer ").strip() for v in headers.values())
+        return values
+
     def dump(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+
+
+def _strings(value) -> list[str]:
+    """Every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def split_model_ref(ref: str) -> tuple[str, str]:

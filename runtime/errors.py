@@ -71,3 +71,28 @@ class ReadOnlyRuntime(HearthError):
             "Hearth is running with this data folder, so this command can only read it. Use the app, or quit it "
             "first."
         )
+
+
+class StorageError(HearthError):
+    """The database in the data folder cannot be used. The message says what happened and what to do;
+    `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage")."""
+
+    def __init__(self, message: str, home: str):
+        super().__init__(message)
+        self.home = home
+
+
+class StorageFull(StorageError):
+    """The disk is full: free space, then retry."""
+
+
+class StorageCorrupt(StorageError):
+    """The database file is damaged: restore a backup, or choose another data folder."""
+
+
+class StorageReadOnly(StorageError):
+    """Hearth may not write to the data folder: make it writable, or choose another data folder."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached (disk error, disconnected drive, busy, written by a newer Hearth)."""

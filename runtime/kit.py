@@ -43,7 +43,8 @@ class AgentKit:
         return provider
 
     def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
-        tools = [*builtin_tools(), *interactive_tools(), *self._extra_tools]
+        hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
+        tools = [*builtin_tools(hidden_env=hidden), *interactive_tools(), *self._extra_tools]
         return {t.name: t for t in tools}
 
     def mcp_sessions(self, cwd: Path):
@@ -55,7 +56,7 @@ class AgentKit:
 
         return MCPTurnSessions(
             settings.mcp_servers, approved=self._consents.is_approved,
-            connect_timeout=settings.mcp_connect_timeout, cwd=cwd,
+            connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
         )
 
     def context_budget(self, provider: Provider) -> int:

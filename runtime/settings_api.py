@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,6 +20,8 @@ from .keys import SecretStore
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
+from .redact import redact, remember
+from .store.faults import guard as storage_faults
 from .store.repo import Store
 from .tools.mcp_consent import MCPConsents
 
@@ -41,7 +44,7 @@ class SettingsMixin:
 
     async def list_models(self, provider_id: str) -> list[str]:
         """Models a configured provider offers; `ProviderError` with a readable message when unreachable."""
-        return await self.provider(provider_id).list_models()
+        return await _redacted(self.provider(provider_id).list_models())
 
     async def all_models(self, timeout: float | None = None, max_age: float = 0.0) -> dict[str, list[str] | str]:
         """Provider id -> `provider_id/model` refs, or the error text when a provider is unreachable. All
@@ -98,7 +101,7 @@ class SettingsMixin:
         cfg = cfg if isinstance(cfg, ProviderConfig) else ProviderConfig.model_validate(cfg)
         provider = build_provider(cfg, self.keys)
         try:
-            return await provider.list_models()
+            return await _redacted(provider.list_models())
         finally:
             await provider.aclose()
 
@@ -114,7 +117,9 @@ class SettingsMixin:
         for cfg in new.providers:
             if old.get(cfg.id) != cfg and cfg.id in self._providers:
                 await self._providers.pop(cfg.id).aclose()
-        save_settings(self.home, new)
+        with storage_faults(self.home):  # a full disk or a read-only folder: StorageFull / StorageReadOnly
+            save_settings(self.home, new)
+        remember(new.secret_values())
         self.settings = new
 
     # -- MCP servers: a server is launched only after the person saw its command line and agreed --
@@ -173,3 +178,11 @@ class SettingsMixin:
         new.mcp_servers.update(servers)
         await self.save_settings(new)
         return {name: MCPConsents.command_line(cfg) for name, cfg in servers.items()}
+
+
+async def _redacted(listing: Awaitable[list[str]]) -> list[str]:
+    """A server's error text may echo the key it was sent (some proxies do): never show that."""
+    try:
+        return await listing
+    except ProviderError as exc:
+        raise ProviderError(redact(exc.message), status_code=exc.status_code, retryable=exc.retryable) from None

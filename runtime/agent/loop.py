@@ -17,6 +17,7 @@ from ..errors import ToolError
 from ..events import InputRequested, Phase, Status, ToolState
 from ..parts import ToolPart
 from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
@@ -176,7 +177,7 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
 def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str) -> None:
     part.pop("awaiting", None)
     part["state"] = state.value
-    part["result"] = result
+    part["result"] = redact_known(result)  # a key a tool printed reaches neither the model nor the database
     ctx.publish_tool(part)
     ctx.tool_state_changed()
     ctx.append_chat(tool_message(part))

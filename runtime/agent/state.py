@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
+from ..redact import redact
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class TurnContext:
         self.buffer.publish(event)
 
     def warn(self, message: str, code: str | None = None) -> None:
-        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=redact(message),
+                                         code=code))
 
     def publish_tool(self, part: ToolPart) -> None:
         self.buffer.publish(
@@ -182,6 +184,7 @@ class Checkpointer:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopped = False
+        self._failures = 0
         self._task = asyncio.ensure_future(self._loop())
 
     def soon(self) -> None:
@@ -205,7 +208,10 @@ class Checkpointer:
             try:
                 await self.now()
             except Exception:
-                log.exception("checkpoint of turn %s failed", self._ctx.turn_id)
+                # Said once per turn: a full disk would otherwise repeat it every CHECKPOINT_SECONDS.
+                self._failures += 1
+                if self._failures == 1:
+                    log.exception("checkpoint of turn %s failed; retrying quietly", self._ctx.turn_id)
 
     async def close(self) -> None:
         """Stop, letting a write in flight finish: one landing after finalize would overwrite it."""

@@ -23,6 +23,7 @@ class Base(DeclarativeBase):
 
 class TaskRow(Base):
     __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_updated", "updated_at"),)  # the task list, newest first
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)

@@ -40,7 +40,11 @@ class Store:
         path = home / DB_NAME
         engine = make_engine(path)
         if migrate:
-            await migrate_db(engine)
+            try:
+                await migrate_db(engine)
+            except BaseException:
+                await engine.dispose()
+                raise
         return cls(engine, path)
 
     async def aclose(self) -> None:
