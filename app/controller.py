@@ -15,8 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtWidgets import QApplication
 
 from . import dialogs, theme
@@ -25,8 +24,9 @@ from .main_window import MainWindow
 from .notify import Notifier
 from .prefs import Prefs
 from .settings_window import SettingsWindow
+from .startup_problems import StartupProblems
 from .tray import Tray, tray_available
-from .util import error_text, spawn
+from .util import error_text
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ TRAY_NOTE = ("Hearth keeps working in the background while turns run. Open it ag
              "from the tray menu.")
 
 
-class HearthApp(QObject):
+class HearthApp(StartupProblems, QObject):
     notified = Signal(str, str, str)  # task id, title, text
 
     def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
@@ -114,41 +114,6 @@ class HearthApp(QObject):
             self.window.attach(self.bridge)
             await self.window.loading
         self.ready.set()
-
-    # -- when Hearth cannot start --
-
-    def _show_problem(self) -> None:
-        """Say what is wrong and offer the ways out; every one of them works without a runtime."""
-        if self._problem is None or self.window is None:
-            return
-        api, exc = self._problem
-        text = error_text(exc)
-        retry = ("Retry", lambda: spawn(self.retry_start()))
-        if api is not None and isinstance(exc, api.SettingsError):
-            actions = [("Reset to defaults", self.reset_settings), ("Open settings.json",
-                       lambda: self._open_path(exc.path)), retry]
-            note = "Resetting keeps the broken file next to it, as settings.json.broken-<date>."
-            self.window.show_problem("Hearth's settings cannot be read", text, actions, note)
-        else:
-            self.window.show_problem("Hearth could not start", text, [retry, ("Quit", self.quit_event.set)])
-
-    async def retry_start(self) -> None:
-        if self.rt is None:
-            await self.open_runtime()
-
-    def reset_settings(self) -> None:
-        async def go() -> None:
-            api = await asyncio.to_thread(importlib.import_module, "runtime.api")
-            moved = await asyncio.to_thread(api.Runtime.reset_settings, self.home)
-            await self.retry_start()
-            if moved is not None and self.window is not None:
-                self.window.statusBar().showMessage(f"The broken settings were kept as {moved.name}.", 15_000)
-
-        spawn(go())
-
-    @staticmethod
-    def _open_path(path) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
 
     # -- windows --
 
