@@ -80,8 +80,8 @@ class Message:
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
             elif t == "warning":
                 self.warnings.append(ev.message)
-                if ev.code == "truncated":
-                    self.parts.append({"type": "marker", "marker": "truncated"})
+                if ev.code in ("truncated", "compacted"):
+                    self.parts.append({"type": "marker", "marker": ev.code})
 
 
 def tool_part(ev) -> dict:
@@ -138,6 +138,9 @@ class AssistantItem(QWidget):
         self.block.set_parts(m.parts)
         for warning in m.warnings:
             self.block.add_warning(warning)
+        if not m.warnings and any(p.get("marker") == "compacted" for p in m.parts):
+            self.block.add_warning("Context compacted: earlier messages were summarized to fit the model's "
+                                   "context window. They are still here.")
         self.set_meta(can_continue)
 
     def apply(self, items: list) -> None:

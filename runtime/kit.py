@@ -59,6 +59,10 @@ class AgentKit:
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
         )
 
+    def context_window(self, provider: Provider, model: str) -> int:
+        """The model's context window in tokens: the provider's own figure, else a conservative default."""
+        return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS))
+
     def context_budget(self, provider: Provider) -> int:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
 

@@ -28,25 +28,32 @@ import re
 from typing import Any
 
 from ..parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
-from ..tools.builtin import wrap_tool_output
+from ..tools.builtin import DEFAULT_WRAP_CAP, wrap_tool_output
 
 CHARS_PER_TOKEN = 4.0
+THRESHOLD = 0.8  # of the context window: a request above this is compacted (agent/compaction.py)
+TRIM_KEEP = 600  # characters kept at each end of an older step's tool output when the input is too big
 CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
 DENIED = "The person denied this tool call. Do not retry it unless they ask."
 
 
-def tool_message(part: dict) -> dict[str, Any]:
+def tool_cap(window: int) -> int:
+    """The most characters one tool output may take in a model input: a quarter of the window, at most 64 KiB."""
+    return min(DEFAULT_WRAP_CAP, int(window * CHARS_PER_TOKEN / 4))
+
+
+def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP) -> dict[str, Any]:
     """The chat message that carries a tool part's outcome to the model."""
-    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part)}
+    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part, cap)}
 
 
-def _tool_content(part: dict) -> str:
+def _tool_content(part: dict, cap: int) -> str:
     state = part.get("state")
     result = part.get("result")
     if state == "done":
-        return wrap_tool_output(part["name"], result or "")
+        return wrap_tool_output(part["name"], result or "", cap)
     if state == "error":
-        return wrap_tool_output(part["name"], f"Error: {result}")
+        return wrap_tool_output(part["name"], f"Error: {result}", cap)
     if state == "denied":
         return result or DENIED
     if state == "interrupted":
@@ -90,7 +97,8 @@ def _rewind(parts: list[dict]) -> dict | None:
     return next((p for p in parts if p.get("type") in ("continue", "retry", "edit")), None)
 
 
-def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None) -> list[dict]:
+def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None,
+               cap: int = DEFAULT_WRAP_CAP) -> list[dict]:
     latest: dict[str, dict] = {}
     for msg in messages:
         for part in msg["parts"]:
@@ -137,7 +145,7 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
             chat.append(entry)
             for p in calls:
                 emitted.add(p["call_id"])
-                chat.append(tool_message(latest[p["call_id"]]))
+                chat.append(tool_message(latest[p["call_id"]], cap))
     return chat
 
 
@@ -189,12 +197,48 @@ def chars_per_token(anchor: dict | None) -> float:
     return max(1.0, min(8.0, anchor["input_chars"] / anchor["input_tokens"]))
 
 
-def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None,
-                  budget_tokens: int, anchor: dict | None) -> tuple[list[dict], int]:
+def system_message(prompt: str, summary: str | None) -> dict:
+    """The system message; a checkpoint's summary of the older history follows the instructions."""
+    if not summary:
+        return {"role": "system", "content": prompt}
+    return {"role": "system", "content": f"{prompt}\n\nSummary of the earlier conversation (the messages it "
+                                         f"replaces are no longer shown):\n{summary}"}
+
+
+def over(chars: int, ratio: float, window: int) -> bool:
+    """True when a request of `chars` characters would pass THRESHOLD of a `window`-token context."""
+    return chars / ratio > THRESHOLD * window
+
+
+def trim_old_tool_outputs(chat: list[dict], keep_from: int) -> int:
+    """Cut the tool messages before index `keep_from` to their start and end; returns the characters saved.
+    Deterministic: the same chat is always trimmed the same way."""
+    saved = 0
+    for i in range(1, min(keep_from, len(chat))):
+        m = chat[i]
+        content = m.get("content") or ""
+        if m["role"] == "tool" and len(content) > 3 * TRIM_KEEP:
+            cut = len(content) - 2 * TRIM_KEEP
+            short = f"{content[:TRIM_KEEP]}\n[... {cut} characters of an older tool output left out ...]\n" \
+                    f"{content[-TRIM_KEEP:]}"
+            saved += message_chars(m)
+            chat[i] = dict(m, content=short)
+            saved -= message_chars(chat[i])
+    return saved
+
+
+def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None, window: int,
+                  anchor: dict | None, summary: str | None = None) -> tuple[list[dict], int]:
     """The turn's starting chat and its size in characters: parts decoded (the store may hand them over as
-    JSON text), rebuilt, compacted to the budget. Pure; the turn runs it in a worker thread."""
+    JSON text), rebuilt after the checkpoint's `summary`, older tool outputs trimmed when it would not fit the
+    `window`. Pure (the same saved state gives the same chat); the turn runs it in a worker thread."""
     for msg in messages:
         if isinstance(msg["parts"], str):
             msg["parts"] = json.loads(msg["parts"])
-    chat = compact(build_chat(system_prompt, messages, current_input_id), budget_tokens, chars_per_token(anchor))
-    return chat, sum(message_chars(m) for m in chat)
+    chat = build_chat(system_prompt, messages, current_input_id, tool_cap(window))
+    chat[0] = system_message(system_prompt, summary)
+    chars = sum(message_chars(m) for m in chat)
+    if over(chars, chars_per_token(anchor), window):
+        last_step = max((i for i, m in enumerate(chat) if m["role"] == "assistant"), default=len(chat))
+        chars -= trim_old_tool_outputs(chat, last_step)
+    return chat, chars

@@ -102,6 +102,8 @@ async def run_agent(ctx: TurnContext) -> None:
         if ctx.pending_request is not None:
             return
         ctx.dirty = True
+        if ctx.compactor is not None:  # the step's tool results may push the next request over the window
+            await ctx.compactor.fit(ctx, ctx.ratio)
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
@@ -180,7 +182,7 @@ def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str)
     part["result"] = redact_known(result)  # a key a tool printed reaches neither the model nor the database
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    ctx.append_chat(tool_message(part))
+    ctx.append_chat(tool_message(part, ctx.tool_cap))
 
 
 async def resolve_answer(ctx: TurnContext) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
 from ..redact import redact
+from ..tools.builtin import DEFAULT_WRAP_CAP
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -78,6 +79,9 @@ class TurnContext:
         self.usage = Usage()
         self.chat: list[dict] = []
         self.chat_chars = 0  # size of `chat` in JSON characters, kept up to date by append_chat
+        self.ratio = 4.0  # characters per token of this task's requests (from the usage anchor)
+        self.compactor = None  # agent.compaction.Compactor: keeps the input inside the context window
+        self.tool_cap = DEFAULT_WRAP_CAP  # characters one tool output may take in the input (from the window)
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..parts import FinalRecord, settle_parts
 from .db import make_engine
 from .db import migrate as migrate_db
-from .models import JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
+from .models import CheckpointRow, JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
 
 DB_NAME = "hearth.sqlite3"
+
+
+@dataclass
+class ContextInputs:
+    messages: list[dict[str, Any]]
+    anchor: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None  # {"id", "upto_message_id", "summary"}: the older history, summarized
 
 
 class DuplicateMessage(Exception):
@@ -239,20 +247,40 @@ class Store:
             )
             return [_row(r) for r in rows]
 
-    async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """A task's messages and usage anchor, read on one connection (this is on the turn's critical path).
-        Parts come as JSON text: the turn decodes them in a worker thread, off the event loop."""
+    async def context_inputs(self, task_id: str) -> ContextInputs:
+        """What a turn's model input is rebuilt from, read on one connection (this is on the turn's critical
+        path): the latest context checkpoint, the messages after it, the usage anchor. Parts come as JSON text:
+        the turn decodes them in a worker thread, off the event loop."""
         m = MessageRow.__table__.c
+        c = CheckpointRow.__table__.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts"))
-                .where(m.task_id == task_id, m.status != "discarded").order_by(m.id)
-            )
-            messages = [_row(r) for r in rows]
+            cp = (
+                await conn.execute(
+                    select(c.id, c.upto_message_id, c.summary).where(c.task_id == task_id)
+                    .order_by(c.upto_message_id.desc(), c.id.desc()).limit(1)
+                )
+            ).first()
+            query = select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts")).where(
+                m.task_id == task_id, m.status != "discarded")
+            if cp is not None:
+                query = query.where(m.id > cp.upto_message_id)
+            messages = [_row(r) for r in await conn.execute(query.order_by(m.id))]
             r = (
                 await conn.execute(select(UsageAnchorRow.__table__).where(UsageAnchorRow.task_id == task_id))
             ).first()
-        return messages, (_row(r) if r else None)
+        return ContextInputs(messages, _row(r) if r else None, _row(cp) if cp else None)
+
+    async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(CheckpointRow).values(
+                task_id=task_id, turn_id=turn_id, upto_message_id=upto_message_id, summary=summary,
+                created_at=time.time()))
+
+    async def checkpoints(self, task_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(CheckpointRow.__table__).where(CheckpointRow.task_id == task_id)
+                                      .order_by(CheckpointRow.id))
+            return [_row(r) for r in rows]
 
     async def finalize_turn(self, rec: FinalRecord) -> None:
         """Finalize's commit: the message and its parts, the turn row and the task, in one transaction."""
