@@ -43,6 +43,9 @@ class ProviderConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = None
+    # The context window in tokens, for every model of this provider or per model name; unset, it is asked from
+    # the server where the server says (providers/context_window.py).
+    context_window: int | dict[str, int] | None = None
 
     @field_validator("api_key_ref")
     @classmethod

@@ -20,6 +20,7 @@ from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
 
 DEFAULT_CONTEXT_TOKENS = 16_000
+UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
 
 
 class AgentKit:
@@ -30,7 +31,7 @@ class AgentKit:
         self.providers = providers
         self._extra_tools = tools
         self._consents = consents
-
+        self._defaulted: set[tuple[str, str]] = set()  # (provider, model) told about the assumed window
     @property
     def max_steps(self) -> int:
         return self._settings().max_steps
@@ -59,9 +60,24 @@ class AgentKit:
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
         )
 
-    def context_window(self, provider: Provider, model: str) -> int:
-        """The model's context window in tokens: the provider's own figure, else a conservative default."""
-        return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS))
+    async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
+        """(tokens, a one-time note) for the model's context window: the provider's own figure (a local model's
+        n_ctx, settings.json, what the server says), else a conservative default, with a sentence the first
+        time a model has to make do with it."""
+        ask = getattr(provider, "context_window", None)
+        found = await ask(model) if ask is not None else None
+        if found is not None:
+            return found[0], None
+        tokens = getattr(provider, "context_tokens", None)
+        if tokens:
+            return int(tokens), None
+        note = None
+        if (provider.id, model) not in self._defaulted:
+            self._defaulted.add((provider.id, model))
+            note = (f"The server does not say how long a context {model} takes, so Hearth assumes "
+                    f"{UNKNOWN_CONTEXT_TOKENS:,} tokens. Set context_window for this provider in Settings if it "
+                    "can take more.")
+        return UNKNOWN_CONTEXT_TOKENS, note
 
     def context_budget(self, provider: Provider) -> int:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)

@@ -73,7 +73,8 @@ class AgentPort(Protocol):
 
     def mcp_sessions(self, cwd: Path) -> Any: ...
 
-    def context_window(self, provider: Provider, model: str) -> int: ...
+    async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
+        """The model's context window in tokens, and a note for the person when it had to be assumed."""
 
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]: ...
 

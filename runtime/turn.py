@@ -100,7 +100,9 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
     inputs = await services.storage.context_inputs(ctx.task_id)
-    window = agent.context_window(ctx.provider, ctx.model_name)
+    window, note = await agent.context_window(ctx.provider, ctx.model_name)
+    if note:
+        ctx.warn(note)
     ctx.compactor = Compactor(services.storage, window, SYSTEM_PROMPT)
     ctx.tool_cap = tool_cap(window)
     ctx.ratio = chars_per_token(inputs.anchor)

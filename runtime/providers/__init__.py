@@ -21,6 +21,7 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore) -> Provider:
             temperature=cfg.temperature,
             max_tokens=cfg.max_tokens,
             seed=cfg.seed,
+            context_window=cfg.context_window,
         )
     if cfg.kind == "llama_cpp":
         from .llama_cpp import LlamaCppProvider

@@ -93,8 +93,11 @@ class OpenAICompatProvider:
         temperature: float | None = None,
         max_tokens: int | None = None,
         seed: int | None = None,
+        context_window: int | dict[str, int] | None = None,
     ):
         self.id = id
+        self._context_setting = context_window  # settings.json's figure(s) win over what a server says
+        self._windows: dict[str, tuple[int, str] | None] = {}
         # Sampling defaults sent when a request has none of its own (None: the server's defaults).
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -137,6 +140,21 @@ class OpenAICompatProvider:
         client, self._client = self._client, None
         if client is not None:
             await client.close()
+
+    async def context_window(self, model: str) -> tuple[int, str] | None:
+        """(tokens, where the figure came from) for `model`: settings.json, else the server (asked once per
+        model, see context_window.py), else None."""
+        setting = self._context_setting
+        if isinstance(setting, dict) and model in setting:
+            return setting[model], "settings"
+        if isinstance(setting, int):
+            return setting, "settings"
+        if model not in self._windows:
+            from .context_window import discover
+
+            key = None if self._api_key == _DUMMY_KEY else self._api_key
+            self._windows[model] = await discover(self.base_url, model, key)
+        return self._windows[model]
 
     async def list_models(self) -> list[str]:
         client = await self._get_client()

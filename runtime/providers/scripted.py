@@ -53,6 +53,8 @@ class StepUsage:
 
 
 class ScriptedModel:
+    context_tokens = 16_000  # its context window; tests set it smaller or larger
+
     def __init__(self, steps: list[list] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0):
         self.id = id
         self.steps = list(steps or [])

@@ -61,6 +61,7 @@ async def test_scrolling_up_reads_the_whole_task_in_order_and_keeps_the_window_s
 
 async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
     model = ScriptedModel([["Fresh ", Delay(0.4), "answer ", Delay(0.4), "arrives."]])
+    model.context_tokens = 1_000_000  # the whole seeded history fits: no summary request takes the script
     ctl = await launch(model)
     task_id = await seed_long_task(ctl.rt, 400)
     panel = await open_task(ctl, task_id)

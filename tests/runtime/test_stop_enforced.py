@@ -49,14 +49,14 @@ async def test_a_tool_that_swallows_stop_cannot_let_the_model_run_again(home, se
         requests_at_stop = None
         async for ev in rt.subscribe(task.id):
             if ev.type == "tool_call" and ev.state == "running":
-                requests_at_stop = len(server.requests)
+                requests_at_stop = len(server.chat_requests)
                 await rt.stop(task.id)
             if ev.type == "turn_ended":
                 assert ev.reason == EndReason.aborted
         await rt.wait_idle(task.id)
         await asyncio.sleep(0.1)
         assert requests_at_stop == 1
-        assert len(server.requests) == requests_at_stop, "the model was called again after Stop"
+        assert len(server.chat_requests) == requests_at_stop, "the model was called again after Stop"
         assert "Done after stop." not in (await rt.messages(task.id))[-1].text
     finally:
         await rt.aclose()

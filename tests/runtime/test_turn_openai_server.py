@@ -42,7 +42,7 @@ async def test_two_turn_task_carries_messages_and_tool_results(rt, server):
     await rt.send(task.id, "what did it say?")
     second = await collect(rt, task.id)
     assert text_from(second) == "Still pong."
-    body = server.requests[2]
+    body = server.chat_requests[2]
     assert body["model"] == "test-model" and body["stream"] is True
     roles = [m["role"] for m in body["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]

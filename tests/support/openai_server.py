@@ -136,11 +136,17 @@ class OpenAIServer:
         api_key: str | None = None,
         models: list[str] | None = None,
         default: Reply | None = None,
+        model_fields: dict[str, dict] | None = None,
+        routes: dict[tuple[str, str], Any] | None = None,
     ):
         self.host = host
         self.port = port
         self.api_key = api_key  # when set, requests without "Authorization: Bearer <api_key>" get 401
         self.models = models if models is not None else ["test-model", "other-model"]
+        # Extra fields of a model's /v1/models entry (vLLM's max_model_len), and other JSON routes a server
+        # kind answers ((method, path) -> body: Ollama's /api/show, llama.cpp's /props, LM Studio's models).
+        self.model_fields = model_fields or {}
+        self.routes = routes or {}
         self.default = default or Reply()
         self.requests: list[Any] = []
         self.first_byte_times: list[float] = []
@@ -153,6 +159,11 @@ class OpenAIServer:
         self._writers: set[asyncio.StreamWriter] = set()
         self._pushback: dict[asyncio.StreamWriter, bytes] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def chat_requests(self) -> list[Any]:
+        """The bodies of the chat-completion requests only (a turn also asks how long the model's context is)."""
+        return [r.body for r in self.log if r.path.endswith("/chat/completions")]
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -273,10 +284,25 @@ class OpenAIServer:
         if req.path == "/_stats":  # for benchmarks with the server in another process (perf_counter is system-wide)
             await self._send_simple(writer, 200, {"first_byte_times": self.first_byte_times[:index]}, False)
             return True
-        reply = self._queue.popleft() if self._queue else self.default
         if self.api_key is not None and req.headers.get("authorization") != f"Bearer {self.api_key}":
             await self._send_simple(writer, 401, _error_body(401, None), False)
             return True
+        # A scripted fault (an error status, a hang) applies to the next request of any route; a scripted answer
+        # is for chat completions only, so listing models never uses one up.
+        fault = bool(self._queue) and (self._queue[0].status != 200 or self._queue[0].hang)
+        if req.method == "GET" and req.path == "/v1/models" and not fault:
+            data = [{"id": m, "object": "model", "created": 0, "owned_by": "test", **self.model_fields.get(m, {})}
+                    for m in self.models]
+            await self._send_simple(writer, 200, {"object": "list", "data": data}, False)
+            return True
+        if (req.method, req.path) in self.routes:
+            await self._send_simple(writer, 200, self.routes[(req.method, req.path)], False)
+            return True
+        if (req.method, req.path) not in (("POST", "/v1/chat/completions"), ("GET", "/v1/models")):
+            # Other servers' routes (Ollama's /api/show, llama.cpp's /props) are not this one's; no script used.
+            await self._send_simple(writer, 404, _error_body(404, f"Unknown route {req.method} {req.path}"), False)
+            return True
+        reply = self._queue.popleft() if self._queue else self.default
         if reply.hang:
             await self._until_eof(index, reader)
             return False
@@ -286,10 +312,6 @@ class OpenAIServer:
                 writer, reply.status, _error_body(reply.status, reply.error_body), reply.connection_close, extra
             )
             return not reply.connection_close
-        if req.method == "GET" and req.path == "/v1/models":
-            data = [{"id": m, "object": "model", "created": 0, "owned_by": "test"} for m in self.models]
-            await self._send_simple(writer, 200, {"object": "list", "data": data}, False)
-            return True
         if req.method != "POST" or req.path != "/v1/chat/completions":
             await self._send_simple(writer, 404, _error_body(404, f"Unknown route {req.method} {req.path}"), False)
             return True
