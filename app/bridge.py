@@ -208,8 +208,9 @@ class RuntimeBridge(QObject):
         self.task_changed.emit(task_id)
         return handle
 
-    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
-        handle = await self.rt.answer(task_id, request_id, answer, remember=remember)
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
+                     plan: list[str] | None = None) -> TurnHandle:
+        handle = await self.rt.answer(task_id, request_id, answer, remember=remember, plan=plan)
         self.task_changed.emit(task_id)
         return handle
 

@@ -22,12 +22,14 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
-from .conversation import PAGE, ConversationView, Message
+from .conversation import ConversationView, Message
+from .conversation_feed import ConversationFeed
 from .model_picker import ModelDialog
+from .todos import TodoBox
 from .waiting import WaitingBox
 
 if TYPE_CHECKING:
-    from runtime.api import MessageInfo, TaskInfo
+    from runtime.api import TaskInfo
 
 PHASES = {
     "agent_building": "Preparing the agent…",
@@ -53,16 +55,7 @@ class TaskPanel(QWidget):
         self.bridge = bridge
         self.task_id: str = info.id
         self.info = info
-        self.observer: TaskObserver | None = None
         self.waiting: WaitingBox | None = None
-        self.loaded = asyncio.Event()
-        self.live: dict[str, Message] = {}  # turn id -> its assistant message while the turn runs
-        self._final: set[str] = set()  # turns whose message was final when read: their events are a replay
-        self._early: dict[str, list] = {}  # events of turns whose message is not read yet
-        self._fetching: asyncio.Task | None = None
-        self._finishing = 0  # ended turns whose saved message is being read back
-        self.last_id = 0  # the newest message id the panel has read
-        self._view_state = view_state
         self._closed = False
 
         lay = QVBoxLayout(self)
@@ -104,9 +97,9 @@ class TaskPanel(QWidget):
 
         self.conversation = ConversationView()
         self.conversation.continue_clicked.connect(self._continue)
-        self.conversation.older_wanted.connect(lambda: self.bridge.run(self._load_older()))
-        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self._load_newer()))
-        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self._open_page()))
+        self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
+        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
+        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
         self.conversation.send_now_clicked.connect(self._send_now)
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.retry_clicked.connect(self._retry)
@@ -125,6 +118,8 @@ class TaskPanel(QWidget):
         self.phase.setObjectName("Phase")
         self.phase.hide()
         bl.addWidget(self.phase)
+        self.todo_box = TodoBox()
+        bl.addWidget(self.todo_box)
         self.waiting_slot = QVBoxLayout()
         bl.addLayout(self.waiting_slot)
         self.composer = Composer()
@@ -134,145 +129,43 @@ class TaskPanel(QWidget):
         bl.addWidget(self.composer)
         lay.addWidget(bottom)
         self._set_title(info)
-        self.bridge.run(self._start())
+        self.feed = ConversationFeed(bridge, self.task_id, self.conversation, self, view_state)
+        self.bridge.run(self.feed.start())
+
+    # -- what the feed reads and follows --
+
+    @property
+    def loaded(self) -> asyncio.Event:
+        return self.feed.loaded
+
+    @property
+    def observer(self) -> TaskObserver | None:
+        return self.feed.observer
+
+    @property
+    def live(self) -> dict[str, Message]:
+        return self.feed.live
 
     @property
     def live_turn(self) -> str | None:
-        return next(iter(self.live), None)
+        return next(iter(self.feed.live), None)
 
     @property
     def settled(self) -> bool:
         """No turn runs and every ended turn is shown as it was saved."""
-        return not self.live and not self._finishing and not self.composer.running
-
-    # -- reading --
-
-    async def _start(self) -> None:
-        anchor, offset, expanded = self._view_state or (None, 0, set())
-        if anchor is None:
-            await self._open_page()
-        else:
-            await self._open_around(anchor)
-        if self._closed:
-            return
-        self.conversation.expand_calls(expanded)
-        self.conversation.restore_view(anchor, offset)
-        self.observer = self.bridge.observe(self.task_id)
-        self.observer.batch.connect(self._on_batch)
-        self.loaded.set()
-
-    async def _messages(self, infos: list[MessageInfo]) -> list[Message]:
-        """Messages for the view, with their turn rows; a running turn's answer becomes live (its events,
-        replayed from the start, fill it)."""
-        turn_ids = {m.turn_id for m in infos if m.role == "assistant" and m.turn_id}
-        turns = {t["id"]: t for t in await self.bridge.turns(self.task_id, turn_ids)} if turn_ids else {}
-        if self._closed:
-            return []
-        out = []
-        for info in infos:
-            live = self.live.get(info.turn_id) if info.role == "assistant" else None
-            if live is not None:
-                out.append(live)
-                continue
-            m = Message.of(info, turns.get(info.turn_id))
-            if m.role == "assistant" and m.status == "streaming" and m.turn_id not in self._final:
-                m.live, m.parts = True, []
-                self.live[m.turn_id] = m
-                for batch in self._early.pop(m.turn_id, []):
-                    self._route_known(m, batch)
-            elif m.role == "assistant" and m.turn_id:
-                self._final.add(m.turn_id)
-            out.append(m)
-            self.last_id = max(self.last_id, info.id)
-        return out
-
-    async def _open_page(self, at_top: bool = False) -> None:
-        """The newest page (or the first one): what opening a task shows, at once."""
-        if at_top:
-            infos = await self.bridge.messages(self.task_id, after=0, limit=PAGE + 1)
-            more, infos = len(infos) > PAGE, infos[:PAGE]
-        else:
-            infos = await self.bridge.messages(self.task_id, limit=PAGE + 1)
-            more, infos = len(infos) > PAGE, infos[-PAGE:]
-        info = await self.bridge.get_task(self.task_id)
-        messages = await self._messages(infos)
-        if self._closed:
-            return
-        if at_top:
-            self.conversation.show_page(messages, has_older=False, has_newer=more, at_top=True)
-        else:
-            self.conversation.show_page(messages, has_older=more, has_newer=False)
-        self._apply_info(info)
-
-    async def _open_around(self, anchor: int) -> None:
-        """The pages around a message the person was reading when they left the task."""
-        before = await self.bridge.messages(self.task_id, before=anchor + 1, limit=PAGE + 1)
-        after = await self.bridge.messages(self.task_id, after=anchor, limit=PAGE + 1)
-        info = await self.bridge.get_task(self.task_id)
-        older, newer = len(before) > PAGE, len(after) > PAGE
-        messages = await self._messages(before[-PAGE:] + after[:PAGE])
-        if newer:  # know the newest message (and a turn running there) without showing it yet
-            await self._messages(await self.bridge.messages(self.task_id, limit=1))
-        if self._closed:
-            return
-        self.conversation.show_page(messages, has_older=older, has_newer=newer, at_top=True)
-        self._apply_info(info)
-
-    async def _load_older(self) -> None:
-        first = self.conversation.messages[0].id if self.conversation.messages else None
-        try:
-            infos = await self.bridge.messages(self.task_id, before=first, limit=PAGE + 1)
-        except Exception:
-            self.conversation.page_failed()
-            raise
-        more, infos = len(infos) > PAGE, infos[-PAGE:]
-        messages = await self._messages(infos)
-        if not self._closed:
-            self.conversation.add_older(messages, more)
-
-    async def _load_newer(self) -> None:
-        last = self.conversation.messages[-1].id if self.conversation.messages else 0
-        infos = await self.bridge.messages(self.task_id, after=last, limit=PAGE + 1)
-        more, infos = len(infos) > PAGE, infos[:PAGE]
-        messages = await self._messages(infos)
-        if not self._closed:
-            self.conversation.add_newer(messages, more)
+        return not self.feed.live and not self.feed._finishing and not self.composer.running
 
     async def sync(self) -> None:
-        """What changed since the panel last looked: task state and the messages after the newest it knows.
-        Cheap at any task length (one page read at most)."""
-        if self._fetching is not None and not self._fetching.done():
-            await asyncio.shield(self._fetching)
-        self._fetching = asyncio.ensure_future(self._read_new())
-        await asyncio.shield(self._fetching)
+        await self.feed.sync()
 
-    async def _read_new(self) -> None:
-        info = await self.bridge.get_task(self.task_id)
-        infos = await self.bridge.messages(self.task_id, after=self.last_id)
-        messages = await self._messages(infos)
-        if self._closed:
-            return
-        if messages and not self.conversation.has_newer:
-            self.conversation.add_newer(messages, False)
-        elif messages:
-            self.conversation.note_live_activity()
-        self._apply_info(info)
+    def turn_started(self) -> None:
+        self.composer.set_running(True)
+        self.conversation.set_running(True)
+        self._set_waiting(None)
 
-    async def _refresh_message(self, message: Message) -> None:
-        """Re-read one message (its turn ended, or it left the queue) and show it as saved."""
-        infos = await self.bridge.messages(self.task_id, after=message.id - 1, limit=1)
-        if not infos or infos[0].id != message.id or self._closed:
-            return
-        turns = await self.bridge.turns(self.task_id, [infos[0].turn_id]) if infos[0].turn_id else []
-        if self._closed:
-            return
-        fresh = Message.of(infos[0], turns[0] if turns else None)
-        if fresh.role == "assistant" and fresh.turn_id:
-            self._final.add(fresh.turn_id)
-        self.conversation.update_message(fresh)
-
-    def _apply_info(self, info: TaskInfo) -> None:
+    def apply_info(self, info: TaskInfo) -> None:
         self.info = info
+        self.todo_box.set_todos(info.todos)
         self._set_title(info)
         running = self.bridge.is_running(self.task_id)
         self.composer.set_running(running)
@@ -289,71 +182,7 @@ class TaskPanel(QWidget):
             self.title.setText(title)
             self.title_changed.emit(title)
 
-    # -- live --
-
-    def _on_batch(self, items: list) -> None:
-        if self._closed:
-            return
-        by_turn: dict[str, list] = {}
-        for ev in items:
-            by_turn.setdefault(ev.turn_id, []).append(ev)
-        for turn_id, events in by_turn.items():
-            if turn_id in self._final:
-                continue
-            m = self.live.get(turn_id)
-            if m is not None:
-                self._route_known(m, events)
-            else:
-                self._early.setdefault(turn_id, []).append(events)
-                if any(ev.type == "turn_started" for ev in events):
-                    self._turn_started(turn_id)
-            self._show_phases(events)
-
-    def _turn_started(self, turn_id: str) -> None:
-        # Only one turn of a task runs at a time: any other live one has ended (its end may not be replayed).
-        for other in [t for t in self.live if t != turn_id]:
-            self._finish(self.live[other])
-        self.composer.set_running(True)
-        self.conversation.set_running(True)
-        self._set_waiting(None)
-        self.bridge.run(self._after_start())
-
-    async def _after_start(self) -> None:
-        await self.sync()
-        if self._closed:
-            return
-        # The queued input that started this turn is sent now: show it as such.
-        for m in list(self.conversation.messages):
-            if m.role == "user" and m.status == "queued":
-                await self._refresh_message(m)
-
-    def _route_known(self, m: Message, events: list) -> None:
-        m.apply(events)
-        item = self.conversation.live_item(m.turn_id)
-        if item is not None:
-            item.apply(events)
-        self.conversation.note_live_activity()
-        if any(ev.type == "turn_ended" for ev in events):
-            self._finish(m)
-
-    def _finish(self, m: Message) -> None:
-        self.live.pop(m.turn_id, None)
-        self._final.add(m.turn_id)
-        m.live = False
-        self.bridge.run(self._finished(m))
-
-    async def _finished(self, m: Message) -> None:
-        self._finishing += 1
-        try:
-            await self._refresh_message(m)
-        finally:
-            self._finishing -= 1
-        await self.sync()
-        await self.bridge.wait_idle(self.task_id)  # the composer leaves "running" once the turn is cleaned up
-        if not self._closed:
-            await self.sync()
-
-    def _show_phases(self, events: list) -> None:
+    def show_phases(self, events: list) -> None:
         for ev in events:
             t = ev.type
             if t == "status":
@@ -367,6 +196,8 @@ class TaskPanel(QWidget):
                 self._show_phase(f"Running {ev.name}…" if state == "running" else "Thinking…")
             elif t == "aborted":
                 self._show_phase("Stopping…")
+            elif t == "todos":
+                self.todo_box.set_todos(ev.todos)
             elif t == "turn_ended":
                 self.phase.hide()
 
@@ -386,12 +217,16 @@ class TaskPanel(QWidget):
         if request:
             self.waiting = WaitingBox(request)
             self.waiting.answered.connect(self._on_answer)
+            self.waiting.plan_answered.connect(self._on_plan)
             self.waiting_slot.addWidget(self.waiting)
 
-    def _on_answer(self, request_id: str, answer: str, remember: bool) -> None:
+    def _on_plan(self, request_id: str, answer: str, steps: list) -> None:
+        self._on_answer(request_id, answer, False, steps or None)
+
+    def _on_answer(self, request_id: str, answer: str, remember: bool, plan: list | None = None) -> None:
         async def go():
             try:
-                await self.bridge.answer(self.task_id, request_id, answer, remember)
+                await self.bridge.answer(self.task_id, request_id, answer, remember, plan)
             except Exception:
                 if self.waiting is not None and not self._closed:
                     self.waiting.reenable()
@@ -497,7 +332,4 @@ class TaskPanel(QWidget):
     def close_panel(self) -> None:
         """Stop observing; the turn goes on."""
         self._closed = True
-        if self.observer is not None:
-            self.observer.close()
-            self.observer.deleteLater()
-            self.observer = None
+        self.feed.close()

@@ -19,6 +19,7 @@ EFFECT_NOTES = {
 
 class WaitingBox(QFrame):
     answered = Signal(str, str, bool)  # request_id, answer, remember
+    plan_answered = Signal(str, str, list)  # request_id, "approve" or the reason it was not, the steps kept
 
     def __init__(self, request: dict, parent=None):
         super().__init__(parent)
@@ -30,7 +31,9 @@ class WaitingBox(QFrame):
         lay.setContentsMargins(14, 12, 14, 12)
         lay.setSpacing(8)
         tool = request.get("tool_name") or "a tool"
-        if self.kind == "approval":
+        if self.kind == "plan":
+            self._plan(lay, request)
+        elif self.kind == "approval":
             title = QLabel(f"Hearth wants to use <b>{tool}</b>. Allow it?")
             lay.addWidget(title)
             note = QLabel(EFFECT_NOTES.get(request.get("effect", ""), ""))
@@ -78,6 +81,47 @@ class WaitingBox(QFrame):
             lay.addLayout(row)
             QShortcut(QKeySequence("Ctrl+Return"), self.edit, activated=self._send_text)
             self.buttons = [self.send]
+
+    def _plan(self, lay: QVBoxLayout, request: dict) -> None:
+        """The plan as an editable list (one step a line): approve it as it stands, or say what is wrong."""
+        title = QLabel("<b>Hearth's plan.</b> Nothing is changed until you approve it.")
+        lay.addWidget(title)
+        summary = QLabel(request.get("prompt") or "")
+        summary.setWordWrap(True)
+        summary.setVisible(bool(summary.text()))
+        lay.addWidget(summary)
+        self.steps = QPlainTextEdit("\n".join(request.get("plan") or []))
+        self.steps.setToolTip("One step per line; edit them before approving if you like.")
+        self.steps.setFixedHeight(min(200, 26 + 20 * max(2, len(request.get("plan") or []))))
+        lay.addWidget(self.steps)
+        self.reason = QPlainTextEdit()
+        self.reason.setPlaceholderText("Or say what to change, and reject")
+        self.reason.setFixedHeight(44)
+        lay.addWidget(self.reason)
+        row = QHBoxLayout()
+        self.approve = QPushButton("Approve plan")
+        self.approve.setObjectName("Primary")
+        self.reject = QPushButton("Reject")
+        self.approve.clicked.connect(self._approve_plan)
+        self.reject.clicked.connect(self._reject_plan)
+        row.addWidget(self.approve)
+        row.addWidget(self.reject)
+        row.addStretch(1)
+        lay.addLayout(row)
+        self.buttons = [self.approve, self.reject]
+
+    def _approve_plan(self) -> None:
+        steps = [line.strip() for line in self.steps.toPlainText().splitlines() if line.strip()]
+        if steps:
+            for b in self.buttons:
+                b.setEnabled(False)
+            self.plan_answered.emit(self.request_id, "approve", steps)
+
+    def _reject_plan(self) -> None:
+        reason = self.reason.toPlainText().strip() or "Not this plan."
+        for b in self.buttons:
+            b.setEnabled(False)
+        self.plan_answered.emit(self.request_id, reason, [])
 
     def _send_text(self) -> None:
         text = self.edit.toPlainText().strip()

@@ -96,6 +96,8 @@ class TaskInfo(BaseModel):
     last_reason: str | None
     last_error: str | None
     pending_request: dict | None
+    todos: list | None = None  # [{"content", "status"}]; for a planned task, its approved plan
+    plan_status: str | None = None  # a task created with planning on: None, "approved" or "rejected"
     input_tokens: int
     output_tokens: int
     created_at: float
@@ -311,8 +313,11 @@ class Runtime(SettingsMixin, BackupMixin):
         await self.store.copy_messages(task_id, task.id)
         return await self.get_task(task.id)
 
-    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
-        """Reply to a question (any text) or an approval ("approve" / "deny"); starts the next turn."""
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
+                     plan: list[str] | None = None) -> TurnHandle:
+        """Reply to a question (any text), an approval ("approve" / "deny") or a plan ("approve", with the
+        edited steps in `plan` if the person changed them, or any other text to reject it with that reason);
+        starts the next turn."""
         self._writable()
         row = await self._task_row(task_id)
         req = row["pending_request"]
@@ -328,8 +333,22 @@ class Runtime(SettingsMixin, BackupMixin):
                 rule = "always" if answer == "approve" else "never"
                 rules = dict(row["tool_rules"] or {}, **{req["tool_name"]: rule})
                 await self.store.update_task(task_id, tool_rules=rules)
+        if req["kind"] == "plan":
+            await self._decide_plan(task_id, req, answer, plan)
         parts = [{"type": "answer", "request": req, "answer": answer}]
         return await self._send(task_id, parts, (), f"answer:{request_id}", False)
+
+    async def _decide_plan(self, task_id: str, req: dict, answer: str, steps: list[str] | None) -> None:
+        """An approved plan becomes the task's todo list before the next turn starts (which then has every
+        tool); a rejected one leaves the task planning."""
+        if answer.strip().lower() != "approve":
+            await self.store.update_task(task_id, plan_status="rejected")
+            return
+        steps = [s.strip() for s in (steps if steps is not None else req.get("plan") or []) if s.strip()]
+        if not steps:
+            raise ConfigError("An approved plan needs at least one step.")
+        await self.store.update_task(task_id, plan_status="approved",
+                                     todos=[{"content": s, "status": "pending"} for s in steps])
 
     async def _send(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:

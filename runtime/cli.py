@@ -190,6 +190,12 @@ async def _ask_in_terminal(rt: Runtime, task_id: str):
         answer = "approve" if reply.lower() in ("y", "yes", "a", "always") else "deny"
         remember = reply.lower() in ("a", "always") or reply == "N" or reply.lower() == "never"
         return await rt.answer(task_id, req["request_id"], answer, remember=remember)
+    if req["kind"] == "plan":
+        steps = "\n".join(f"  {i}. {step}" for i, step in enumerate(req.get("plan") or [], 1))
+        print(f"Plan: {req['prompt']}\n{steps}", file=sys.stderr)
+        reply = (await asyncio.to_thread(input, "Approve? [y]es, or say what to change: ")).strip()
+        answer = "approve" if reply.lower() in ("y", "yes") else (reply or "Not this plan.")
+        return await rt.answer(task_id, req["request_id"], answer)
     text = await asyncio.to_thread(input, f"{req['prompt']}\n> ")
     return await rt.answer(task_id, req["request_id"], text)
 
@@ -202,6 +208,8 @@ async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
         if args.text is not None:
             raise ConfigError("This task waits for an approval: answer with --approve or --deny.")
         answer = "approve" if args.approve else "deny"
+    elif req["kind"] == "plan":  # --approve, or --deny / --text "what to change" to reject it
+        answer = "approve" if args.approve else (args.text or "Not this plan.")
     else:
         if args.text is None:
             raise ConfigError(f"This task asks: {req['prompt']} Answer with --text \"...\".")

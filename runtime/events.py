@@ -101,7 +101,7 @@ class ToolCall(_Event):
 class InputRequested(_Event):
     type: Literal["input_requested"] = "input_requested"
     request_id: str
-    kind: Literal["question", "approval"]
+    kind: Literal["question", "approval", "plan"]
     prompt: str
     tool_name: str | None = None
     tool_args: dict[str, Any] | None = None
@@ -116,6 +116,13 @@ class WarningEvent(_Event):
     type: Literal["warning"] = "warning"
     message: str
     code: str | None = None  # "truncated" when a step stopped at the model's length limit
+
+
+class TodosChanged(_Event):
+    """The task's todo list changed (todo_write, an approved plan)."""
+
+    type: Literal["todos"] = "todos"
+    todos: list[dict[str, Any]]
 
 
 class Aborted(_Event):
@@ -138,6 +145,7 @@ Event = Annotated[
     | InputRequested
     | UsageEvent
     | WarningEvent
+    | TodosChanged
     | Aborted
     | TurnEnded,
     Field(discriminator="type"),

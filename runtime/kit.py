@@ -10,17 +10,23 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from .agent.prompt import PLANNING
 from .config import Settings
 from .keys import SecretStore
 from .providers import build_provider
 from .providers.base import Provider
-from .tools.base import Tool
+from .tools.base import Effect, Tool
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
+from .tools.planning import SubmitPlan
 
 DEFAULT_CONTEXT_TOKENS = 16_000
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
+
+
+def planning(task: dict[str, Any]) -> bool:
+    return bool(task.get("planning")) and task.get("plan_status") != "approved"
 
 
 class AgentKit:
@@ -44,9 +50,17 @@ class AgentKit:
         return provider
 
     def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
+        """The task's tools for this turn. While a task created with planning on has no approved plan, only the
+        ones that change nothing, plus asking the person and submitting the plan."""
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
         tools = [*builtin_tools(hidden_env=hidden), *interactive_tools(), *self._extra_tools]
+        if planning(task):
+            tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
         return {t.name: t for t in tools}
+
+    def mode_note(self, task: dict[str, Any]) -> str | None:
+        """What every step of this turn is told about its mode (planning), or None."""
+        return PLANNING if planning(task) else None
 
     def mcp_sessions(self, cwd: Path):
         """This turn's MCP sessions, or None when no server is configured."""

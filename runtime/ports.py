@@ -25,6 +25,8 @@ class TurnStorage(Protocol):
     async def context_inputs(self, task_id: str) -> Any:
         """The latest checkpoint, the messages after it and the usage anchor (store.repo.ContextInputs)."""
 
+    async def set_todos(self, task_id: str, todos: list[dict[str, Any]]) -> None: ...
+
     async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
         """Persist a summary that replaces the task's messages with id <= `upto_message_id` in model inputs."""
 
@@ -72,6 +74,8 @@ class AgentPort(Protocol):
     def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]: ...
 
     def mcp_sessions(self, cwd: Path) -> Any: ...
+
+    def mode_note(self, task: dict[str, Any]) -> str | None: ...
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """The model's context window in tokens, and a note for the person when it had to be assumed."""

@@ -96,6 +96,8 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
     ctx.provider = agent.provider(provider_id)
     ctx.tools = agent.tools_for(ctx.task)
+    ctx.mode_note = agent.mode_note(ctx.task)
+    ctx.save_todos = services.storage.set_todos
     ctx.tool_specs = [tool_spec(t) for t in ctx.tools.values()]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))

@@ -21,6 +21,7 @@ from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
+from ..tools.planning import plan_steps, reminder, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ async def run_agent(ctx: TurnContext) -> None:
         # Until the first token the person sees what the turn waits for (a model loading, a busy server).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
-        request = ModelRequest(model=ctx.model_name, messages=ctx.chat, tools=specs)
+        request = ModelRequest(model=ctx.model_name, messages=with_notes(ctx), tools=specs)
         request_chars = ctx.chat_chars
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
@@ -107,6 +108,16 @@ async def run_agent(ctx: TurnContext) -> None:
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
+def with_notes(ctx: TurnContext) -> list[dict]:
+    """The chat as sent this step: the system message also carries what this step must keep in mind (planning
+    mode, the open todo items). Built per step, never stored: the todo list may change between steps."""
+    notes = [n for n in (ctx.mode_note, reminder(ctx.todos)) if n]
+    if not notes:
+        return ctx.chat
+    system = dict(ctx.chat[0], content=ctx.chat[0]["content"] + "\n\n" + "\n\n".join(notes))
+    return [system, *ctx.chat[1:]]
+
+
 def mark_truncated(ctx: TurnContext) -> None:
     """A step that hit the length limit is not "done": the message carries a marker and observers are told."""
     ctx.truncated = True
@@ -122,7 +133,16 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
     part["effect"] = str(tool.effect)
-    if getattr(tool, "asks_user", False):
+    asks = getattr(tool, "asks_user", False)
+    if asks == "plan":
+        try:
+            steps = plan_steps(part["args"])
+        except ToolError as exc:
+            finish_call(ctx, part, ToolState.error, str(exc))
+            return
+        ask(ctx, part, "plan", str(part["args"].get("summary") or "Approve this plan?"), plan=steps)
+        return
+    if asks:
         ask(ctx, part, "question", str(part["args"].get("question", "")))
         return
     verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
@@ -134,12 +154,14 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         await execute(ctx, part)
 
 
-def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str) -> None:
+def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, plan: list[str] | None = None) -> None:
     part["awaiting"] = True
     request = {
         "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],
         "tool_name": part["name"], "tool_args": part["args"], "effect": part.get("effect", "read_only"),
     }
+    if plan is not None:
+        request["plan"] = plan
     ctx.pending_request = request
     ctx.publish(
         InputRequested(
@@ -172,6 +194,8 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
     except Exception as exc:  # a broken tool must not end the turn; the model sees the failure
         finish_call(ctx, part, ToolState.error, f"{type(exc).__name__}: {exc}")
         return
+    if result.state and "todos" in result.state:
+        await ctx.set_todos(result.state["todos"])
     state = ToolState.error if result.is_error else ToolState.done
     finish_call(ctx, part, state, result.output)
 
@@ -201,6 +225,13 @@ async def resolve_answer(ctx: TurnContext) -> None:
     ctx.chat_chars -= sum(message_chars(m) for m in placeholders)
     if req["kind"] == "question":
         finish_call(ctx, part, ToolState.done, f"The person answered: {answer['answer']}")
+    elif req["kind"] == "plan":
+        if ctx.todos and ctx.task.get("plan_status") == "approved":
+            done = "The person approved the plan. Carry it out now, keeping the todo list up to date:\n"
+            finish_call(ctx, part, ToolState.done, done + todo_lines(ctx.todos))
+        else:
+            finish_call(ctx, part, ToolState.done, f"The person did not approve the plan: {answer['answer']}. "
+                                                   "Make a new plan with their remarks and submit it.")
     elif answer["answer"] == "approve":
         await execute(ctx, part)
     else:

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
+from ..events import TodosChanged, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
 from ..redact import redact
 from ..tools.builtin import DEFAULT_WRAP_CAP
@@ -82,6 +82,9 @@ class TurnContext:
         self.ratio = 4.0  # characters per token of this task's requests (from the usage anchor)
         self.compactor = None  # agent.compaction.Compactor: keeps the input inside the context window
         self.tool_cap = DEFAULT_WRAP_CAP  # characters one tool output may take in the input (from the window)
+        self.todos: list[dict] | None = task.get("todos")
+        self.mode_note: str | None = None  # e.g. "you are planning": sent with every step of this turn
+        self.save_todos = None  # async (task_id, todos) -> None, from the storage port
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None
@@ -98,6 +101,13 @@ class TurnContext:
     def append_chat(self, message: dict) -> None:
         self.chat.append(message)
         self.chat_chars += message_chars(message)
+
+    async def set_todos(self, todos: list[dict]) -> None:
+        """The task's todo list changed: saved at once, and observers told."""
+        self.todos = todos
+        if self.save_todos is not None:
+            await self.save_todos(self.task_id, todos)
+        self.publish(TodosChanged(task_id=self.task_id, turn_id=self.turn_id, todos=todos))
 
     def check_abort(self) -> None:
         """Stop is enforced between steps: raise when the turn was stopped, whatever a tool did with it."""

@@ -270,6 +270,10 @@ class Store:
             ).first()
         return ContextInputs(messages, _row(r) if r else None, _row(cp) if cp else None)
 
+    async def set_todos(self, task_id: str, todos: list[dict]) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(update(TaskRow).where(TaskRow.id == task_id).values(todos=todos))
+
     async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
         async with self.engine.begin() as conn:
             await conn.execute(insert(CheckpointRow).values(

@@ -32,6 +32,7 @@ class ToolContext:
 class ToolResult:
     output: str
     is_error: bool = False
+    state: dict[str, Any] | None = None  # task state the call changes (e.g. {"todos": [...]}); the loop saves it
 
 
 class Tool(Protocol):

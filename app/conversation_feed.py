@@ -1,0 +1,235 @@
+"""What a task panel shows, read and followed: the paging reads and the live turn (runtime/ARCHITECTURE.md,
+"StreamBuffer and subscriptions").
+
+The feed opens the task at its last page (or around the message the person was reading), then follows the task
+with one subscription across all its turns. Reads are incremental: a new turn reads the messages after the
+newest one known, a finished turn re-reads its own message; nothing re-reads the whole conversation. Events
+of a turn go to that turn's live `Message` (and its item when rendered); a turn whose message is not read yet
+keeps its events aside until it is; a turn whose message was final when read is ignored (its events are a
+replay of what the message holds). The panel it serves gets `apply_info`, `show_phases` and `turn_started`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from .bridge import RuntimeBridge, TaskObserver
+from .conversation import PAGE, ConversationView, Message
+
+if TYPE_CHECKING:
+    from runtime.api import MessageInfo
+
+
+class ConversationFeed:
+    def __init__(self, bridge: RuntimeBridge, task_id: str, conversation: ConversationView, panel,
+                 view_state=None):
+        self.bridge = bridge
+        self.task_id = task_id
+        self.conversation = conversation
+        self.panel = panel
+        self.observer: TaskObserver | None = None
+        self.loaded = asyncio.Event()
+        self.live: dict[str, Message] = {}  # turn id -> its assistant message while the turn runs
+        self._final: set[str] = set()  # turns whose message was final when read: their events are a replay
+        self._early: dict[str, list] = {}  # events of turns whose message is not read yet
+        self._fetching: asyncio.Task | None = None
+        self._finishing = 0  # ended turns whose saved message is being read back
+        self.last_id = 0  # the newest message id read
+        self._view_state = view_state
+        self._closed = False
+
+
+    async def start(self) -> None:
+        anchor, offset, expanded = self._view_state or (None, 0, set())
+        if anchor is None:
+            await self.open_page()
+        else:
+            await self._open_around(anchor)
+        if self._closed:
+            return
+        self.conversation.expand_calls(expanded)
+        self.conversation.restore_view(anchor, offset)
+        self.observer = self.bridge.observe(self.task_id)
+        self.observer.batch.connect(self._on_batch)
+        self.loaded.set()
+
+    async def _messages(self, infos: list[MessageInfo]) -> list[Message]:
+        """Messages for the view, with their turn rows; a running turn's answer becomes live (its events,
+        replayed from the start, fill it)."""
+        turn_ids = {m.turn_id for m in infos if m.role == "assistant" and m.turn_id}
+        turns = {t["id"]: t for t in await self.bridge.turns(self.task_id, turn_ids)} if turn_ids else {}
+        if self._closed:
+            return []
+        out = []
+        for info in infos:
+            live = self.live.get(info.turn_id) if info.role == "assistant" else None
+            if live is not None:
+                out.append(live)
+                continue
+            m = Message.of(info, turns.get(info.turn_id))
+            if m.role == "assistant" and m.status == "streaming" and m.turn_id not in self._final:
+                m.live, m.parts = True, []
+                self.live[m.turn_id] = m
+                for batch in self._early.pop(m.turn_id, []):
+                    self._route_known(m, batch)
+            elif m.role == "assistant" and m.turn_id:
+                self._final.add(m.turn_id)
+            out.append(m)
+            self.last_id = max(self.last_id, info.id)
+        return out
+
+    async def open_page(self, at_top: bool = False) -> None:
+        """The newest page (or the first one): what opening a task shows, at once."""
+        if at_top:
+            infos = await self.bridge.messages(self.task_id, after=0, limit=PAGE + 1)
+            more, infos = len(infos) > PAGE, infos[:PAGE]
+        else:
+            infos = await self.bridge.messages(self.task_id, limit=PAGE + 1)
+            more, infos = len(infos) > PAGE, infos[-PAGE:]
+        info = await self.bridge.get_task(self.task_id)
+        messages = await self._messages(infos)
+        if self._closed:
+            return
+        if at_top:
+            self.conversation.show_page(messages, has_older=False, has_newer=more, at_top=True)
+        else:
+            self.conversation.show_page(messages, has_older=more, has_newer=False)
+        self.panel.apply_info(info)
+
+    async def _open_around(self, anchor: int) -> None:
+        """The pages around a message the person was reading when they left the task."""
+        before = await self.bridge.messages(self.task_id, before=anchor + 1, limit=PAGE + 1)
+        after = await self.bridge.messages(self.task_id, after=anchor, limit=PAGE + 1)
+        info = await self.bridge.get_task(self.task_id)
+        older, newer = len(before) > PAGE, len(after) > PAGE
+        messages = await self._messages(before[-PAGE:] + after[:PAGE])
+        if newer:  # know the newest message (and a turn running there) without showing it yet
+            await self._messages(await self.bridge.messages(self.task_id, limit=1))
+        if self._closed:
+            return
+        self.conversation.show_page(messages, has_older=older, has_newer=newer, at_top=True)
+        self.panel.apply_info(info)
+
+    async def load_older(self) -> None:
+        first = self.conversation.messages[0].id if self.conversation.messages else None
+        try:
+            infos = await self.bridge.messages(self.task_id, before=first, limit=PAGE + 1)
+        except Exception:
+            self.conversation.page_failed()
+            raise
+        more, infos = len(infos) > PAGE, infos[-PAGE:]
+        messages = await self._messages(infos)
+        if not self._closed:
+            self.conversation.add_older(messages, more)
+
+    async def load_newer(self) -> None:
+        last = self.conversation.messages[-1].id if self.conversation.messages else 0
+        infos = await self.bridge.messages(self.task_id, after=last, limit=PAGE + 1)
+        more, infos = len(infos) > PAGE, infos[:PAGE]
+        messages = await self._messages(infos)
+        if not self._closed:
+            self.conversation.add_newer(messages, more)
+
+    async def sync(self) -> None:
+        """What changed since the panel last looked: task state and the messages after the newest it knows.
+        Cheap at any task length (one page read at most)."""
+        if self._fetching is not None and not self._fetching.done():
+            await asyncio.shield(self._fetching)
+        self._fetching = asyncio.ensure_future(self._read_new())
+        await asyncio.shield(self._fetching)
+
+    async def _read_new(self) -> None:
+        info = await self.bridge.get_task(self.task_id)
+        infos = await self.bridge.messages(self.task_id, after=self.last_id)
+        messages = await self._messages(infos)
+        if self._closed:
+            return
+        if messages and not self.conversation.has_newer:
+            self.conversation.add_newer(messages, False)
+        elif messages:
+            self.conversation.note_live_activity()
+        self.panel.apply_info(info)
+
+    async def refresh_message(self, message: Message) -> None:
+        """Re-read one message (its turn ended, or it left the queue) and show it as saved."""
+        infos = await self.bridge.messages(self.task_id, after=message.id - 1, limit=1)
+        if not infos or infos[0].id != message.id or self._closed:
+            return
+        turns = await self.bridge.turns(self.task_id, [infos[0].turn_id]) if infos[0].turn_id else []
+        if self._closed:
+            return
+        fresh = Message.of(infos[0], turns[0] if turns else None)
+        if fresh.role == "assistant" and fresh.turn_id:
+            self._final.add(fresh.turn_id)
+        self.conversation.update_message(fresh)
+
+    # -- live --
+
+    def _on_batch(self, items: list) -> None:
+        if self._closed:
+            return
+        by_turn: dict[str, list] = {}
+        for ev in items:
+            by_turn.setdefault(ev.turn_id, []).append(ev)
+        for turn_id, events in by_turn.items():
+            if turn_id in self._final:
+                continue
+            m = self.live.get(turn_id)
+            if m is not None:
+                self._route_known(m, events)
+            else:
+                self._early.setdefault(turn_id, []).append(events)
+                if any(ev.type == "turn_started" for ev in events):
+                    self._turn_started(turn_id)
+            self.panel.show_phases(events)
+
+    def _turn_started(self, turn_id: str) -> None:
+        # Only one turn of a task runs at a time: any other live one has ended (its end may not be replayed).
+        for other in [t for t in self.live if t != turn_id]:
+            self._finish(self.live[other])
+        self.panel.turn_started()
+        self.bridge.run(self._after_start())
+
+    async def _after_start(self) -> None:
+        await self.sync()
+        if self._closed:
+            return
+        # The queued input that started this turn is sent now: show it as such.
+        for m in list(self.conversation.messages):
+            if m.role == "user" and m.status == "queued":
+                await self.refresh_message(m)
+
+    def _route_known(self, m: Message, events: list) -> None:
+        m.apply(events)
+        item = self.conversation.live_item(m.turn_id)
+        if item is not None:
+            item.apply(events)
+        self.conversation.note_live_activity()
+        if any(ev.type == "turn_ended" for ev in events):
+            self._finish(m)
+
+    def _finish(self, m: Message) -> None:
+        self.live.pop(m.turn_id, None)
+        self._final.add(m.turn_id)
+        m.live = False
+        self.bridge.run(self._finished(m))
+
+    async def _finished(self, m: Message) -> None:
+        self._finishing += 1
+        try:
+            await self.refresh_message(m)
+        finally:
+            self._finishing -= 1
+        await self.sync()
+        await self.bridge.wait_idle(self.task_id)  # the composer leaves "running" once the turn is cleaned up
+        if not self._closed:
+            await self.sync()
+
+
+    def close(self) -> None:
+        self._closed = True
+        if self.observer is not None:
+            self.observer.close()
+            self.observer.deleteLater()
+            self.observer = None
