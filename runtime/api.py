@@ -145,7 +145,7 @@ class Runtime(SettingsMixin, BackupMixin):
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, home)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,
@@ -248,6 +248,11 @@ class Runtime(SettingsMixin, BackupMixin):
         """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
         await self._task_row(task_id)
         return await self.store.turns(task_id, None if turn_ids is None else list(turn_ids))
+
+    async def turn_details(self, task_id: str, turn_id: str) -> dict:
+        """A turn's records: its model steps (times, tokens, finish reason, tool calls) and the helpers it ran."""
+        await self._task_row(task_id)
+        return {"steps": await self.store.steps(turn_id), "subagents": await self.store.subagents(turn_id)}
 
     async def rename_task(self, task_id: str, title: str) -> None:
         self._writable()

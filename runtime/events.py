@@ -98,6 +98,15 @@ class ToolCall(_Event):
     effect: str = "read_only"
 
 
+class ToolProgress(_Event):
+    """A running tool's progress line (a delegated helper's steps), shown in its card."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    part_id: int
+    call_id: str
+    text: str
+
+
 class InputRequested(_Event):
     type: Literal["input_requested"] = "input_requested"
     request_id: str
@@ -142,6 +151,7 @@ Event = Annotated[
     | TextDelta
     | ReasoningDelta
     | ToolCall
+    | ToolProgress
     | InputRequested
     | UsageEvent
     | WarningEvent

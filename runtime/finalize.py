@@ -59,7 +59,7 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
         reason=reason.value, error=error, usage=ctx.usage, state=state.value,
         pending_request=ctx.pending_request if reason == EndReason.waiting else None,
         task_values={"tool_rules": ctx.tool_rules}, anchor_tokens=ctx.anchor_tokens,
-        anchor_chars=ctx.anchor_chars, steps=ctx.steps, subagents=[],
+        anchor_chars=ctx.anchor_chars, steps=ctx.steps, subagents=ctx.subagents,
     )
     storage = services.storage
     try:

@@ -6,13 +6,17 @@ kept), its tools, this turn's MCP sessions, the context budget, and the backgrou
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .agent.prompt import PLANNING
+from .agent.subagents import Delegate, load_definitions
 from .config import Settings
 from .keys import SecretStore
+from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
 from .tools.base import Effect, Tool
@@ -20,6 +24,7 @@ from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
 from .tools.planning import SubmitPlan
+from .tools.skills import SkillTool, activated, instructions, load_skills, skills_note
 
 DEFAULT_CONTEXT_TOKENS = 16_000
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
@@ -29,9 +34,16 @@ def planning(task: dict[str, Any]) -> bool:
     return bool(task.get("planning")) and task.get("plan_status") != "approved"
 
 
+@dataclass
+class Prepared:
+    tools: dict[str, Tool]
+    notes: list[str] = field(default_factory=list)
+
+
 class AgentKit:
     def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents):
+                 tools: list[Tool], consents: MCPConsents, home: Path | None = None):
+        self._home = home
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -49,18 +61,25 @@ class AgentKit:
             provider = self.providers[provider_id] = build_provider(cfg, self._keys)
         return provider
 
-    def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
-        """The task's tools for this turn. While a task created with planning on has no approved plan, only the
-        ones that change nothing, plus asking the person and submitting the plan."""
+    async def prepare(self, task: dict[str, Any], input_parts: list[dict]) -> Prepared:
+        """This turn's tools and the notes its every step is given: planning mode (while a task created with
+        planning on has no approved plan, only the tools that change nothing, plus submit_plan), the skills
+        the model may load, a skill the input activates with /name."""
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
         tools = [*builtin_tools(hidden_env=hidden), *interactive_tools(), *self._extra_tools]
+        skills = await asyncio.to_thread(load_skills, self._home) if self._home is not None else []
+        notes = []
+        if skills:
+            tools.append(SkillTool(skills))
+            notes.append(skills_note(skills))
+            chosen = activated(skills, text_of(input_parts))
+            if chosen is not None:
+                notes.append(instructions(chosen))
+        tools.append(Delegate(await asyncio.to_thread(load_definitions, self._home)))
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
-        return {t.name: t for t in tools}
-
-    def mode_note(self, task: dict[str, Any]) -> str | None:
-        """What every step of this turn is told about its mode (planning), or None."""
-        return PLANNING if planning(task) else None
+            notes.insert(0, PLANNING)
+        return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
     def mcp_sessions(self, cwd: Path):
         """This turn's MCP sessions, or None when no server is configured."""

@@ -18,7 +18,6 @@ from .abort import TurnSlot
 from .parts import FinalRecord
 from .providers.base import Provider
 from .stream_buffer import StreamBuffer
-from .tools.base import Tool
 
 
 class TurnStorage(Protocol):
@@ -71,11 +70,10 @@ class AgentPort(Protocol):
 
     def provider(self, provider_id: str) -> Provider: ...
 
-    def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]: ...
+    async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> Any:
+        """This turn's tools (`.tools`, name -> Tool) and the notes each step is given (`.notes`)."""
 
     def mcp_sessions(self, cwd: Path) -> Any: ...
-
-    def mode_note(self, task: dict[str, Any]) -> str | None: ...
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """The model's context window in tokens, and a note for the person when it had to be assumed."""

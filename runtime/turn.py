@@ -27,7 +27,6 @@ from .agent.state import Checkpointer, TurnContext
 from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
 from .finalize import finalize
-from .tools.base import tool_spec
 
 if TYPE_CHECKING:
     from .abort import TurnSlot
@@ -95,10 +94,10 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
         ctx.mcp.start()
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
     ctx.provider = agent.provider(provider_id)
-    ctx.tools = agent.tools_for(ctx.task)
-    ctx.mode_note = agent.mode_note(ctx.task)
+    ctx.providers = agent.provider
+    prepared = await agent.prepare(ctx.task, ctx.input_parts)
+    ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
     ctx.save_todos = services.storage.set_todos
-    ctx.tool_specs = [tool_spec(t) for t in ctx.tools.values()]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
     inputs = await services.storage.context_inputs(ctx.task_id)
@@ -118,5 +117,5 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
             ctx.warn(message)
         for tool in mcp_tools:
             ctx.tools[tool.name] = tool
-            ctx.tool_specs.append(tool_spec(tool))
+    ctx.offer_tools(builtin=set(prepared.tools))
     await run_agent(ctx)

@@ -9,6 +9,7 @@ and after every tool call (runtime/abort.py).
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
 from ..tools.planning import plan_steps, reminder, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
+from .subagents import PARALLEL
 
 if TYPE_CHECKING:
     from .state import TurnContext
@@ -36,13 +38,12 @@ async def run_agent(ctx: TurnContext) -> None:
     await resolve_answer(ctx)
     if ctx.pending_request is not None:
         return
-    specs = ctx.tool_specs
     for step in range(ctx.max_steps):
         ctx.check_abort()
         # Until the first token the person sees what the turn waits for (a model loading, a busy server).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
-        request = ModelRequest(model=ctx.model_name, messages=with_notes(ctx), tools=specs)
+        request = ModelRequest(model=ctx.model_name, messages=with_notes(ctx), tools=ctx.tool_specs)
         request_chars = ctx.chat_chars
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
@@ -91,14 +92,18 @@ async def run_agent(ctx: TurnContext) -> None:
             part["args"] = call.args if call.args is not None else {}
             assistant["tool_calls"].append(tool_call_entry(call.call_id, call.name, call.arguments))
         ctx.append_chat(assistant)
-        for call in calls:
-            part = ctx.tool_part(call.call_id, call.name)
+        for group in _groups(ctx, calls):
             if ctx.pending_request is not None:
-                continue  # the turn waits; later calls of this step stay pending and are settled
-            if call.args is None:
-                finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
+                break  # the turn waits; later calls of this step stay pending and are settled
+            if len(group) > 1:
+                await _together(ctx, group)
             else:
-                await dispatch(ctx, part)
+                call = group[0]
+                part = ctx.tool_part(call.call_id, call.name)
+                if call.args is None:
+                    finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
+                else:
+                    await dispatch(ctx, part)
             ctx.check_abort()
         if ctx.pending_request is not None:
             return
@@ -108,10 +113,37 @@ async def run_agent(ctx: TurnContext) -> None:
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
+def _groups(ctx: TurnContext, calls: list) -> list[list]:
+    """The step's calls in order, consecutive calls of a tool that may run at once (delegate) grouped."""
+    groups: list[list] = []
+    for call in calls:
+        tool = ctx.tools.get(call.name)
+        together = getattr(tool, "concurrent", False) and call.args is not None
+        if together and groups and groups[-1][0].name == call.name:
+            groups[-1].append(call)
+        else:
+            groups.append([call])
+    return groups
+
+
+async def _together(ctx: TurnContext, group: list) -> None:
+    """Run a group of calls at once (at most PARALLEL), their results kept in the order the model made them."""
+    gate = asyncio.Semaphore(PARALLEL)
+    start = len(ctx.chat)
+
+    async def one(call) -> None:
+        async with gate:
+            await dispatch(ctx, ctx.tool_part(call.call_id, call.name))
+
+    await asyncio.gather(*(one(c) for c in group))
+    order = {c.call_id: i for i, c in enumerate(group)}
+    ctx.chat[start:] = sorted(ctx.chat[start:], key=lambda m: order.get(m.get("tool_call_id"), len(order)))
+
+
 def with_notes(ctx: TurnContext) -> list[dict]:
     """The chat as sent this step: the system message also carries what this step must keep in mind (planning
     mode, the open todo items). Built per step, never stored: the todo list may change between steps."""
-    notes = [n for n in (ctx.mode_note, reminder(ctx.todos)) if n]
+    notes = [*ctx.notes, *filter(None, [reminder(ctx.todos)])]
     if not notes:
         return ctx.chat
     system = dict(ctx.chat[0], content=ctx.chat[0]["content"] + "\n\n" + "\n\n".join(notes))
@@ -185,7 +217,7 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
             return
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"])
+    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], {"turn": ctx})
     try:
         result = await tool.run(part["args"], tctx)
     except ToolError as exc:
@@ -196,6 +228,8 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
         return
     if result.state and "todos" in result.state:
         await ctx.set_todos(result.state["todos"])
+    if result.state and "offer" in result.state:
+        ctx.offer_more(result.state["offer"])
     state = ToolState.error if result.is_error else ToolState.done
     finish_call(ctx, part, state, result.output)
 

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from ..events import TodosChanged, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
 from ..redact import redact
+from ..tools.base import tool_spec
 from ..tools.builtin import DEFAULT_WRAP_CAP
+from ..tools.discovery import offered
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -83,8 +85,10 @@ class TurnContext:
         self.compactor = None  # agent.compaction.Compactor: keeps the input inside the context window
         self.tool_cap = DEFAULT_WRAP_CAP  # characters one tool output may take in the input (from the window)
         self.todos: list[dict] | None = task.get("todos")
-        self.mode_note: str | None = None  # e.g. "you are planning": sent with every step of this turn
+        self.notes: list[str] = []  # sent with every step of this turn: planning mode, skills, an activated skill
         self.save_todos = None  # async (task_id, todos) -> None, from the storage port
+        self.subagents: list[dict] = []  # records of the helpers delegate ran, written by finalize
+        self.providers = None  # provider_id -> Provider (the agent port's), for a helper on another model
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None
@@ -101,6 +105,30 @@ class TurnContext:
     def append_chat(self, message: dict) -> None:
         self.chat.append(message)
         self.chat_chars += message_chars(message)
+
+    def resolve_model(self, ref: str):
+        """(provider, model name) for a `provider_id/model` reference."""
+        provider_id, _, model = ref.partition("/")
+        return self.providers(provider_id), model
+
+    def add_child_usage(self, usage: Usage) -> None:
+        """A helper's tokens count toward the turn's."""
+        self.usage = self.usage + usage
+        self.publish(UsageEvent(task_id=self.task_id, turn_id=self.turn_id, usage=self.usage))
+
+    def offer_tools(self, builtin: set[str]) -> None:
+        """The tools the first step is offered: all of them, or past the limit the built-ins and find_tools."""
+        names, finder = offered(self.tools, builtin)
+        if finder is not None:
+            self.tools[finder.name] = finder
+            names.append(finder.name)
+        self.tool_specs = [tool_spec(self.tools[n]) for n in names]
+
+    def offer_more(self, names: list[str]) -> None:
+        """Tools find_tools found: offered from the next step on."""
+        known = {s["function"]["name"] for s in self.tool_specs}
+        self.tool_specs = self.tool_specs + [tool_spec(self.tools[n]) for n in names
+                                             if n in self.tools and n not in known]
 
     async def set_todos(self, todos: list[dict]) -> None:
         """The task's todo list changed: saved at once, and observers told."""

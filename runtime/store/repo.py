@@ -247,6 +247,13 @@ class Store:
             )
             return [_row(r) for r in rows]
 
+    async def subagents(self, turn_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(
+                select(SubagentRow.__table__).where(SubagentRow.turn_id == turn_id).order_by(SubagentRow.created_at)
+            )
+            return [_row(r) for r in rows]
+
     async def context_inputs(self, task_id: str) -> ContextInputs:
         """What a turn's model input is rebuilt from, read on one connection (this is on the turn's critical
         path): the latest context checkpoint, the messages after it, the usage anchor. Parts come as JSON text:

@@ -111,13 +111,21 @@ async def test_ask_user_waits_and_the_answer_starts_the_next_turn(rt, model):
     assert (await rt.get_task(task.id)).state == "idle"
 
 
-async def test_todo_write_shows_the_list(rt, model):
-    model.add_steps([Call("todo_write", {"items": [{"text": "book", "done": True}, {"text": "pack"}]})], ["ok"])
+async def test_todo_write_keeps_the_list_as_task_state(rt, model):
+    items = [{"content": "book", "status": "done"}, {"content": "pack", "status": "pending"}]
+    model.add_steps([Call("todo_write", {"items": items})], ["ok"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "plan")
     events = await collect(rt, task.id)
     done = next(e for e in events if e.type == "tool_call" and e.state == "done")
     assert done.result.splitlines()[1:] == ["[x] book", "[ ] pack"]
+    assert next(e for e in events if e.type == "todos").todos == items
+    assert (await rt.get_task(task.id)).todos == items
+    model.add_steps([Call("todo_write", {"items": [{"text": "old shape"}]})], ["ok"])
+    await rt.send(task.id, "again")
+    events = await collect(rt, task.id)
+    bad = next(e for e in events if e.type == "tool_call" and e.state == "error")
+    assert "content" in bad.result  # a malformed list is refused with what is wrong
 
 
 @pytest.mark.parametrize(

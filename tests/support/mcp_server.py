@@ -6,6 +6,8 @@ Mode flags (argv):
   --hang-initialize   never answer anything: sleep forever before the server starts, reading nothing
   --bad-schema        also list a tool (`broken`) whose inputSchema is not a valid JSON Schema
   --http PORT         serve streamable HTTP on 127.0.0.1:PORT (endpoint /mcp) instead of stdio
+  --many N            also list N tools `t001`..`tNNN` ("Record entry K in ledger K."); t173 converts
+                      temperatures from Celsius to Fahrenheit
 
 Environment (passed through the server config's `env`):
   MCP_TEST_PID_FILE     the server appends its pid to this file at start
@@ -31,7 +33,22 @@ def _append(env_var: str, text: str) -> None:
             f.write(text + "\n")
 
 
-def build(bad_schema: bool = False) -> MCPServer:
+def _add_many(server: MCPServer, n: int) -> None:
+    for i in range(1, n + 1):
+        if i == 173:
+            def convert(celsius: float) -> str:
+                return f"{celsius * 9 / 5 + 32:g} F"
+
+            server.tool(name="t173", description="Convert a temperature from Celsius to Fahrenheit.")(convert)
+            continue
+
+        def record(entry: str, i: int = i) -> str:
+            return f"recorded {entry} in ledger {i}"
+
+        server.tool(name=f"t{i:03d}", description=f"Record an entry in ledger number {i}.")(record)
+
+
+def build(bad_schema: bool = False, many: int = 0) -> MCPServer:
     server = MCPServer("hearth-test", instructions="A test server.")
 
     @server.tool(description="Add two integers.")
@@ -71,6 +88,7 @@ def build(bad_schema: bool = False) -> MCPServer:
     def structured() -> CallToolResult:
         return CallToolResult(content=[], structured_content={"answer": 42})
 
+    _add_many(server, many)
     if bad_schema:
 
         @server.tool(description="A tool whose input schema is broken.")
@@ -87,7 +105,8 @@ def main(argv: list[str]) -> None:
     if "--hang-initialize" in argv:
         while True:  # never read stdin, never answer
             time.sleep(3600)
-    server = build(bad_schema="--bad-schema" in argv)
+    many = int(argv[argv.index("--many") + 1]) if "--many" in argv else 0
+    server = build(bad_schema="--bad-schema" in argv, many=many)
     if "--http" in argv:
         port = int(argv[argv.index("--http") + 1])
         server.run("streamable-http", host="127.0.0.1", port=port)

@@ -1,0 +1,140 @@
+"""Subagents: delegate runs helpers with their own context, tools and model; several at once; Stop cancels them;
+each leaves a record."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from runtime.events import EndReason, Usage
+from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import MODEL, collect, open_runtime
+
+HELPER = """---
+name: reader
+description: Reads files for you.
+tools: read_file, write_file
+model: kid/small
+---
+Read what you are told to read and say what it contains."""
+
+
+class Kid:
+    """The helpers' model: answers from its task, after `delay`; can be told to read a file first."""
+
+    id = "kid"
+    context_tokens = 16_000
+
+    def __init__(self, delay: float = 0.3):
+        self.delay = delay
+        self.active = 0
+        self.most = 0
+        self.requests = []
+
+    async def stream(self, request, *, on_queued=None):
+        self.requests.append(request)
+        self.active += 1
+        self.most = max(self.most, self.active)
+        try:
+            await asyncio.sleep(self.delay)
+            task = request.messages[1]["content"]
+            if "read notes.txt" in task and request.messages[-1]["role"] == "user":
+                yield (TOOL_START, 0, "k1", "read_file")
+                yield (TOOL_START, 1, "k2", "write_file")
+                yield (TOOL_CALLS, [ToolCallRequest("k1", "read_file", '{"path": "notes.txt"}', {"path": "notes.txt"}),
+                                    ToolCallRequest("k2", "write_file", '{"path": "x", "content": "y"}',
+                                                    {"path": "x", "content": "y"})])
+            else:
+                seen = [m["content"] for m in request.messages if m["role"] == "tool"]
+                yield (TEXT, f"Found for '{task}'" + (f": {seen}" if seen else ""))
+            yield (USAGE, Usage(input_tokens=10, output_tokens=5))
+            yield (FINISH, "stop")
+        finally:
+            self.active -= 1
+
+    async def list_models(self):
+        return ["small"]
+
+    async def aclose(self):
+        pass
+
+
+async def test_two_delegates_in_one_step_run_at_once_and_report_back(home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(HELPER)
+    kid = Kid()
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "find A"}),
+                            Call("delegate", {"agent": "reader", "task": "find B"})], ["Both found."]])
+    rt = await open_runtime(home, model)
+    rt._providers["kid"] = kid
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        await rt.send(task.id, "research")
+        events = await collect(rt, task.id)
+        assert events[-1].reason == EndReason.completed
+        assert kid.most == 2  # at once, not one after the other
+        tools = [m for m in model.requests[1].messages if m["role"] == "tool"]
+        assert ["find A" in tools[0]["content"], "find B" in tools[1]["content"]] == [True, True]  # call order
+        assert any(e.type == "tool_progress" and "reader started" in e.text for e in events)
+        assert "delegate" in {t["function"]["name"] for t in model.requests[0].tools}
+        records = await rt.turn_details(task.id, events[-1].turn_id)
+        subs = records["subagents"]
+        assert sorted(s["goal"] for s in subs) == ["find A", "find B"]
+        assert {s["status"] for s in subs} == {"completed"} and {s["definition"] for s in subs} == {"reader"}
+        assert all(s["model"] == "kid/small" and s["input_tokens"] == 10 for s in subs)
+    finally:
+        await rt.aclose()
+
+
+async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(HELPER)
+    kid = Kid(delay=0)
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "read notes.txt"})], ["Done."]])
+    rt = await open_runtime(home, model)
+    rt._providers["kid"] = kid
+    try:
+        task = await rt.create_task(model=MODEL, approval="ask")
+        Path(task.workspace, "notes.txt").write_text("the secret is 42")
+        await rt.send(task.id, "go")
+        events = await collect(rt, task.id)
+        assert events[-1].reason == EndReason.completed  # no approval asked: the helper does not wait
+        names = {t["function"]["name"] for t in kid.requests[0].tools}
+        assert names == {"read_file", "write_file"}
+        last = kid.requests[-1].messages
+        contents = [m["content"] for m in last if m["role"] == "tool"]
+        assert "the secret is 42" in contents[0]
+        assert "Not allowed for a helper" in contents[1]
+        assert not Path(task.workspace, "x").exists()
+        subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
+        assert subs[0]["tool_calls"] == ["read_file", "write_file"]
+    finally:
+        await rt.aclose()
+
+
+async def test_stop_cancels_every_helper_and_both_records_are_written(home):
+    kid = Kid(delay=30)
+    (home / "agents").mkdir()
+    (home / "agents" / "slow.md").write_text("---\nname: slow\ndescription: Slow.\nmodel: kid/small\n---\nGo.")
+    model = ScriptedModel([[Call("delegate", {"agent": "slow", "task": "slow one"}),
+                            Call("delegate", {"agent": "slow", "task": "slow two"})]])
+    rt = await open_runtime(home, model)
+    rt._providers["kid"] = kid
+    try:
+        task = await rt.create_task(model=MODEL)
+        await rt.send(task.id, "go")
+        async for ev in rt.subscribe(task.id):
+            if ev.type == "tool_progress" and kid.active == 2:
+                await rt.stop(task.id)
+            if ev.type == "turn_ended":
+                assert ev.reason == EndReason.aborted
+        await rt.wait_idle(task.id)
+        assert kid.active == 0
+        turn = (await rt.turns(task.id))[-1]
+        subs = (await rt.turn_details(task.id, turn["id"]))["subagents"]
+        assert len(subs) == 2 and {s["status"] for s in subs} == {"aborted"}
+        assert json.loads(json.dumps(subs))[0]["ended_at"] >= subs[0]["created_at"]
+    finally:
+        await rt.aclose()
