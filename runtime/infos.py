@@ -1,0 +1,56 @@
+"""What the facade hands back: tasks, messages and turn handles, as plain typed records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from .parts import is_truncated, text_of
+
+
+class TaskInfo(BaseModel):
+    id: str
+    title: str | None
+    model: str
+    approval: str
+    planning: bool
+    knowledge: list
+    workspace: str
+    state: str
+    last_reason: str | None
+    last_error: str | None
+    pending_request: dict | None
+    todos: list | None = None  # [{"content", "status"}]; for a planned task, its approved plan
+    plan_status: str | None = None  # a task created with planning on: None, "approved" or "rejected"
+    input_tokens: int
+    output_tokens: int
+    created_at: float
+    updated_at: float
+
+
+class MessageInfo(BaseModel):
+    id: int
+    role: str
+    parts: list[dict]
+    status: str  # complete | streaming (a running turn's answer) | queued (an input waiting for its turn)
+    turn_id: str | None
+    created_at: float
+
+    @property
+    def text(self) -> str:
+        return text_of(self.parts)
+
+    @property
+    def truncated(self) -> bool:
+        """The answer stopped at the model's length limit."""
+        return is_truncated(self.parts)
+
+
+@dataclass
+class TurnHandle:
+    task_id: str
+    turn_id: str | None  # None while the input is queued
+    message_id: int
+    duplicate: bool = False
+    queued: bool = False
