@@ -187,6 +187,15 @@ class RuntimeBridge(QObject):
     async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
         return await self.rt.turns(task_id, turn_ids)
 
+    async def turn_details(self, task_id: str, turn_id: str) -> dict:
+        return await self.rt.turn_details(task_id, turn_id)
+
+    async def skills(self) -> list[dict]:
+        return await self.rt.skills()
+
+    async def add_skill(self, folder: str) -> dict:
+        return await self.rt.add_skill(folder)
+
     def is_running(self, task_id: str) -> bool:
         return self.rt.is_running(task_id)
 

@@ -97,6 +97,7 @@ class AssistantItem(QWidget):
     retry_clicked = Signal()
     settings_clicked = Signal()
     fork_clicked = Signal()
+    details_clicked = Signal(str)  # turn id
 
     def __init__(self, message: Message, marker: str = "", foreign=None, parent=None):
         super().__init__(parent)
@@ -120,6 +121,9 @@ class AssistantItem(QWidget):
         row.addStretch(1)
         self.copy = link_button("Copy", self._copy, "Copy this answer as Markdown")
         self.retry = link_button("Retry", self.retry_clicked, "Ask for another answer to your last message")
+        self.details = link_button("Details", lambda: self.details_clicked.emit(self.message.turn_id or ""),
+                                   "Model steps, tokens, times and helpers of this turn")
+        row.addWidget(self.details)
         row.addWidget(self.copy)
         row.addWidget(self.retry)
         lay.addLayout(row)
@@ -152,6 +156,8 @@ class AssistantItem(QWidget):
                 block.add_delta(TEXT_KINDS[t], ev.part_id, ev.text)
             elif t == "tool_call":
                 block.update_tool(tool_part(ev))
+            elif t == "tool_progress":
+                block.add_progress(ev.call_id, ev.text)
             elif t == "usage":
                 self.set_meta(False)
             elif t == "warning":
@@ -166,6 +172,7 @@ class AssistantItem(QWidget):
         m = self.message
         self.retry.setVisible(can_continue and not m.live)
         self.copy.setVisible(not m.live and bool(m.text))
+        self.details.setVisible(not m.live and m.turn is not None)
         if m.live:
             self.footer.setText(footer_text(None, *m.usage, live=True))
             self._set_banner(None, "", False)
@@ -208,6 +215,7 @@ class ConversationView(QScrollArea):
     retry_clicked = Signal()
     settings_clicked = Signal()
     fork_clicked = Signal()
+    details_clicked = Signal(str)  # turn id
     edit_clicked = Signal(int, str)  # message id, its text
     older_wanted = Signal()
     newer_wanted = Signal()
@@ -356,6 +364,7 @@ class ConversationView(QScrollArea):
             item.retry_clicked.connect(self.retry_clicked)
             item.settings_clicked.connect(self.settings_clicked)
             item.fork_clicked.connect(self.fork_clicked)
+            item.details_clicked.connect(self.details_clicked)
         self.items[m.id] = item
         self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
         item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set

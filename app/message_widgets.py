@@ -222,6 +222,11 @@ class AssistantBlock(QWidget):
         w = self._ensure(part["part_id"], "tool_call", part)
         w.update_part(part)
 
+    def add_progress(self, call_id: str, line: str) -> None:
+        card = self.card(call_id)
+        if card is not None:
+            card.add_progress(line)
+
     def set_parts(self, parts: list[dict]) -> None:
         """Reconcile with persisted parts; unchanged text is not re-rendered."""
         for i, p in enumerate(parts):

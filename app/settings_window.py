@@ -23,6 +23,7 @@ from .bridge import RuntimeBridge
 from .mcp_editor import McpEditor
 from .prefs import Prefs
 from .providers_editor import ProvidersEditor
+from .skills_page import SkillsPage
 from .util import error_text
 
 
@@ -51,6 +52,8 @@ class SettingsWindow(QDialog):
         self.tabs.addTab(self.providers, "Models")
         self.mcp = McpEditor(bridge)
         self.tabs.addTab(self.mcp, "Tools (MCP)")
+        self.skills = SkillsPage(bridge)
+        self.tabs.addTab(self.skills, "Skills")
         self.tabs.addTab(self._appearance(), "Appearance")
         lay.addWidget(self.tabs, 1)
         row = QHBoxLayout()

@@ -24,6 +24,7 @@ from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
 from .conversation import ConversationView, Message
 from .conversation_feed import ConversationFeed
+from .details import DetailsDialog
 from .model_picker import ModelDialog
 from .todos import TodoBox
 from .waiting import WaitingBox
@@ -105,6 +106,7 @@ class TaskPanel(QWidget):
         self.conversation.retry_clicked.connect(self._retry)
         self.conversation.settings_clicked.connect(self.settings_requested)
         self.conversation.fork_clicked.connect(self.choose_other_model)
+        self.conversation.details_clicked.connect(self.show_details)
         self.conversation.edit_clicked.connect(self._start_edit)
         lay.addWidget(self.conversation, 1)
 
@@ -282,6 +284,15 @@ class TaskPanel(QWidget):
         dlg.show()
         self.model_dialog = dlg
         return dlg
+
+    def show_details(self, turn_id: str) -> None:
+        async def go():
+            details = await self.bridge.turn_details(self.task_id, turn_id)
+            if not self._closed:
+                self.details_dialog = DetailsDialog(details, self)
+                self.details_dialog.show()
+
+        self.bridge.run(go())
 
     def _fork(self, model: str) -> None:
         async def go():

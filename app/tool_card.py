@@ -107,11 +107,24 @@ class ToolCard(QFrame):
         self.toggle.toggled.connect(self._show_result)
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
 
+        self.progress = QLabel()  # a delegated helper's steps, as they happen
+        self.progress.setObjectName("Muted")
+        self.progress.setFont(mono_font())
+        self.progress.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.progress.hide()
+        lay.addWidget(self.progress)
+        self._progress_lines: list[str] = []
         self.result_view: QPlainTextEdit | None = None
         self.more: QPushButton | None = None
         theme.notifier.changed.connect(self._retheme)
         self._fill_result()
         self.update_part(part)
+
+    def add_progress(self, line: str) -> None:
+        """A line of a running helper's progress; the last few stay visible."""
+        self._progress_lines.append(line)
+        self.progress.setText("\n".join(self._progress_lines[-6:]))
+        self.progress.show()
 
     def update_part(self, part: dict) -> None:
         self.name = part.get("name", self.name)

@@ -1,0 +1,66 @@
+"""Planning, todos, helpers and skills in the window."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
+
+
+async def test_a_plan_is_approved_in_place_and_its_todos_show_beside_the_conversation(launch):
+    steps = ["Read the notes", "Draft the reply"]
+    model = ScriptedModel([
+        [Call("submit_plan", {"summary": "Read, then draft.", "steps": steps})],
+        [Call("todo_write", {"items": [{"content": "Read the notes", "status": "done"},
+                                       {"content": "Draft the reply", "status": "in_progress"},
+                                       {"content": "Send it", "status": "pending"}]})],
+        ["Drafted."],
+    ])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Reply", model=MODEL, planning=True)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Answer Ana's email.")
+    await until(lambda: panel.waiting is not None and panel.waiting.kind == "plan", what="the plan")
+    box = panel.waiting
+    assert box.steps.toPlainText() == "Read the notes\nDraft the reply"
+    box.steps.setPlainText("Read the notes\nDraft the reply\nSend it")  # the person adds a step
+    QTest.mouseClick(box.approve, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    info = await ctl.rt.get_task(task.id)
+    assert info.plan_status == "approved"
+    await until(lambda: "1 of 3 done" in panel.todo_box.toggle.text(), what="todos shown")
+    assert "◐  Draft the reply" in panel.todo_box.items.text()
+
+
+async def test_turn_details_list_steps_and_helpers(launch):
+    model = ScriptedModel([[Call("delegate", {"agent": "researcher", "task": "find the invoice"})],
+                           ["The invoice is in inbox/."], ["Found it."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Invoice", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Where is the invoice?")
+    await wait_turns(ctl, panel)
+    item = panel.conversation.assistant_items()[0]
+    QTest.mouseClick(item.details, Qt.MouseButton.LeftButton)
+    await until(lambda: getattr(panel, "details_dialog", None) is not None, what="details")
+    dialog = panel.details_dialog
+    assert dialog.steps.rowCount() == 2
+    assert dialog.helpers.rowCount() == 1 and dialog.helpers.item(0, 0).text() == "researcher"
+    assert dialog.helpers.item(0, 6).text() == "completed"
+
+
+async def test_settings_list_skills_and_add_one(launch, tmp_path):
+    ctl = await launch()
+    folder = tmp_path / "summary"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: summary\ndescription: Summarise a long text.\n---\nBe short.")
+    win = ctl.open_settings()
+    page = win.skills
+    await until(lambda: page.status.text() == "No skills yet.", what="empty list")
+    await page.add(str(folder))
+    assert page.status.text() == "Added /summary."
+    assert page.list.item(0).text() == "/summary — Summarise a long text."
+    await page.add(str(folder))
+    assert "exists already" in page.status.text()
