@@ -1,0 +1,251 @@
+"""The turn-lifecycle SQL of any conversation owner — a task, or a chat — on its own tables.
+
+A task (`tasks`, `messages`, `turns`, `context_checkpoints`, `usage_anchors`) and a chat (`chats`,
+`chat_messages`, `chat_turns`, `chat_checkpoints`) keep the same columns apart from the owner key, so the writes a
+turn makes (its input, checkpoints, finalize and its fallback, startup recovery) and the reads that rebuild its
+model input are written once, here, over a `Tables` description.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Table, Text, func, insert, select, type_coerce, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..parts import FinalRecord, settle_parts
+
+
+@dataclass(frozen=True)
+class Tables:
+    owner: Table
+    messages: Table
+    turns: Table
+    checkpoints: Table
+    key: str  # the owner's id column in the other tables: "task_id" or "chat_id"
+    anchors: Table | None = None  # where the last request's size is kept (tasks only)
+
+
+@dataclass
+class ContextInputs:
+    messages: list[dict[str, Any]]
+    anchor: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None  # {"id", "upto_message_id", "summary"}: the older history, summarized
+
+
+class DuplicateMessage(Exception):
+    """An input with this client message id exists already; `row` is it."""
+
+    def __init__(self, row: dict[str, Any]):
+        super().__init__(row["client_msg_id"])
+        self.row = row
+
+
+def row_dict(r) -> dict[str, Any]:
+    return dict(r._mapping)
+
+
+class Conversations:
+    def __init__(self, engine: AsyncEngine, tables: Tables):
+        self.engine = engine
+        self.t = tables
+
+    def _own(self, table: Table, owner_id: str):
+        return table.c[self.t.key] == owner_id
+
+    # -- messages --
+
+    async def messages(self, owner_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """The messages in order. With `limit`: the newest `limit` ones (before `before`), or the oldest ones
+        after `after` — a page, read through the (owner, id) index."""
+        m = self.t.messages
+        query = select(m).where(self._own(m, owner_id), m.c.status != "discarded")
+        if before is not None:
+            query = query.where(m.c.id < before)
+        if after is not None:
+            query = query.where(m.c.id > after)
+        newest_first = limit is not None and after is None
+        query = query.order_by(m.c.id.desc() if newest_first else m.c.id)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self.engine.connect() as conn:
+            rows = [row_dict(r) for r in await conn.execute(query)]
+        return rows[::-1] if newest_first else rows
+
+    async def find_client_message(self, owner_id: str, client_msg_id: str) -> dict[str, Any] | None:
+        m = self.t.messages
+        async with self.engine.connect() as conn:
+            r = (await conn.execute(
+                select(m).where(self._own(m, owner_id), m.c.client_msg_id == client_msg_id))).first()
+        return row_dict(r) if r else None
+
+    async def add_input(
+        self, owner_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
+        title: str | None = None,
+    ) -> tuple[int, tuple[int, list[dict], int] | None]:
+        """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
+        starts for the owner's oldest queued input, which is this one unless older queued inputs wait (a new
+        input never overtakes them). Returns (message id, (started input id, its parts, output message id) or
+        None). Raises `DuplicateMessage` when `client_msg_id` was used before by this owner."""
+        now = time.time()
+        m, o = self.t.messages, self.t.owner
+        try:
+            async with self.engine.begin() as conn:
+                msg_id = (await conn.execute(insert(m).values({
+                    self.t.key: owner_id, "role": "user", "parts": parts, "status": "queued",
+                    "client_msg_id": client_msg_id, "created_at": now}))).inserted_primary_key[0]
+                started = await self._start_oldest_queued(conn, owner_id, turn_id, now) if turn_id else None
+                if title:
+                    await conn.execute(update(o).where(o.c.id == owner_id, o.c.title.is_(None)).values(title=title))
+        except IntegrityError:
+            seen = await self.find_client_message(owner_id, client_msg_id) if client_msg_id else None
+            if seen is None:
+                raise
+            raise DuplicateMessage(seen) from None
+        return msg_id, started
+
+    async def start_queued_turn(self, owner_id: str, turn_id: str) -> tuple[int, list[dict], int] | None:
+        """Start a turn for the oldest queued input: (input id, parts, output message id), or None."""
+        async with self.engine.begin() as conn:
+            return await self._start_oldest_queued(conn, owner_id, turn_id, time.time())
+
+    async def _start_oldest_queued(self, conn, owner_id: str, turn_id: str, now: float):
+        m = self.t.messages
+        first = (await conn.execute(select(m.c.id, m.c.parts).where(
+            self._own(m, owner_id), m.c.status == "queued").order_by(m.c.id).limit(1))).first()
+        if first is None:
+            return None
+        await conn.execute(update(m).where(m.c.id == first.id).values(status="complete"))
+        return first.id, first.parts, await self._start_turn(conn, owner_id, turn_id, first.id, now)
+
+    async def _start_turn(self, conn, owner_id: str, turn_id: str, input_id: int, now: float) -> int:
+        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        out_id = (await conn.execute(insert(m).values({
+            self.t.key: owner_id, "turn_id": turn_id, "role": "assistant", "parts": [], "status": "streaming",
+            "created_at": now}))).inserted_primary_key[0]
+        await conn.execute(insert(t).values({
+            "id": turn_id, self.t.key: owner_id, "input_message_id": input_id, "output_message_id": out_id,
+            "status": "running", "started_at": now}))
+        await conn.execute(update(m).where(m.c.id == input_id).values(turn_id=turn_id))
+        await conn.execute(update(o).where(o.c.id == owner_id).values(state="running", pending_request=None,
+                                                                       updated_at=now))
+        return out_id
+
+    async def discard_queued(self, owner_id: str, message_id: int) -> bool:
+        """Discard a queued input that has not started (its text is dropped); False when there is none with that
+        id. The row stays as an empty tombstone: message ids only ever grow, so a reader that asks for the
+        messages after the newest id it knows never misses one (SQLite reuses a deleted highest rowid)."""
+        m = self.t.messages
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(m).where(
+                m.c.id == message_id, self._own(m, owner_id), m.c.status == "queued"
+            ).values(status="discarded", parts=[], client_msg_id=None))
+        return result.rowcount > 0
+
+    async def finished_messages(self, owner_id: str) -> list[dict[str, Any]]:
+        """Role, parts and time of every finished message, in order (what a copy into a new task takes)."""
+        m = self.t.messages
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(m.c.role, m.c.parts, m.c.created_at).where(
+                self._own(m, owner_id), m.c.status.in_(("complete", "streaming")),
+                m.c.role.in_(("user", "assistant"))).order_by(m.c.id))
+            return [row_dict(r) for r in rows]
+
+    async def checkpoint(self, message_id: int, parts: list[dict]) -> None:
+        m = self.t.messages
+        async with self.engine.begin() as conn:
+            await conn.execute(update(m).where(m.c.id == message_id).values(parts=parts))
+
+    # -- turns --
+
+    async def turns(self, owner_id: str, turn_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        t = self.t.turns
+        query = select(t).where(self._own(t, owner_id))
+        if turn_ids is not None:
+            query = query.where(t.c.id.in_(turn_ids))
+        async with self.engine.connect() as conn:
+            return [row_dict(r) for r in await conn.execute(query.order_by(t.c.started_at))]
+
+    async def context_inputs(self, owner_id: str) -> ContextInputs:
+        """What a turn's model input is rebuilt from, read on one connection (this is on the turn's critical
+        path): the latest context checkpoint, the messages after it, the usage anchor. Parts come as JSON text:
+        the turn decodes them in a worker thread, off the event loop."""
+        m, c, a = self.t.messages, self.t.checkpoints, self.t.anchors
+        async with self.engine.connect() as conn:
+            cp = (await conn.execute(select(c.c.id, c.c.upto_message_id, c.c.summary).where(
+                self._own(c, owner_id)).order_by(c.c.upto_message_id.desc(), c.c.id.desc()).limit(1))).first()
+            query = select(m.c.id, m.c.role, m.c.status, type_coerce(m.c.parts, Text).label("parts")).where(
+                self._own(m, owner_id), m.c.status != "discarded")
+            if cp is not None:
+                query = query.where(m.c.id > cp.upto_message_id)
+            messages = [row_dict(r) for r in await conn.execute(query.order_by(m.c.id))]
+            anchor = (await conn.execute(select(a).where(self._own(a, owner_id)))).first() if a is not None else None
+        return ContextInputs(messages, row_dict(anchor) if anchor else None, row_dict(cp) if cp else None)
+
+    async def add_checkpoint(self, owner_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(self.t.checkpoints).values({
+                self.t.key: owner_id, "turn_id": turn_id, "upto_message_id": upto_message_id, "summary": summary,
+                "created_at": time.time()}))
+
+    async def checkpoints(self, owner_id: str) -> list[dict[str, Any]]:
+        c = self.t.checkpoints
+        async with self.engine.connect() as conn:
+            return [row_dict(r) for r in await conn.execute(select(c).where(self._own(c, owner_id)).order_by(c.c.id))]
+
+    async def finalize_turn(self, rec: FinalRecord) -> None:
+        """Finalize's commit: the message and its parts, the turn row and the owner, in one transaction."""
+        now = time.time()
+        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        usage = rec["usage"]
+        async with self.engine.begin() as conn:
+            await conn.execute(update(m).where(m.c.id == rec["output_message_id"]).values(
+                parts=rec["parts"], status="complete"))
+            await conn.execute(update(t).where(t.c.id == rec["turn_id"]).values(
+                status="ended", reason=rec["reason"], ended_at=now, error=rec["error"],
+                input_tokens=usage.input_tokens, output_tokens=usage.output_tokens))
+            await conn.execute(update(o).where(o.c.id == rec["task_id"]).values(
+                state=rec["state"], last_reason=rec["reason"], last_error=rec["error"],
+                pending_request=rec["pending_request"], updated_at=now,
+                input_tokens=o.c.input_tokens + usage.input_tokens,
+                output_tokens=o.c.output_tokens + usage.output_tokens, **rec["task_values"]))
+
+    async def fail_turn(self, rec: FinalRecord) -> None:
+        """Fallback when `finalize_turn` failed: the settled parts, the turn `error`, the owner idle."""
+        now = time.time()
+        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        async with self.engine.begin() as conn:
+            await conn.execute(update(m).where(m.c.id == rec["output_message_id"]).values(
+                parts=rec["parts"], status="complete"))
+            await conn.execute(update(t).where(t.c.id == rec["turn_id"]).values(
+                status="ended", reason="error", ended_at=now, error=rec["error"]))
+            await conn.execute(update(o).where(o.c.id == rec["task_id"]).values(
+                state="idle", last_reason="error", last_error=rec["error"], pending_request=None, updated_at=now))
+
+    # -- recovery --
+
+    async def recover(self) -> list[str]:
+        """Startup recovery: running turns become `interrupted`, their unfinished tool parts settled,
+        checkpointed text kept. Waiting owners stay waiting. Returns the recovered turn ids."""
+        now = time.time()
+        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        async with self.engine.begin() as conn:
+            running = (await conn.execute(select(t.c.id, t.c[self.t.key], t.c.output_message_id).where(
+                t.c.status == "running"))).all()
+            for turn_id, owner_id, out_id in running:
+                if out_id is not None:
+                    parts = (await conn.execute(select(m.c.parts).where(m.c.id == out_id))).scalar_one_or_none() or []
+                    settle_parts(parts)
+                    await conn.execute(update(m).where(m.c.id == out_id).values(parts=parts, status="complete"))
+                await conn.execute(update(t).where(t.c.id == turn_id).values(
+                    status="ended", reason="interrupted", ended_at=now))
+                await conn.execute(update(o).where(o.c.id == owner_id, o.c.state != "waiting").values(
+                    state="idle", last_reason="interrupted", updated_at=now))
+            # An owner marked running without a running turn (crash between commits) is idle again.
+            await conn.execute(update(o).where(o.c.state == "running").values(
+                state="idle", last_reason=func.coalesce(o.c.last_reason, "interrupted")))
+        return [r[0] for r in running]
