@@ -13,7 +13,10 @@ Decisions where the design is silent:
   behind them: a new input never overtakes an older queued one.
 - `send()` to a task that waits for an answer starts a normal turn; the unanswered call is shown to the
   model as not run.
-- `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id).
+- `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id). An approval of
+  a shell command may be answered "approve_network" when the request offers it (`network_offer`): that one
+  command runs in the sandbox with the network. `remember=True` stores a task rule (tools/approvals.py): for the
+  whole tool, or with `rule_command` for commands starting with those words.
 - `subscribe(..., turn_id=...)` starts from the beginning when the buffer now holds another turn, so a
   panel that remembers a seq from an older turn never skips the new one. `follow=True` goes on across
   the task's later turns and only ends when the runtime closes.
@@ -57,6 +60,7 @@ from .keys import SecretStore
 from .kit import DEFAULT_CONTEXT_TOKENS, AgentKit
 from .locks import DataFolderLock, TaskLocks
 from .parts import is_truncated, text_of
+from .permissions_api import PermissionRule, PermissionsMixin, SandboxInfo
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -77,8 +81,9 @@ TITLE_CHARS = 60
 
 __all__ = [
     "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
-    "EndReason", "Event", "HearthError", "MessageInfo", "Preset", "ProviderConfig", "ProviderError",
-    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "Settings", "SettingsError", "StorageCorrupt",
+    "EndReason", "Event", "HearthError", "MessageInfo", "PermissionRule", "Preset",
+    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
+    "Settings", "SettingsError", "StorageCorrupt",
     "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
     "TurnHandle", "resolve_home",
 ]
@@ -96,6 +101,8 @@ class TaskInfo(BaseModel):
     last_reason: str | None
     last_error: str | None
     pending_request: dict | None
+    network: bool = False  # its shell commands may use the network
+    unsandboxed_ok: bool = False  # in full_auto, its commands may run without a sandbox when none can start
     input_tokens: int
     output_tokens: int
     created_at: float
@@ -129,7 +136,7 @@ class TurnHandle:
     queued: bool = False
 
 
-class Runtime(SettingsMixin, BackupMixin):
+class Runtime(SettingsMixin, BackupMixin, PermissionsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -143,7 +150,7 @@ class Runtime(SettingsMixin, BackupMixin):
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
+        self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,
@@ -207,7 +214,8 @@ class Runtime(SettingsMixin, BackupMixin):
     # -- tasks --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = ()) -> TaskInfo:
+                          planning: bool = False, knowledge: Iterable[str] = (), network: bool = False) -> TaskInfo:
+        """A new task; `network` lets its shell commands use the network (off by default; see set_task_sandbox)."""
         self._writable()
         model = model or self.settings.default_model
         provider_id, _ = split_model_ref(model)
@@ -218,7 +226,7 @@ class Runtime(SettingsMixin, BackupMixin):
         task_id = uuid.uuid4().hex
         row = await self.store.create_task(
             id=task_id, title=title, model=model, approval=approval, planning=planning,
-            knowledge=list(knowledge), workspace=str(workspace_for(self.home, task_id)), tool_rules={},
+            knowledge=list(knowledge), workspace=str(workspace_for(self.home, task_id)), network=bool(network),
         )
         return TaskInfo.model_validate(row)
 
@@ -307,12 +315,15 @@ class Runtime(SettingsMixin, BackupMixin):
         stay where they are). What "Continue in a new task with another model" does."""
         source = await self.get_task(task_id)
         task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
-                                      planning=source.planning, knowledge=source.knowledge)
+                                      planning=source.planning, knowledge=source.knowledge, network=source.network)
         await self.store.copy_messages(task_id, task.id)
         return await self.get_task(task.id)
 
-    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
-        """Reply to a question (any text) or an approval ("approve" / "deny"); starts the next turn."""
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
+                     rule_command: str | None = None) -> TurnHandle:
+        """Reply to a question (any text) or an approval ("approve" / "deny", or "approve_network" when the request
+        offers it); starts the next turn. `remember` keeps the decision as a rule of the task, for the whole tool
+        or, with `rule_command` (a run_shell approval's `suggested_rule`), for commands starting with it."""
         self._writable()
         row = await self._task_row(task_id)
         req = row["pending_request"]
@@ -322,12 +333,13 @@ class Runtime(SettingsMixin, BackupMixin):
                 return _duplicate(existing)
             raise RequestNotFound(task_id, request_id)
         if req["kind"] == "approval":
-            if answer not in ("approve", "deny"):
-                raise ConfigError(f"An approval is answered with 'approve' or 'deny', not {answer!r}.")
+            answers = ("approve", "deny", "approve_network") if req.get("network_offer") else ("approve", "deny")
+            if answer not in answers:
+                raise ConfigError(f"An approval is answered with {' or '.join(repr(a) for a in answers)}, "
+                                  f"not {answer!r}.")
             if remember:
-                rule = "always" if answer == "approve" else "never"
-                rules = dict(row["tool_rules"] or {}, **{req["tool_name"]: rule})
-                await self.store.update_task(task_id, tool_rules=rules)
+                await self.add_permission_rule(req["tool_name"], "deny" if answer == "deny" else "allow",
+                                               command=rule_command, task_id=task_id)
         parts = [{"type": "answer", "request": req, "answer": answer}]
         return await self._send(task_id, parts, (), f"answer:{request_id}", False)
 

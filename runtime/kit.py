@@ -2,6 +2,8 @@
 
 It builds what a turn's setup needs from the data folder's settings: the task's provider (built once and
 kept), its tools, this turn's MCP sessions, the context budget, and the background jobs finalize enqueues.
+A task's `run_shell` runs in the sandbox (tools/sandbox.py) when one can start: its workspace writable, the data
+folder and the home's secret folders hidden, the network as the task allows.
 """
 
 from __future__ import annotations
@@ -18,13 +20,15 @@ from .tools.base import Tool
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
+from .tools.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
 
 DEFAULT_CONTEXT_TOKENS = 16_000
 
 
 class AgentKit:
-    def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents):
+    def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
+                 providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents):
+        self.home = home
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -42,9 +46,17 @@ class AgentKit:
             provider = self.providers[provider_id] = build_provider(cfg, self._keys)
         return provider
 
-    def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
+    async def sandbox(self) -> tuple[SandboxStatus, Sandbox | None]:
+        """Whether commands can run sandboxed (detected once per sandbox program; see tools/sandbox.py)."""
+        settings = self._settings()
+        return await detect(settings.sandbox_bwrap, settings.sandbox_max_processes)
+
+    async def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
-        tools = [*builtin_tools(hidden_env=hidden), *interactive_tools(), *self._extra_tools]
+        status, sandbox = await self.sandbox()
+        shell = {"sandbox": sandbox, "hidden": hidden_paths(self.home), "network": bool(task.get("network")),
+                 "unsandboxed_reason": status.reason or ""}
+        tools = [*builtin_tools(hidden_env=hidden, **shell), *interactive_tools(), *self._extra_tools]
         return {t.name: t for t in tools}
 
     def mcp_sessions(self, cwd: Path):

@@ -35,6 +35,9 @@ class TurnStorage(Protocol):
     async def write_turn_records(self, record: FinalRecord) -> None:
         """Auxiliary records (usage anchor, steps, subagents), after the message commit."""
 
+    async def permission_rules(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's and the global permission rules (`tool`, `decision`, `command`)."""
+
 
 class TaskLockPort(Protocol):
     def __getitem__(self, task_id: str) -> asyncio.Lock: ...
@@ -65,7 +68,7 @@ class AgentPort(Protocol):
 
     def provider(self, provider_id: str) -> Provider: ...
 
-    def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]: ...
+    async def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]: ...
 
     def mcp_sessions(self, cwd: Path) -> Any: ...
 

@@ -26,6 +26,7 @@ from .agent.state import Checkpointer, TurnContext
 from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
 from .finalize import finalize
+from .tools.approvals import rule_from_row
 from .tools.base import tool_spec
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
         ctx.mcp.start()
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
     ctx.provider = agent.provider(provider_id)
-    ctx.tools = agent.tools_for(ctx.task)
+    ctx.tools = await agent.tools_for(ctx.task)
+    ctx.rules = [r for row in await services.storage.permission_rules(ctx.task_id) if (r := rule_from_row(row))]
     ctx.tool_specs = [tool_spec(t) for t in ctx.tools.values()]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))

@@ -123,20 +123,29 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
     if getattr(tool, "asks_user", False):
         ask(ctx, part, "question", str(part["args"].get("question", "")))
         return
-    verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
+    rule_arg = getattr(tool, "rule_arg", None)
+    command = part["args"].get(rule_arg) if rule_arg else None
+    verdict = decide(tool.name, tool.effect, ctx.approval, ctx.rules,
+                     command=command if isinstance(command, str) else None,
+                     sandboxed=getattr(tool, "sandboxed", None), unsandboxed_ok=bool(ctx.task.get("unsandboxed_ok")))
     if verdict == "deny":
         finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
     elif verdict == "ask":
-        ask(ctx, part, "approval", f"Allow {tool.name}?")
+        details = tool.approval_details(part["args"]) if hasattr(tool, "approval_details") else {}
+        note = details.get("sandbox_note")
+        ask(ctx, part, "approval", f"Allow {tool.name}?" + (f" {note}" if note else ""), details)
     else:
         await execute(ctx, part)
 
 
-def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str) -> None:
+def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, details: dict | None = None) -> None:
+    """End the turn waiting for the person. An approval of a sandboxable tool carries `details` (see
+    RunShell.approval_details): whether it runs sandboxed, with network, and a rule the card may offer."""
     part["awaiting"] = True
     request = {
         "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],
         "tool_name": part["name"], "tool_args": part["args"], "effect": part.get("effect", "read_only"),
+        **(details or {}),
     }
     ctx.pending_request = request
     ctx.publish(
@@ -147,7 +156,8 @@ def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str) -> None:
     )
 
 
-async def execute(ctx: TurnContext, part: ToolPart) -> None:
+async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -> None:
+    """Run the call; `extra` reaches the tool (ToolContext.extra): what the person approved it with."""
     tool = ctx.tools[part["name"]]
     part["state"] = ToolState.running.value
     if part.get("effect", "read_only") != Effect.read_only and ctx.checkpoints is not None:
@@ -161,7 +171,7 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
             return
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"])
+    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], dict(extra or {}))
     try:
         result = await tool.run(part["args"], tctx)
     except ToolError as exc:
@@ -199,8 +209,12 @@ async def resolve_answer(ctx: TurnContext) -> None:
     ctx.chat_chars -= sum(message_chars(m) for m in placeholders)
     if req["kind"] == "question":
         finish_call(ctx, part, ToolState.done, f"The person answered: {answer['answer']}")
-    elif answer["answer"] == "approve":
-        await execute(ctx, part)
+    elif answer["answer"] in ("approve", "approve_network"):
+        # As approved: with the network only when the person chose that; refused if the promised sandbox is gone.
+        extra = {"network": answer["answer"] == "approve_network"}
+        if req.get("sandboxed") is not None:
+            extra["sandboxed"] = req["sandboxed"]
+        await execute(ctx, part, extra)
     else:
         finish_call(ctx, part, ToolState.denied, DENIED)
     # Keep the tool message right after the assistant message that called it.

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..abort import TurnSlot
     from ..ports import TurnStorage
     from ..stream_buffer import StreamBuffer
+    from ..tools.approvals import Rule
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class TurnContext:
         self.task = task
         self.input_parts = input_parts
         self.approval: str = task["approval"]
-        self.tool_rules: dict[str, str] = dict(task.get("tool_rules") or {})
+        self.rules: list[Rule] = []  # the task's and the global permission rules, loaded in setup
         self.workspace = Path(task["workspace"])
         self.max_steps = max_steps
         self.parts: list[dict[str, Any]] = []

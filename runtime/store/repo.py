@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..parts import FinalRecord, settle_parts
 from .db import make_engine
 from .db import migrate as migrate_db
-from .models import JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
+from .models import JobRow, MessageRow, PermissionRuleRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
+from .rules import RulesRepo
 
 DB_NAME = "hearth.sqlite3"
 
@@ -30,7 +31,7 @@ def _row(r) -> dict[str, Any]:
     return dict(r._mapping)
 
 
-class Store:
+class Store(RulesRepo):
     def __init__(self, engine: AsyncEngine, path: Path):
         self.engine = engine
         self.path = path
@@ -80,7 +81,7 @@ class Store:
             turn_ids = select(TurnRow.id).where(TurnRow.task_id == task_id)
             await conn.execute(delete(StepRow).where(StepRow.turn_id.in_(turn_ids)))
             await conn.execute(delete(SubagentRow).where(SubagentRow.turn_id.in_(turn_ids)))
-            for table in (TurnRow, MessageRow, UsageAnchorRow):
+            for table in (TurnRow, MessageRow, UsageAnchorRow, PermissionRuleRow):
                 await conn.execute(delete(table).where(table.task_id == task_id))
             await conn.execute(delete(TaskRow).where(TaskRow.id == task_id))
 
@@ -281,7 +282,6 @@ class Store:
                     pending_request=rec["pending_request"], updated_at=now,
                     input_tokens=TaskRow.input_tokens + usage.input_tokens,
                     output_tokens=TaskRow.output_tokens + usage.output_tokens,
-                    **rec["task_values"],
                 )
             )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from typing import Any
 
 from runtime.tools.base import Tool
 from runtime.tools.files import EditFile, ListFiles, ReadFile, SearchFiles, WriteFile
@@ -41,6 +42,7 @@ def wrap_tool_output(name: str, text: str, cap: int = DEFAULT_WRAP_CAP) -> str:
     return f'<tool_output name="{safe_name}">\n{DATA_NOTE.format(name=safe_name)}\n{body}\n</tool_output>'
 
 
-def builtin_tools(hidden_env: Collection[str] = ()) -> list[Tool]:
-    """The built-in tools; `run_shell` never passes the variables in `hidden_env` on (see `clean_env`)."""
-    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), SearchFiles(), RunShell(hidden_env=hidden_env)]
+def builtin_tools(hidden_env: Collection[str] = (), **shell: Any) -> list[Tool]:
+    """The built-in tools; `run_shell` never passes the variables in `hidden_env` on (see `clean_env`), and runs
+    in the sandbox given in `shell` (RunShell's sandbox options), if any."""
+    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), SearchFiles(), RunShell(hidden_env=hidden_env, **shell)]
