@@ -60,7 +60,7 @@ from .keys import SecretStore
 from .kit import DEFAULT_CONTEXT_TOKENS, AgentKit
 from .locks import DataFolderLock, TaskLocks
 from .parts import is_truncated, text_of
-from .permissions_api import PermissionRule, PermissionsMixin, SandboxInfo
+from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -81,7 +81,7 @@ TITLE_CHARS = 60
 
 __all__ = [
     "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
-    "EndReason", "Event", "HearthError", "MessageInfo", "PermissionRule", "Preset",
+    "EndReason", "Event", "HearthError", "MCPToolChange", "MessageInfo", "PermissionRule", "Preset",
     "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
     "Settings", "SettingsError", "StorageCorrupt",
     "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",

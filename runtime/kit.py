@@ -69,6 +69,7 @@ class AgentKit:
         return MCPTurnSessions(
             settings.mcp_servers, approved=self._consents.is_approved,
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
+            check_tools=self._consents.check_tools,
         )
 
     def context_budget(self, provider: Provider) -> int:

@@ -1,9 +1,11 @@
 """The permissions part of the Runtime facade: whether commands run sandboxed, permission rules (per task and
-global) and a task's sandbox settings. `Runtime` inherits it, so
+global), a task's sandbox settings, and MCP servers paused because their tools changed. `Runtime` inherits it, so
 callers (the app's Settings, the CLI, tests) still use only `runtime.api`.
 
-Decision: rules live in SQLite (`permission_rules`), global ones with no task, so a task's rules go when the task
-goes and Settings lists them all in one query.
+Decisions: rules live in SQLite (`permission_rules`), global ones with no task, so a task's rules go when the task
+goes and Settings lists them all in one query. Pinned MCP tool lists live with the MCP consents in the data folder's
+`mcp_consents.json` (tools/mcp_consent.py): they belong to a server, not to a task, and the file already holds that
+server's approval.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from .errors import ConfigError, TaskNotFound
 from .kit import AgentKit
 from .store.repo import Store
 from .tools.approvals import COMMAND_TOOLS, command_words
+from .tools.mcp_consent import MCPConsents
 
 
 class SandboxInfo(BaseModel):
@@ -44,6 +47,15 @@ class PermissionRule(BaseModel):
     created_at: float
 
 
+class MCPToolChange(BaseModel):
+    """An MCP server paused because its tools differ from the ones approved."""
+
+    server: str
+    command_line: str
+    seen_at: float | None
+    changes: list[dict[str, Any]]  # {"tool", "change": added|removed|changed, "fields", "text": a line diff}
+
+
 def _text(tool: str, decision: str, command: str | None) -> str:
     verb = "Always allow" if decision == "allow" else "Never allow"
     if command is None:
@@ -57,6 +69,7 @@ class PermissionsMixin:
     settings: Settings
     store: Store
     kit: AgentKit
+    mcp_consents: MCPConsents
     _writable: Callable[[], None]
 
     async def sandbox_status(self) -> SandboxInfo:
@@ -114,6 +127,21 @@ class PermissionsMixin:
         values = {k: bool(v) for k, v in (("network", network), ("unsandboxed_ok", unsandboxed_ok)) if v is not None}
         if values:
             await self.store.update_task(task_id, **values)
+
+    def mcp_tool_changes(self) -> list[MCPToolChange]:
+        """MCP servers paused because their tools changed since they were approved, with the difference."""
+        servers = self.settings.mcp_servers
+        return [
+            MCPToolChange(server=name, seen_at=change["seen_at"], changes=change["changes"],
+                          command_line=MCPConsents.command_line(servers[name]) if name in servers else "")
+            for name, change in sorted(self.mcp_consents.tool_changes().items())
+        ]
+
+    def approve_mcp_tools(self, name: str) -> None:
+        """Accept a paused server's changed tools: they become the approved ones and the server runs again."""
+        self._writable()
+        if not self.mcp_consents.approve_tools(name):
+            raise ConfigError(f"MCP server {name!r} has no changed tools waiting for approval.")
 
     @staticmethod
     def _rule(row: dict[str, Any], titles: dict[str | None, str | None]) -> PermissionRule:

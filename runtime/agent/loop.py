@@ -120,6 +120,8 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
     part["effect"] = str(tool.effect)
+    if getattr(tool, "server_name", None):
+        part["mcp_server"] = tool.server_name  # its result is framed as an outside program's data
     if getattr(tool, "asks_user", False):
         ask(ctx, part, "question", str(part["args"].get("question", "")))
         return
