@@ -131,9 +131,9 @@ async def kill_group(pgid: int, grace: float = KILL_GRACE) -> None:
     try:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-            if not _group_alive(pgid):
+            if not _group_alive(pgid):  # checked first: a group of zombies (exiting processes) needs no wait
                 return
+            await asyncio.sleep(0.02)
         _signal_group(pgid, signal.SIGKILL)
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline and _group_alive(pgid):
@@ -293,7 +293,8 @@ class RunShell:
                     await self._until_exit(proc, reader)
             except TimeoutError:
                 timed_out = True
-            leftovers = not timed_out and _group_alive(pgid)
+            # In the sandbox nothing outlives the shell: the kernel ends its PID namespace with it.
+            leftovers = not timed_out and self.sandbox is None and _group_alive(pgid)
             await kill_group(pgid)
             await self._settle(proc, reader)
         except BaseException:
