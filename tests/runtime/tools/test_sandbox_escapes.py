@@ -365,3 +365,14 @@ async def test_processes_outside_cannot_be_seen_or_signalled(sandbox, world):
     finally:
         victim.kill()
         await victim.wait()
+
+
+async def test_secret_folders_inside_the_workspace_stay_hidden(sandbox, world):
+    # A workspace that holds a home (a task pointed at it): its .ssh is covered after the workspace is mounted.
+    home_ws = world.ws / "home"
+    shutil.copytree(world.home, home_ws, symlinks=True)
+    shell = RunShell(sandbox=sandbox, hidden=hidden_paths(world.data, home=home_ws))
+    result = await shell.run({"command": "cat home/.ssh/id_ed25519 home/.aws/credentials; cat home/.bashrc; "
+                                         "echo x > home/.ssh/new"}, ctx(world))
+    assert SECRETS["ssh"] not in result.output and SECRETS["aws"] not in result.output
+    assert "# bashrc" in result.output and not (home_ws / ".ssh" / "new").exists()
