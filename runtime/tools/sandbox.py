@@ -107,7 +107,8 @@ class Sandbox:
                       release=slot.release)
 
 
-def bwrap_argv(program: str, policy: SandboxPolicy, options: list[str] = ()) -> list[str]:
+def bwrap_argv(program: str, policy: SandboxPolicy, options: list[str] = (),
+               resolv_conf: str = "/etc/resolv.conf") -> list[str]:
     """bwrap and its options for `policy` (the command follows)."""
     ws = os.path.realpath(policy.workspace)
     argv = [program, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -115,8 +116,9 @@ def bwrap_argv(program: str, policy: SandboxPolicy, options: list[str] = ()) -> 
             "--tmpfs", "/tmp", "--tmpfs", "/run"]
     if not policy.network:
         argv.append("--unshare-net")
-    elif os.path.isdir("/run/systemd/resolve"):  # where /etc/resolv.conf points on systemd-resolved systems
-        argv += ["--ro-bind", "/run/systemd/resolve", "/run/systemd/resolve"]
+    elif (resolv := os.path.realpath(resolv_conf)).startswith(("/run/", "/tmp/")) and os.path.isfile(resolv):
+        # Name lookups need it, and systemd-resolved or resolvconf keep it in /run, which the sandbox replaces.
+        argv += ["--ro-bind", resolv, resolv]
     # A hidden folder that holds the workspace is covered first and the workspace mounted back into it; any
     # other hidden path is covered after, so one inside the workspace stays hidden too.
     around = [p for p in policy.hidden if _contains(p, ws)]

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from runtime.tools.base import ToolContext
-from runtime.tools.sandbox import detect, hidden_paths
+from runtime.tools.sandbox import SandboxPolicy, bwrap_argv, detect, hidden_paths
 from runtime.tools.shell import RunShell
 
 PY = sys.executable
@@ -376,3 +376,17 @@ async def test_secret_folders_inside_the_workspace_stay_hidden(sandbox, world):
                                          "echo x > home/.ssh/new"}, ctx(world))
     assert SECRETS["ssh"] not in result.output and SECRETS["aws"] not in result.output
     assert "# bashrc" in result.output and not (home_ws / ".ssh" / "new").exists()
+
+
+async def test_with_the_network_the_resolver_config_stays_readable_where_it_lives(sandbox, world, tmp_path):
+    # systemd-resolved links /etc/resolv.conf into /run, which the sandbox replaces; here the link goes to /tmp.
+    real = tmp_path / "stub-resolv.conf"
+    real.write_text("nameserver 127.0.0.53\n")
+    link = world.root / "resolv.conf"
+    link.symlink_to(real)
+    policy = SandboxPolicy(world.ws, network=True)
+    argv = [*bwrap_argv("bwrap", policy, resolv_conf=str(link)), "cat", str(real)]
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE)
+    out, _ = await proc.communicate()
+    assert out == b"nameserver 127.0.0.53\n"
+    assert str(real) not in bwrap_argv("bwrap", SandboxPolicy(world.ws), resolv_conf=str(link))  # no network
