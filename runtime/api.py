@@ -13,7 +13,10 @@ Decisions where the design is silent:
   behind them: a new input never overtakes an older queued one.
 - `send()` to a task that waits for an answer starts a normal turn; the unanswered call is shown to the
   model as not run.
-- `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id).
+- `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id). An approval of
+  a shell command may be answered "approve_network" when the request offers it (`network_offer`): that one
+  command runs in the sandbox with the network. `remember=True` stores a task rule (tools/approvals.py): for the
+  whole tool, or with `rule_command` for commands starting with those words.
 - `subscribe(..., turn_id=...)` starts from the beginning when the buffer now holds another turn, so a
   panel that remembers a seq from an older turn never skips the new one. `follow=True` goes on across
   the task's later turns and only ends when the runtime closes.
@@ -51,6 +54,7 @@ from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
 from .locks import DataFolderLock, TaskLocks
+from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -69,14 +73,15 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
-    "EndReason", "Event", "HearthError", "MessageInfo", "Preset", "ProviderConfig", "ProviderError",
-    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "Settings", "SettingsError", "StorageCorrupt",
+    "EndReason", "Event", "HearthError", "MCPToolChange", "MessageInfo", "PermissionRule", "Preset",
+    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
+    "Settings", "SettingsError", "StorageCorrupt",
     "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
     "TurnHandle", "resolve_home",
 ]
 
 
-class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
+class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -90,7 +95,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, home)
+        self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,

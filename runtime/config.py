@@ -76,6 +76,10 @@ class Settings(BaseModel):
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, alias="mcpServers")
     max_steps: int = 25
     mcp_connect_timeout: float = Field(default=10.0, gt=0)
+    # The sandbox of run_shell (runtime/tools/sandbox.py): the bubblewrap program, and how many processes one
+    # command may run at once (0: no limit).
+    sandbox_bwrap: str = "bwrap"
+    sandbox_max_processes: int = Field(default=256, ge=0)
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for p in self.providers:

@@ -58,8 +58,7 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
         task_id=ctx.task_id, turn_id=ctx.turn_id, output_message_id=ctx.output_message_id, parts=parts,
         reason=reason.value, error=error, usage=ctx.usage, state=state.value,
         pending_request=ctx.pending_request if reason == EndReason.waiting else None,
-        task_values={"tool_rules": ctx.tool_rules}, anchor_tokens=ctx.anchor_tokens,
-        anchor_chars=ctx.anchor_chars, steps=ctx.steps, subagents=ctx.subagents,
+        anchor_tokens=ctx.anchor_tokens, anchor_chars=ctx.anchor_chars, steps=ctx.steps, subagents=ctx.subagents,
     )
     storage = services.storage
     try:

@@ -23,6 +23,8 @@ class TaskInfo(BaseModel):
     pending_request: dict | None
     todos: list | None = None  # [{"content", "status"}]; for a planned task, its approved plan
     plan_status: str | None = None  # a task created with planning on: None, "approved" or "rejected"
+    network: bool = False  # its shell commands may use the network
+    unsandboxed_ok: bool = False  # in full_auto, its commands may run without a sandbox when none can start
     input_tokens: int
     output_tokens: int
     created_at: float

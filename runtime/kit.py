@@ -2,6 +2,8 @@
 
 It builds what a turn's setup needs from the data folder's settings: the task's provider (built once and
 kept), its tools, this turn's MCP sessions, the context budget, and the background jobs finalize enqueues.
+A task's `run_shell` runs in the sandbox (tools/sandbox.py) when one can start: its workspace writable, the data
+folder and the home's secret folders hidden, the network as the task allows.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
 from .tools.planning import SubmitPlan
+from .tools.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
 from .tools.skills import SkillTool, activated, instructions, load_skills, skills_note
 
 DEFAULT_CONTEXT_TOKENS = 16_000
@@ -41,9 +44,9 @@ class Prepared:
 
 
 class AgentKit:
-    def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents, home: Path | None = None):
-        self._home = home
+    def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
+                 providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents):
+        self.home = home
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -61,13 +64,21 @@ class AgentKit:
             provider = self.providers[provider_id] = build_provider(cfg, self._keys)
         return provider
 
+    async def sandbox(self) -> tuple[SandboxStatus, Sandbox | None]:
+        """Whether commands can run sandboxed (detected once per sandbox program; see tools/sandbox.py)."""
+        settings = self._settings()
+        return await detect(settings.sandbox_bwrap, settings.sandbox_max_processes)
+
     async def prepare(self, task: dict[str, Any], input_parts: list[dict]) -> Prepared:
         """This turn's tools and the notes its every step is given: planning mode (while a task created with
         planning on has no approved plan, only the tools that change nothing, plus submit_plan), the skills
-        the model may load, a skill the input activates with /name."""
+        the model may load, a skill the input activates with /name. The shell runs sandboxed when it can."""
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
-        tools = [*builtin_tools(hidden_env=hidden), *interactive_tools(), *self._extra_tools]
-        skills = await asyncio.to_thread(load_skills, self._home) if self._home is not None else []
+        status, sandbox = await self.sandbox()
+        shell = {"sandbox": sandbox, "hidden": hidden_paths(self.home), "network": bool(task.get("network")),
+                 "unsandboxed_reason": status.reason or ""}
+        tools = [*builtin_tools(hidden_env=hidden, **shell), *interactive_tools(), *self._extra_tools]
+        skills = await asyncio.to_thread(load_skills, self.home)
         notes = []
         if skills:
             tools.append(SkillTool(skills))
@@ -75,7 +86,7 @@ class AgentKit:
             chosen = activated(skills, text_of(input_parts))
             if chosen is not None:
                 notes.append(instructions(chosen))
-        tools.append(Delegate(await asyncio.to_thread(load_definitions, self._home)))
+        tools.append(Delegate(await asyncio.to_thread(load_definitions, self.home)))
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
@@ -91,6 +102,7 @@ class AgentKit:
         return MCPTurnSessions(
             settings.mcp_servers, approved=self._consents.is_approved,
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
+            check_tools=self._consents.check_tools,
         )
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:

@@ -54,7 +54,6 @@ class FinalRecord(TypedDict):
     usage: Usage
     state: str
     pending_request: dict[str, Any] | None
-    task_values: dict[str, Any]
     anchor_tokens: int
     anchor_chars: int
     steps: list[dict[str, Any]]

@@ -40,6 +40,9 @@ class TurnStorage(Protocol):
     async def write_turn_records(self, record: FinalRecord) -> None:
         """Auxiliary records (usage anchor, steps, subagents), after the message commit."""
 
+    async def permission_rules(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's and the global permission rules (`tool`, `decision`, `command`)."""
+
 
 class TaskLockPort(Protocol):
     def __getitem__(self, task_id: str) -> asyncio.Lock: ...

@@ -31,7 +31,8 @@ class TasksMixin:
     _providers: dict[str, Provider]
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = ()) -> TaskInfo:
+                          planning: bool = False, knowledge: Iterable[str] = (), network: bool = False) -> TaskInfo:
+        """A new task; `network` lets its shell commands use the network (off by default; see set_task_sandbox)."""
         self._writable()
         model = model or self.settings.default_model
         provider_id, _ = split_model_ref(model)
@@ -42,7 +43,7 @@ class TasksMixin:
         task_id = uuid.uuid4().hex
         row = await self.store.create_task(
             id=task_id, title=title, model=model, approval=approval, planning=planning,
-            knowledge=list(knowledge), workspace=str(workspace_for(self.home, task_id)), tool_rules={},
+            knowledge=list(knowledge), workspace=str(workspace_for(self.home, task_id)), network=bool(network),
         )
         return TaskInfo.model_validate(row)
 
@@ -115,6 +116,6 @@ class TasksMixin:
         stay where they are). What "Continue in a new task with another model" does."""
         source = await self.get_task(task_id)
         task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
-                                      planning=source.planning, knowledge=source.knowledge)
+                                      planning=source.planning, knowledge=source.knowledge, network=source.network)
         await self.store.copy_messages(task_id, task.id)
         return await self.get_task(task.id)

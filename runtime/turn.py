@@ -27,6 +27,7 @@ from .agent.state import Checkpointer, TurnContext
 from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
 from .finalize import finalize
+from .tools.approvals import rule_from_row
 
 if TYPE_CHECKING:
     from .abort import TurnSlot
@@ -98,6 +99,7 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     prepared = await agent.prepare(ctx.task, ctx.input_parts)
     ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
     ctx.save_todos = services.storage.set_todos
+    ctx.rules = [r for row in await services.storage.permission_rules(ctx.task_id) if (r := rule_from_row(row))]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
     inputs = await services.storage.context_inputs(ctx.task_id)

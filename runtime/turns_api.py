@@ -79,10 +79,12 @@ class TurnsMixin:
         raise ConfigError("There is no message of yours to answer again yet.")
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
-                     plan: list[str] | None = None) -> TurnHandle:
-        """Reply to a question (any text), an approval ("approve" / "deny") or a plan ("approve", with the
-        edited steps in `plan` if the person changed them, or any other text to reject it with that reason);
-        starts the next turn."""
+                     plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
+        """Reply to a question (any text), an approval ("approve" / "deny", or "approve_network" when the request
+        offers it) or a plan ("approve", with the edited steps in `plan` if the person changed them, or any other
+        text to reject it with that reason); starts the next turn. `remember` keeps an approval's decision as a
+        rule of the task, for the whole tool or, with `rule_command` (a run_shell approval's `suggested_rule`),
+        for commands starting with it."""
         self._writable()
         row = await self._task_row(task_id)
         req = row["pending_request"]
@@ -92,12 +94,13 @@ class TurnsMixin:
                 return _duplicate(existing)
             raise RequestNotFound(task_id, request_id)
         if req["kind"] == "approval":
-            if answer not in ("approve", "deny"):
-                raise ConfigError(f"An approval is answered with 'approve' or 'deny', not {answer!r}.")
+            answers = ("approve", "deny", "approve_network") if req.get("network_offer") else ("approve", "deny")
+            if answer not in answers:
+                raise ConfigError(f"An approval is answered with {' or '.join(repr(a) for a in answers)}, "
+                                  f"not {answer!r}.")
             if remember:
-                rule = "always" if answer == "approve" else "never"
-                rules = dict(row["tool_rules"] or {}, **{req["tool_name"]: rule})
-                await self.store.update_task(task_id, tool_rules=rules)
+                await self.add_permission_rule(req["tool_name"], "deny" if answer == "deny" else "allow",
+                                               command=rule_command, task_id=task_id)
         if req["kind"] == "plan":
             await self._decide_plan(task_id, req, answer, plan)
         parts = [{"type": "answer", "request": req, "answer": answer}]

@@ -8,7 +8,8 @@ continued after a crash or a restart sees exactly what was confirmed. Rules:
   turn completes the call there); a call that never got a result is explained instead, so the model never
   sees a dangling tool call;
 - `tool_message()` is the one function that turns a tool part into the model's tool message, used both
-  here and by the live loop: tool output is framed as data and capped the same way live and rebuilt;
+  here and by the live loop: tool output is framed as data and capped the same way live and rebuilt (output
+  of an MCP server's tool as untrusted data from a program outside Hearth);
 - an interrupted side-effecting call tells the model to check the actual effect before retrying;
 - queued inputs are left out until their turn starts; answers to questions/approvals are carried by the
   tool results, not repeated as user text;
@@ -50,10 +51,11 @@ def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP) -> dict[str, Any]:
 def _tool_content(part: dict, cap: int) -> str:
     state = part.get("state")
     result = part.get("result")
+    server = part.get("mcp_server")  # set for MCP tools: their results are an outside program's data
     if state == "done":
-        return wrap_tool_output(part["name"], result or "", cap)
+        return wrap_tool_output(part["name"], result or "", cap, server=server)
     if state == "error":
-        return wrap_tool_output(part["name"], f"Error: {result}", cap)
+        return wrap_tool_output(part["name"], f"Error: {result}", cap, server=server)
     if state == "denied":
         return result or DENIED
     if state == "interrupted":

@@ -20,7 +20,6 @@ from ..parts import ToolPart
 from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
-from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
 from ..tools.planning import plan_steps, reminder, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
@@ -165,6 +164,8 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
     part["effect"] = str(tool.effect)
+    if getattr(tool, "server_name", None):
+        part["mcp_server"] = tool.server_name  # its result is framed as an outside program's data
     asks = getattr(tool, "asks_user", False)
     if asks == "plan":
         try:
@@ -172,28 +173,31 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         except ToolError as exc:
             finish_call(ctx, part, ToolState.error, str(exc))
             return
-        ask(ctx, part, "plan", str(part["args"].get("summary") or "Approve this plan?"), plan=steps)
+        ask(ctx, part, "plan", str(part["args"].get("summary") or "Approve this plan?"), {"plan": steps})
         return
     if asks:
         ask(ctx, part, "question", str(part["args"].get("question", "")))
         return
-    verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
+    verdict = ctx.verdict(tool, part["args"])
     if verdict == "deny":
         finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
     elif verdict == "ask":
-        ask(ctx, part, "approval", f"Allow {tool.name}?")
+        details = tool.approval_details(part["args"]) if hasattr(tool, "approval_details") else {}
+        note = details.get("sandbox_note")
+        ask(ctx, part, "approval", f"Allow {tool.name}?" + (f" {note}" if note else ""), details)
     else:
         await execute(ctx, part)
 
 
-def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, plan: list[str] | None = None) -> None:
+def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, details: dict | None = None) -> None:
+    """End the turn waiting for the person. `details` join the request: a plan's steps, or for an approval of a
+    sandboxable tool (RunShell.approval_details) whether it runs sandboxed, with network, and a rule to offer."""
     part["awaiting"] = True
     request = {
         "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],
         "tool_name": part["name"], "tool_args": part["args"], "effect": part.get("effect", "read_only"),
+        **(details or {}),
     }
-    if plan is not None:
-        request["plan"] = plan
     ctx.pending_request = request
     ctx.publish(
         InputRequested(
@@ -203,7 +207,8 @@ def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, plan: list[str
     )
 
 
-async def execute(ctx: TurnContext, part: ToolPart) -> None:
+async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -> None:
+    """Run the call; `extra` reaches the tool (ToolContext.extra): what the person approved it with."""
     tool = ctx.tools[part["name"]]
     part["state"] = ToolState.running.value
     if part.get("effect", "read_only") != Effect.read_only and ctx.checkpoints is not None:
@@ -217,7 +222,7 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
             return
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], {"turn": ctx})
+    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], {"turn": ctx, **(extra or {})})
     try:
         result = await tool.run(part["args"], tctx)
     except ToolError as exc:
@@ -266,8 +271,12 @@ async def resolve_answer(ctx: TurnContext) -> None:
         else:
             finish_call(ctx, part, ToolState.done, f"The person did not approve the plan: {answer['answer']}. "
                                                    "Make a new plan with their remarks and submit it.")
-    elif answer["answer"] == "approve":
-        await execute(ctx, part)
+    elif answer["answer"] in ("approve", "approve_network"):
+        # As approved: with the network only when the person chose that; refused if the promised sandbox is gone.
+        extra = {"network": answer["answer"] == "approve_network"}
+        if req.get("sandboxed") is not None:
+            extra["sandboxed"] = req["sandboxed"]
+        await execute(ctx, part, extra)
     else:
         finish_call(ctx, part, ToolState.denied, DENIED)
     # Keep the tool message right after the assistant message that called it.

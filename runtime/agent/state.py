@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ..events import TodosChanged, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
 from ..redact import redact
+from ..tools.approvals import decide
 from ..tools.base import tool_spec
 from ..tools.builtin import DEFAULT_WRAP_CAP
 from ..tools.discovery import offered
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ..abort import TurnSlot
     from ..ports import TurnStorage
     from ..stream_buffer import StreamBuffer
+    from ..tools.approvals import Rule
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,7 @@ class TurnContext:
         self.task = task
         self.input_parts = input_parts
         self.approval: str = task["approval"]
-        self.tool_rules: dict[str, str] = dict(task.get("tool_rules") or {})
+        self.rules: list[Rule] = []  # the task's and the global permission rules, loaded in setup
         self.workspace = Path(task["workspace"])
         self.max_steps = max_steps
         self.parts: list[dict[str, Any]] = []
@@ -115,6 +117,14 @@ class TurnContext:
         """A helper's tokens count toward the turn's."""
         self.usage = self.usage + usage
         self.publish(UsageEvent(task_id=self.task_id, turn_id=self.turn_id, usage=self.usage))
+
+    def verdict(self, tool: Any, args: dict) -> str:
+        """allow, ask or deny for this call, from the task's mode and rules (and for a command, its sandbox)."""
+        rule_arg = getattr(tool, "rule_arg", None)
+        command = args.get(rule_arg) if rule_arg else None
+        return decide(tool.name, tool.effect, self.approval, self.rules,
+                      command=command if isinstance(command, str) else None,
+                      sandboxed=getattr(tool, "sandboxed", None), unsandboxed_ok=bool(self.task.get("unsandboxed_ok")))
 
     def offer_tools(self, builtin: set[str]) -> None:
         """The tools the first step is offered: all of them, or past the limit the built-ins and find_tools."""

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ToolError
 from ..events import EndReason, ToolProgress, Usage
 from ..providers.base import TEXT, TOOL_CALLS, USAGE, ModelRequest
-from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext, ToolResult, tool_spec
 from ..tools.builtin import wrap_tool_output
 from ..tools.skills import front_matter
@@ -181,7 +180,7 @@ class Child:
             return f"Error: this helper has no tool named {call.name!r}."
         if call.args is None:
             return f"Error: invalid JSON arguments: {call.arguments[:200]}"
-        if decide(tool.name, tool.effect, self.turn.approval, self.turn.tool_rules) != "allow":
+        if self.turn.verdict(tool, call.args) != "allow":
             return "Not allowed for a helper: this task asks the person before such calls. Report it instead."
         self.progress(f"→ {call.name} {json.dumps(call.args, ensure_ascii=False)[:120]}")
         try:

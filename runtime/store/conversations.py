@@ -212,7 +212,7 @@ class Conversations:
                 state=rec["state"], last_reason=rec["reason"], last_error=rec["error"],
                 pending_request=rec["pending_request"], updated_at=now,
                 input_tokens=o.c.input_tokens + usage.input_tokens,
-                output_tokens=o.c.output_tokens + usage.output_tokens, **rec["task_values"]))
+                output_tokens=o.c.output_tokens + usage.output_tokens))
 
     async def fail_turn(self, rec: FinalRecord) -> None:
         """Fallback when `finalize_turn` failed: the settled parts, the turn `error`, the owner idle."""

@@ -38,15 +38,32 @@ class TaskRow(Base):
     last_reason: Mapped[str | None] = mapped_column(String(16))
     last_error: Mapped[str | None] = mapped_column(Text)
     pending_request: Mapped[dict | None] = mapped_column(JSON)
-    tool_rules: Mapped[dict] = mapped_column(JSON, default=dict)
     # The task's todo list ({"content", "status": pending|in_progress|done}), also its approved plan.
     todos: Mapped[list | None] = mapped_column(JSON)
     # For a task created with planning on: None (no plan yet), "proposed" (waiting for the person), "approved".
     plan_status: Mapped[str | None] = mapped_column(String(16))
+    # The sandbox of its commands (runtime/tools/sandbox.py): they may use the network; in full_auto they may run
+    # without a sandbox when none can start (the person accepted that risk for this task).
+    network: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
+    unsandboxed_ok: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+
+
+class PermissionRuleRow(Base):
+    """Always allow / never allow a tool, or a `run_shell` command (runtime/tools/approvals.py)."""
+
+    __tablename__ = "permission_rules"
+    __table_args__ = (Index("ix_permission_rules_task", "task_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str | None] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))  # None: global
+    tool: Mapped[str] = mapped_column(String(200))
+    command: Mapped[str | None] = mapped_column(Text)  # the words a command starts with; None: the whole tool
+    decision: Mapped[str] = mapped_column(String(8))  # allow | deny
+    created_at: Mapped[float] = mapped_column(Float)
 
 
 class MessageRow(Base):

@@ -13,7 +13,18 @@ from ..parts import FinalRecord
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
 from .db import make_engine
 from .db import migrate as migrate_db
-from .models import CheckpointRow, JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
+from .models import (
+    CheckpointRow,
+    JobRow,
+    MessageRow,
+    PermissionRuleRow,
+    StepRow,
+    SubagentRow,
+    TaskRow,
+    TurnRow,
+    UsageAnchorRow,
+)
+from .rules import RulesRepo
 
 DB_NAME = "hearth.sqlite3"
 __all__ = ["DB_NAME", "ContextInputs", "Conversations", "DuplicateMessage", "Store"]
@@ -24,7 +35,7 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations):
+class Store(Conversations, RulesRepo):
     """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints."""
 
     def __init__(self, engine: AsyncEngine, path: Path):
@@ -76,7 +87,7 @@ class Store(Conversations):
             turn_ids = select(TurnRow.id).where(TurnRow.task_id == task_id)
             await conn.execute(delete(StepRow).where(StepRow.turn_id.in_(turn_ids)))
             await conn.execute(delete(SubagentRow).where(SubagentRow.turn_id.in_(turn_ids)))
-            for table in (TurnRow, MessageRow, UsageAnchorRow):
+            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow):
                 await conn.execute(delete(table).where(table.task_id == task_id))
             await conn.execute(delete(TaskRow).where(TaskRow.id == task_id))
 

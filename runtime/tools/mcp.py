@@ -23,6 +23,10 @@ concurrently; `await ready()` in the `mcp_connecting` phase returns the tools th
   key). Consent (`approved`) gates both kinds.
 - Tools are named `server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters; a long or clashing name gets
   a hash suffix. Effect is always `external`: a server's own read-only hints are not trusted.
+- A server's tool list is checked against the one pinned when it was approved (`check_tools`, tools/mcp_pins.py):
+  a server whose tools changed is paused (none of its tools offered) with a warning, and the turn goes on.
+- A tool's description is the server's text, so it reaches the model framed as untrusted data (capped, control
+  characters removed), like the results (agent/context.py `tool_message`).
 - Calls run with `call_timeout`. Cancelling the task awaiting `run()` cancels the call task; the SDK sends
   `notifications/cancelled`, the server cancels its handler and the session stays usable (`run()` waits up to
   2 s for that before re-raising). Progress goes to `ctx.extra["on_progress"](progress, total, message)` if set.
@@ -50,7 +54,8 @@ from typing import Any
 from runtime.config import MCPServerConfig
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, Tool, ToolContext, ToolResult
-from runtime.tools.mcp_util import result_text, root_error, schema_problem, tool_name
+from runtime.tools.mcp_pins import Snapshot, snapshot
+from runtime.tools.mcp_util import result_text, root_error, schema_problem, tool_name, untrusted_description
 from runtime.tools.shell import clean_env
 
 log = logging.getLogger(__name__)
@@ -133,7 +138,7 @@ class MCPTool:
 
     def __init__(self, name: str, remote: Any, server: _Server, sessions: MCPTurnSessions):
         self.name = name
-        self.description = f"[MCP server {server.name}] {(remote.description or remote.title or '').strip()[:2000]}"
+        self.description = untrusted_description(server.name, remote.description or remote.title or "")
         self.parameters: dict[str, Any] = remote.input_schema
         self.server_name = server.name
         self.remote_name: str = remote.name
@@ -149,8 +154,9 @@ class MCPTurnSessions:
 
     def __init__(self, servers: dict[str, MCPServerConfig], *, approved: Callable[[str, MCPServerConfig], bool],
                  connect_timeout: float = 10.0, call_timeout: float = 300.0, cwd: str | Path | None = None,
-                 hidden_env: Collection[str] = ()):
+                 hidden_env: Collection[str] = (), check_tools: Callable[[str, Snapshot], str | None] | None = None):
         self.servers = dict(servers)
+        self.check_tools = check_tools  # None while the tools are the pinned ones, else why the server is paused
         self.hidden_env = frozenset(hidden_env)  # never inherited by a server (its own `env` is still given)
         self.approved = approved
         self.connect_timeout = connect_timeout
@@ -230,7 +236,12 @@ class MCPTurnSessions:
             if srv.state != "ready" or srv.connected is None:
                 warnings.append(srv.gone or f"MCP server '{srv.name}' is not available; continuing without it.")
                 continue
-            for remote in srv.connected.result():
+            listing = srv.connected.result()
+            paused = self._paused(srv, listing)
+            if paused:
+                warnings.append(paused)
+                continue
+            for remote in listing:
                 problem = schema_problem(remote.input_schema)
                 if problem:
                     warnings.append(f"MCP server '{srv.name}': tool '{remote.name}' was left out because its "
@@ -240,6 +251,15 @@ class MCPTurnSessions:
                 tools.append(MCPTool(name, remote, srv, self))
         self._result = (tools, warnings)
         return self._result
+
+    def _paused(self, srv: _Server, listing: list[Any]) -> str | None:
+        if self.check_tools is None:
+            return None
+        try:
+            return self.check_tools(srv.name, snapshot(listing))
+        except Exception:
+            log.exception("checking the tools of MCP server %s failed", srv.name)
+            return f"MCP server '{srv.name}' is paused: its tools could not be checked against the approved ones."
 
     async def aclose(self) -> None:
         """Close every session and end every server process; servers close concurrently. Idempotent."""

@@ -18,6 +18,8 @@ An MCP server is only started after the person saw its full command line and agr
   `LD_PRELOAD`, `PYTHONPATH`).
 - An unreadable or malformed consents file counts as "nothing approved" (logged); the next approval rewrites
   it. Writes are atomic (temporary file + rename) and the file is private (0600).
+- Each entry also pins the server's tool list (tools/mcp_pins.py): `tools` (the approved list) and, while a
+  change waits for the person, `changed` (the list the server offers now, and when it was first seen).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from runtime.config import MCPServerConfig
+from runtime.tools.mcp_pins import Snapshot, diff, fingerprint, summary
 from runtime.tools.shell import SECRET_MARKERS
 
 log = logging.getLogger(__name__)
@@ -124,10 +127,57 @@ class MCPConsents:
 
     def approve(self, name: str, cfg: MCPServerConfig) -> None:
         servers = self._load()
-        servers[name] = {
-            "sha256": config_fingerprint(cfg), "command_line": command_line(cfg), "approved_at": time.time(),
-        }
+        old = servers.get(name) or {}
+        entry = {"sha256": config_fingerprint(cfg), "command_line": command_line(cfg), "approved_at": time.time()}
+        if old.get("sha256") == entry["sha256"]:  # the same command line again: its pinned tools stay pinned
+            entry.update({k: old[k] for k in ("tools", "tools_sha256", "changed") if k in old})
+        servers[name] = entry
         self._save(servers)
+
+    def check_tools(self, name: str, tools: Snapshot) -> str | None:
+        """Pin a server's first tool list; None while it offers the pinned one, else the warning that pauses it
+        (the new list is kept for the person to review)."""
+        servers = self._load()
+        entry = servers.get(name)
+        if entry is None:
+            return None  # not approved: it is never launched, so there is nothing to check
+        now = fingerprint(tools)
+        if "tools_sha256" not in entry or entry["tools_sha256"] == now:
+            if entry.get("tools_sha256") != now or "changed" in entry:
+                entry.update(tools=tools, tools_sha256=now)
+                entry.pop("changed", None)
+                self._save(servers)
+            return None
+        seen = entry.get("changed") or {}
+        if seen.get("tools_sha256") != now:
+            entry["changed"] = {"tools": tools, "tools_sha256": now, "seen_at": time.time()}
+            self._save(servers)
+        return (f"MCP server '{name}' is paused: its tools changed since you approved them "
+                f"({summary(diff(entry.get('tools') or {}, tools))}). Its tools are not offered until you review "
+                f"the change and approve it in Settings → Permissions.")
+
+    def tool_changes(self) -> dict[str, dict[str, Any]]:
+        """Servers paused for changed tools: name -> {"changes": mcp_pins.diff(...), "seen_at"}."""
+        return {
+            name: {"changes": diff(entry.get("tools") or {}, entry["changed"]["tools"]),
+                   "seen_at": entry["changed"].get("seen_at")}
+            for name, entry in self._load().items()
+            if isinstance(entry.get("changed"), dict) and isinstance(entry["changed"].get("tools"), dict)
+        }
+
+    def pinned_tools(self, name: str) -> Snapshot:
+        return dict(self._load().get(name, {}).get("tools") or {})
+
+    def approve_tools(self, name: str) -> bool:
+        """Pin the changed tool list of `name`, which un-pauses it; False when no change waits."""
+        servers = self._load()
+        entry = servers.get(name) or {}
+        changed = entry.pop("changed", None)
+        if not isinstance(changed, dict) or not isinstance(changed.get("tools"), dict):
+            return False
+        entry.update(tools=changed["tools"], tools_sha256=fingerprint(changed["tools"]))
+        self._save(servers)
+        return True
 
     def revoke(self, name: str) -> bool:
         """Forget the approval of `name`; False if there was none."""

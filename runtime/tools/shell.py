@@ -6,6 +6,13 @@ comes and only the head and tail are kept, so a command that prints forever cost
 
 No process may outlive the call: on timeout, on cancellation (Stop), and after the shell exits (background
 jobs it left behind), the whole group gets SIGTERM, then SIGKILL after a short grace.
+
+With a `Sandbox` (tools/sandbox.py, given per turn by the AgentKit) the shell runs inside it: only the workspace
+and a private /tmp writable, the data folder and secret folders hidden, no network unless the task allows it or
+the person approved this one command with network (`ctx.extra["network"]`). A call that was approved as
+sandboxed (`ctx.extra["sandboxed"]`) is refused rather than run without one when the sandbox is gone meanwhile.
+Without a sandbox the command runs as the person, as before; approvals (tools/approvals.py) make sure that
+happens only when the person agreed.
 """
 
 from __future__ import annotations
@@ -16,10 +23,13 @@ import os
 import signal
 import time
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolError
+from runtime.tools.approvals import suggest_rule
 from runtime.tools.base import Effect, ToolContext, ToolResult
+from runtime.tools.sandbox import Launch, Sandbox, SandboxPolicy
 
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
@@ -121,9 +131,9 @@ async def kill_group(pgid: int, grace: float = KILL_GRACE) -> None:
     try:
         deadline = time.monotonic() + grace
         while time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-            if not _group_alive(pgid):
+            if not _group_alive(pgid):  # checked first: a group of zombies (exiting processes) needs no wait
                 return
+            await asyncio.sleep(0.02)
         _signal_group(pgid, signal.SIGKILL)
         deadline = time.monotonic() + 1.0
         while time.monotonic() < deadline and _group_alive(pgid):
@@ -152,6 +162,10 @@ class RunShell:
         f"{int(MAX_TIMEOUT)}). There is no input and no terminal; background processes are stopped when the "
         f"command ends. Output over {OUTPUT_CAP // 1024} KiB keeps only its start and end."
     )
+    sandboxed_description = (
+        " It runs in a sandbox: only the workspace and a private /tmp (emptied after each command) are writable, "
+        "the rest of the file system is read-only, and there is no network unless the person allows it."
+    )
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -168,11 +182,44 @@ class RunShell:
     }
     effect = Effect.external
 
+    rule_arg = "command"  # permission rules match this argument's parsed command line
+
     def __init__(self, cap: int = OUTPUT_CAP, default_timeout: float = DEFAULT_TIMEOUT,
-                 hidden_env: Collection[str] = ()):
+                 hidden_env: Collection[str] = (), sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = (),
+                 network: bool = False, unsandboxed_reason: str = ""):
         self.cap = cap
         self.default_timeout = default_timeout
         self.hidden_env = frozenset(hidden_env)  # see clean_env
+        self.sandbox = sandbox
+        self.hidden = hidden  # what the sandbox hides (tools/sandbox.py hidden_paths)
+        self.network = network  # the task allows the network to every command
+        self.unsandboxed_reason = unsandboxed_reason  # why there is no sandbox, in plain words
+        if sandbox is not None:
+            self.description = self.description + self.sandboxed_description
+
+    @property
+    def sandboxed(self) -> bool:
+        return self.sandbox is not None
+
+    def approval_details(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What an approval request for this call says (agent/loop.py puts it into the request)."""
+        if self.sandbox is None:
+            note = (f"It runs WITHOUT a sandbox ({self.unsandboxed_reason or 'none can start here'}): it can do "
+                    f"anything your account can, including reading your files and using the network.")
+        elif self.network:
+            note = ("It runs in the sandbox: it can change only this task's workspace and cannot see Hearth's data "
+                    "or your keys. It may use the network (this task allows it).")
+        else:
+            note = ("It runs in the sandbox: it can change only this task's workspace, cannot see Hearth's data or "
+                    "your keys, and has no network.")
+        command = args.get("command")
+        return {
+            "sandboxed": self.sandboxed,
+            "network": self.network or not self.sandboxed,
+            "network_offer": self.sandboxed and not self.network,
+            "sandbox_note": note,
+            "suggested_rule": suggest_rule(command) if isinstance(command, str) else None,
+        }
 
     def _timeout(self, args: dict[str, Any]) -> tuple[float, str]:
         value = args.get("timeout_seconds")
@@ -193,20 +240,35 @@ class RunShell:
         if "\x00" in command:
             raise ToolError("The command contains a NUL byte.")
         timeout, note = self._timeout(args)
+        if ctx.extra.get("sandboxed") is True and self.sandbox is None:
+            raise ToolError("This command was approved to run in the sandbox, but no sandbox can start now, so it "
+                            "was not run.")
+        argv = ["/bin/sh", "-c", "--", command]  # "--": a command starting with '-' is not a shell option
+        if self.sandbox is None:
+            launch = Launch(argv)
+        else:
+            network = self.network or ctx.extra.get("network") is True
+            try:
+                launch = self.sandbox.launch(SandboxPolicy(ctx.workspace, self.hidden, network), argv)
+            except OSError as e:
+                raise ToolError(f"Could not prepare the sandbox: {e.strerror or e}.") from None
+        try:
+            return await self._run(launch, ctx, timeout, note)
+        finally:
+            launch.release()
+
+    async def _run(self, launch: Launch, ctx: ToolContext, timeout: float, note: str) -> ToolResult:
         # The start is shielded and waited for even when Stop lands meanwhile: a shell that appears after the
         # cancellation would otherwise belong to nobody, and asyncio's own cleanup of a cancelled start waits
         # for the shell to exit, which `sleep 1000 & ...` never does.
         starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            "--",  # so a command starting with '-' is not taken as a shell option
-            command,
+            *launch.argv,
             cwd=ctx.workspace,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env=clean_env(hidden=self.hidden_env),
+            env={**clean_env(hidden=self.hidden_env), **launch.env},
         ))
         stopped = await _wait_through_cancel(starting)
         try:
@@ -231,7 +293,8 @@ class RunShell:
                     await self._until_exit(proc, reader)
             except TimeoutError:
                 timed_out = True
-            leftovers = not timed_out and _group_alive(pgid)
+            # In the sandbox nothing outlives the shell: the kernel ends its PID namespace with it.
+            leftovers = not timed_out and self.sandbox is None and _group_alive(pgid)
             await kill_group(pgid)
             await self._settle(proc, reader)
         except BaseException:

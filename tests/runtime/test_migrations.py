@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 
 import pytest
+from alembic.command import downgrade
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from runtime.store.db import alembic_config
 from runtime.store.repo import DB_NAME, Store
-from tests.reliability.migration_kill_harness import make_old_folder
+from tests.reliability.migration_kill_harness import _counts, _sync_engine, make_old_folder
 
 
 class Crash(Exception):
@@ -74,7 +76,8 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
         # Nothing half-made: either no table of ours yet, or whole revisions with their stamp.
         tables = _tables(home / DB_NAME) - {"alembic_version"}
         first = {"jobs", "tasks", "messages", "usage_anchors", "turns", "steps", "subagents"}
-        assert tables in (set(), first, first | {"context_checkpoints"}), k
+        assert tables in (set(), first, first | {"permission_rules"},
+                          first | {"permission_rules", "context_checkpoints"}), k
         store = await Store.open(home)
         await store.aclose()
         assert _version(home / DB_NAME) == [head]
@@ -126,3 +129,55 @@ async def test_a_revision_and_its_stamp_commit_together(tmp_path):
     store = await Store.open(home)
     await store.aclose()
     assert _version(home / DB_NAME) == [HEAD]
+
+
+def _columns(path, table: str) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {r[1] for r in db.execute(f"pragma table_info({table})")}
+    finally:
+        db.close()
+
+
+async def test_0003_moves_tool_rules_into_permission_rules_and_keeps_every_message(tmp_path):
+    home = tmp_path / "old"
+    home.mkdir()
+    before = make_old_folder(home, 3)
+    db = sqlite3.connect(home / DB_NAME)
+    ids = [r[0] for r in db.execute("select id from tasks order by updated_at")]
+    db.execute("update tasks set tool_rules = ? where id = ?", ('{"run_shell": "never", "write_file": "always"}',
+                                                               ids[0]))
+    db.execute("update tasks set tool_rules = 'not json' where id = ?", (ids[1],))
+    db.commit()
+    db.close()
+    store = await Store.open(home)
+    try:
+        rules = await store.permission_rules(every=True)
+        assert sorted((r["task_id"], r["tool"], r["command"], r["decision"]) for r in rules) == [
+            (ids[0], "run_shell", None, "deny"), (ids[0], "write_file", None, "allow")]
+        task = await store.get_task(ids[0])
+        assert task["network"] is False and task["unsandboxed_ok"] is False
+    finally:
+        await store.aclose()
+    # Dropping the column must not copy and drop `tasks`: that would cascade into messages and turns.
+    db = sqlite3.connect(home / DB_NAME)
+    after = _counts(db)
+    db.close()
+    assert after == before
+    assert "tool_rules" not in _columns(home / DB_NAME, "tasks")
+
+    # And back: the whole-tool rules return to tool_rules, the new columns and table go.
+    with _sync_engine(home / DB_NAME).begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        downgrade(cfg, "0002_tasks_by_update")
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        assert json.loads(db.execute("select tool_rules from tasks where id = ?", (ids[0],)).fetchone()[0]) == {
+            "run_shell": "never", "write_file": "always"}
+        assert db.execute("select tool_rules from tasks where id = ?", (ids[2],)).fetchone()[0] == "{}"
+        assert _counts(db) == before
+    finally:
+        db.close()
+    assert {"network", "unsandboxed_ok"}.isdisjoint(_columns(home / DB_NAME, "tasks"))
+    assert "permission_rules" not in _tables(home / DB_NAME)

@@ -58,7 +58,7 @@ async def test_pragmas_and_indexes(tmp_path):
 
 async def test_reopening_an_existing_database_keeps_data(tmp_path):
     store = await Store.open(tmp_path)
-    await store.create_task(id="t1", model="a/b", workspace="/w", knowledge=[], tool_rules={})
+    await store.create_task(id="t1", model="a/b", workspace="/w", knowledge=[])
     await store.aclose()
     store = await Store.open(tmp_path)
     assert (await store.get_task("t1"))["model"] == "a/b"

@@ -32,7 +32,7 @@ def step_{i}(x):
 def _task_row(home, task_id: str, title: str, now: float, model: str) -> dict:
     return {"id": task_id, "title": title, "model": model, "approval": "ask", "planning": False, "knowledge": [],
             "workspace": str(workspace_for(home, task_id)), "state": "idle", "last_reason": "completed",
-            "tool_rules": {}, "input_tokens": 0, "output_tokens": 0, "created_at": now, "updated_at": now}
+            "input_tokens": 0, "output_tokens": 0, "created_at": now, "updated_at": now}
 
 
 async def seed_long_task(rt: Runtime, messages: int, title: str = "A long task", model: str = "scripted/test",

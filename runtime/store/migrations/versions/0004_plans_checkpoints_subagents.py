@@ -1,14 +1,14 @@
 """plans and todos on tasks, context checkpoints (summaries of older history), richer subagent records
 
 Revision ID: 0004_plans_checkpoints_subagents
-Revises: 0002_tasks_by_update
+Revises: 0003_sandbox_and_permissions
 """
 
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0004_plans_checkpoints_subagents"
-down_revision = "0002_tasks_by_update"
+down_revision = "0003_sandbox_and_permissions"
 branch_labels = None
 depends_on = None
 
@@ -37,10 +37,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_checkpoints_task", table_name="context_checkpoints")
     op.drop_table("context_checkpoints")
-    with op.batch_alter_table("subagents") as batch_op:
-        batch_op.drop_column("tool_calls")
-        batch_op.drop_column("model")
-        batch_op.drop_column("definition")
-    with op.batch_alter_table("tasks") as batch_op:
-        batch_op.drop_column("plan_status")
-        batch_op.drop_column("todos")
+    # Plain DROP COLUMN (SQLite 3.35+), not a batch copy: rebuilding tasks would cascade into its messages.
+    for table, column in (("subagents", "tool_calls"), ("subagents", "model"), ("subagents", "definition"),
+                          ("tasks", "plan_status"), ("tasks", "todos")):
+        op.execute(f"ALTER TABLE {table} DROP COLUMN {column}")

@@ -1,0 +1,196 @@
+"""Settings → Permissions: whether shell commands run in a sandbox (in the runtime's plain words), every permission
+rule (for all tasks, then per task) with a Remove button each, and the MCP servers paused because their tools
+changed since they were approved, each with the difference and an Approve button.
+
+Self-contained: it talks to the runtime only through `runtime.api` facade methods (`sandbox_status`,
+`permission_rules`, `remove_permission_rule`, `mcp_tool_changes`, `approve_mcp_tools`) on `bridge.rt`, and reloads
+itself after each action. `refresh()` returns the task that loads it, so a caller (or a test) can await it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .markdown import mono_font
+from .util import error_text, spawn
+
+NO_RULES = ("No rules yet. Approving a request with “Always allow” adds one; rules for every task say "
+            "“All tasks”.")
+NO_PAUSED = "No MCP server is paused: every server offers the tools you approved."
+
+
+def _heading(text: str) -> QLabel:
+    label = QLabel(f"<b>{text}</b>")
+    label.setTextFormat(Qt.TextFormat.RichText)
+    return label
+
+
+class PermissionsPage(QWidget):
+    changed = Signal()  # a rule was removed or a server's new tools approved
+
+    def __init__(self, bridge, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        outer.addWidget(scroll)
+        body = QWidget()
+        scroll.setWidget(body)
+        lay = QVBoxLayout(body)
+
+        lay.addWidget(_heading("Shell commands"))
+        self.sandbox_label = QLabel("Checking whether commands can run in a sandbox…")
+        self.sandbox_label.setWordWrap(True)
+        self.sandbox_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.sandbox_label)
+        self.sandbox_detail = QLabel()
+        self.sandbox_detail.setObjectName("Muted")
+        self.sandbox_detail.setWordWrap(True)
+        self.sandbox_detail.setVisible(False)
+        lay.addWidget(self.sandbox_detail)
+
+        lay.addSpacing(10)
+        lay.addWidget(_heading("Permission rules"))
+        self.rules = QTreeWidget()
+        self.rules.setHeaderLabels(["Applies to", "Rule", ""])
+        self.rules.setRootIsDecorated(False)
+        self.rules.header().setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        self.rules.header().setStretchLastSection(False)
+        self.rules.setColumnWidth(0, 160)
+        self.rules.setMinimumHeight(140)
+        lay.addWidget(self.rules)
+        self.no_rules = QLabel(NO_RULES)
+        self.no_rules.setObjectName("Muted")
+        self.no_rules.setWordWrap(True)
+        lay.addWidget(self.no_rules)
+
+        lay.addSpacing(10)
+        lay.addWidget(_heading("MCP servers paused for changed tools"))
+        self.paused = QVBoxLayout()
+        lay.addLayout(self.paused)
+        self.no_paused = QLabel(NO_PAUSED)
+        self.no_paused.setObjectName("Muted")
+        self.no_paused.setWordWrap(True)
+        lay.addWidget(self.no_paused)
+
+        lay.addStretch(1)
+        self.message = QLabel()
+        self.message.setWordWrap(True)
+        lay.addWidget(self.message)
+        self.remove_buttons: dict[int, QPushButton] = {}
+        self.approve_buttons: dict[str, QPushButton] = {}
+        self.diffs: dict[str, QPlainTextEdit] = {}
+        self.refresh()
+
+    # -- loading --
+
+    def refresh(self) -> asyncio.Task:
+        return spawn(self._load(), self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self.message.setText(error_text(exc))
+
+    async def _load(self) -> None:
+        rt = self.bridge.rt
+        status = await rt.sandbox_status()
+        rules = await rt.permission_rules()
+        paused = rt.mcp_tool_changes()
+        self.sandbox_label.setText(status.message)
+        self.sandbox_detail.setText(f"What the sandbox program said: {status.detail}" if status.detail else "")
+        self.sandbox_detail.setVisible(bool(status.detail))
+        self._fill_rules(rules)
+        self._fill_paused(paused)
+
+    def _fill_rules(self, rules) -> None:
+        self.rules.clear()
+        self.remove_buttons.clear()
+        for rule in rules:
+            scope = "All tasks" if rule.scope == "global" else (rule.task_title or "An untitled task")
+            item = QTreeWidgetItem([scope, rule.text, ""])
+            item.setToolTip(1, rule.text)
+            item.setData(0, Qt.ItemDataRole.UserRole, rule.id)
+            self.rules.addTopLevelItem(item)
+            button = QPushButton("Remove")
+            button.setToolTip("Delete this rule; the next request asks again.")
+            button.clicked.connect(lambda _=False, rule_id=rule.id: self._remove(rule_id))
+            self.rules.setItemWidget(item, 2, button)
+            self.remove_buttons[rule.id] = button
+        self.rules.setVisible(bool(rules))
+        self.no_rules.setVisible(not rules)
+
+    def _fill_paused(self, paused) -> None:
+        while self.paused.count():
+            item = self.paused.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.approve_buttons.clear()
+        self.diffs.clear()
+        for change in paused:
+            box = QFrame()
+            box.setObjectName("WaitingBox")
+            lay = QVBoxLayout(box)
+            title = QLabel(f"<b>{change.server}</b> changed its tools since you approved them, so Hearth does not "
+                           f"offer them to tasks. Check the difference before you approve it.")
+            title.setWordWrap(True)
+            lay.addWidget(title)
+            if change.command_line:
+                line = QLabel(change.command_line)
+                line.setObjectName("Muted")
+                line.setFont(mono_font())
+                lay.addWidget(line)
+            diff = QPlainTextEdit("\n\n".join(c["text"] for c in change.changes))
+            diff.setReadOnly(True)
+            diff.setFont(mono_font())
+            diff.setMinimumHeight(120)
+            lay.addWidget(diff)
+            row = QHBoxLayout()
+            row.addStretch(1)
+            approve = QPushButton("Approve the new tools")
+            approve.setToolTip("They become the approved tools and the server runs again from the next turn.")
+            approve.clicked.connect(lambda _=False, name=change.server: self._approve(name))
+            row.addWidget(approve)
+            lay.addLayout(row)
+            self.paused.addWidget(box)
+            self.approve_buttons[change.server] = approve
+            self.diffs[change.server] = diff
+        self.no_paused.setVisible(not paused)
+
+    # -- actions --
+
+    def _remove(self, rule_id: int) -> None:
+        async def go():
+            await self.bridge.rt.remove_permission_rule(rule_id)
+            self.message.setText("Rule removed.")
+            await self._load()
+            self.changed.emit()
+
+        self.remove_buttons[rule_id].setEnabled(False)
+        spawn(go(), self._failed)
+
+    def _approve(self, server: str) -> None:
+        async def go():
+            self.bridge.rt.approve_mcp_tools(server)
+            self.message.setText(f"Approved the new tools of {server}; it runs again from the next turn.")
+            await self._load()
+            self.changed.emit()
+
+        self.approve_buttons[server].setEnabled(False)
+        spawn(go(), self._failed)

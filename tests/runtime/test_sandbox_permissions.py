@@ -1,0 +1,233 @@
+"""The sandbox and permission rules in real turns: Settings' plain words, the unsandboxed fallback (bwrap made
+unavailable by configuration, by PATH, or failing like a system without user namespaces), the network per task and
+per command, and rules per task and global through the facade."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime.api import ConfigError, TaskNotFound
+from runtime.events import EndReason
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import MODEL, collect, open_runtime
+
+NO_BWRAP = "/nonexistent/bwrap"
+CONNECT = (f"{sys.executable} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
+           f"print(s.recv(100).decode())\"")
+
+
+@pytest.fixture
+async def model():
+    return ScriptedModel()
+
+
+def _settings(home: Path, **values) -> None:
+    (home / "settings.json").write_text(json.dumps(values))
+
+
+@pytest.fixture
+async def listener():
+    accepted = []
+
+    async def on_connect(reader, writer):
+        accepted.append(1)
+        writer.write(b"hello from the host\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1], accepted
+    server.close()
+    await server.wait_closed()
+
+
+async def _turn(rt, task_id: str, text: str) -> list:
+    await rt.send(task_id, text)
+    return await collect(rt, task_id)
+
+
+def _tool_results(events) -> list[tuple[str, str]]:
+    return [(e.state, e.result) for e in events if e.type == "tool_call" and e.state in ("done", "error", "denied")]
+
+
+async def test_settings_say_in_plain_words_whether_commands_run_sandboxed(home, tmp_path, monkeypatch, model):
+    rt = await open_runtime(home, model)
+    try:
+        status = await rt.sandbox_status()
+        assert status.available and status.mechanism == "bubblewrap" and status.process_limit == 256
+        assert "workspace" in status.message and "no network" in status.message
+
+        await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": NO_BWRAP})
+        status = await rt.sandbox_status()
+        assert not status.available and status.mechanism is None
+        assert "not installed" in status.message and "ask before each command" in status.message
+
+        fake = tmp_path / "bwrap"  # what bwrap says where user namespaces are disabled
+        fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to creating new namespace, likely because the "
+                        "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
+        fake.chmod(0o755)
+        await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": str(fake)})
+        status = await rt.sandbox_status()
+        assert not status.available and "does not let bubblewrap create the namespaces" in status.message
+        assert "No permissions to creating new namespace" in status.detail
+
+        empty = tmp_path / "bin"
+        empty.mkdir()
+        monkeypatch.setenv("PATH", str(empty))
+        await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": "bwrap"})
+        status = await rt.sandbox_status()
+        assert not status.available and "'bwrap' program) is not installed" in status.message
+    finally:
+        await rt.aclose()
+
+
+async def test_full_auto_asks_before_each_unsandboxed_command_unless_the_risk_is_accepted(home, tmp_path, model):
+    _settings(home, sandbox_bwrap=NO_BWRAP)
+    outside = tmp_path / "outside.txt"
+    model.add_steps([Call("run_shell", {"command": f"echo one > {outside}"})], ["ran"],
+                    [Call("run_shell", {"command": f"echo two >> {outside}"})], ["ran again"])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        events = await _turn(rt, task.id, "go")
+        assert events[-1].reason == EndReason.waiting and not outside.exists()
+        request = (await rt.get_task(task.id)).pending_request
+        assert request["sandboxed"] is False and request["network"] is True and request["network_offer"] is False
+        assert "WITHOUT a sandbox (bubblewrap" in request["sandbox_note"] and "WITHOUT a sandbox" in request["prompt"]
+        with pytest.raises(ConfigError, match="'approve' or 'deny'"):
+            await rt.answer(task.id, request["request_id"], "approve_network")
+        await rt.answer(task.id, request["request_id"], "approve")  # the person's explicit yes: it runs as them
+        assert (await collect(rt, task.id))[-1].reason == EndReason.completed
+        assert outside.read_text() == "one\n"
+
+        await rt.set_task_sandbox(task.id, unsandboxed_ok=True)
+        assert (await rt.get_task(task.id)).unsandboxed_ok is True
+        events = await _turn(rt, task.id, "again")
+        assert not any(e.type == "input_requested" for e in events) and events[-1].reason == EndReason.completed
+        assert outside.read_text() == "one\ntwo\n"
+    finally:
+        await rt.aclose()
+
+
+async def test_the_network_is_asked_per_command_and_allowed_per_task(home, model, listener):
+    port, accepted = listener
+    connect = CONNECT.format(port=port)
+    model.add_steps([Call("run_shell", {"command": connect})], ["no network"],
+                    [Call("run_shell", {"command": connect})], ["with network"],
+                    [Call("run_shell", {"command": connect})], ["task network"])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        await _turn(rt, task.id, "one")
+        request = (await rt.get_task(task.id)).pending_request
+        assert request["sandboxed"] is True and request["network"] is False and request["network_offer"] is True
+        assert "in the sandbox" in request["prompt"] and "no network" in request["sandbox_note"]
+        await rt.answer(task.id, request["request_id"], "approve")
+        (state, result), = _tool_results(await collect(rt, task.id))
+        assert state == "done" and "Connection refused" in result and accepted == []
+
+        await _turn(rt, task.id, "two")
+        request = (await rt.get_task(task.id)).pending_request
+        await rt.answer(task.id, request["request_id"], "approve_network")
+        (state, result), = _tool_results(await collect(rt, task.id))
+        assert state == "done" and "hello from the host" in result and accepted == [1]
+
+        await rt.set_task_sandbox(task.id, network=True)
+        await rt.add_permission_rule("run_shell", "allow", task_id=task.id)
+        events = await _turn(rt, task.id, "three")
+        assert not any(e.type == "input_requested" for e in events)
+        assert "hello from the host" in _tool_results(events)[0][1] and accepted == [1, 1]
+        assert (await rt.create_task(model=MODEL, network=True)).network is True
+    finally:
+        await rt.aclose()
+
+
+async def test_a_command_approved_as_sandboxed_is_not_run_without_the_sandbox(home, model):
+    model.add_steps([Call("run_shell", {"command": "echo x > made.txt"})], ["ok"])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        await _turn(rt, task.id, "go")
+        request = (await rt.get_task(task.id)).pending_request
+        assert request["sandboxed"] is True
+        await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": NO_BWRAP})  # bwrap gone meanwhile
+        await rt.answer(task.id, request["request_id"], "approve")
+        (state, result), = _tool_results(await collect(rt, task.id))
+        assert state == "error" and "approved to run in the sandbox" in result
+        assert not (Path(task.workspace) / "made.txt").exists()
+    finally:
+        await rt.aclose()
+
+
+async def test_command_rules_per_task_and_global_through_the_facade(home, model):
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(title="Rules", model=MODEL)
+        other = await rt.create_task(title="Other", model=MODEL, approval="full_auto")
+        echo = await rt.add_permission_rule("run_shell", "allow", command=" echo ", task_id=task.id)
+        deny = await rt.add_permission_rule("run_shell", "deny", command="rm -rf")
+        assert (echo.scope, echo.command, echo.text) == ("task", "echo", "Always allow run_shell commands starting "
+                                                                         "with `echo`")
+        assert echo.task_title == "Rules" and deny.scope == "global" and deny.text.startswith("Never allow")
+        assert [r.id for r in await rt.permission_rules()] == [deny.id, echo.id]
+        assert [r.id for r in await rt.permission_rules(other.id)] == [deny.id]
+
+        model.add_steps([Call("run_shell", {"command": "echo hi && echo there 2>/dev/null"})], ["ok"],
+                        [Call("run_shell", {"command": "echo hi; touch x"})], ["asked"])
+        events = await _turn(rt, task.id, "allowed")
+        assert not any(e.type == "input_requested" for e in events) and "hi\nthere" in _tool_results(events)[0][1]
+        events = await _turn(rt, task.id, "not covered")
+        assert events[-1].reason == EndReason.waiting
+        await rt.answer(task.id, (await rt.get_task(task.id)).pending_request["request_id"], "deny")
+        await rt.wait_idle(task.id)
+
+        ws = Path(other.workspace)
+        (ws / "keep").mkdir(parents=True)
+        model.add_steps([Call("run_shell", {"command": "cd . && rm -fr keep"})], ["denied"])
+        events = await _turn(rt, other.id, "delete")  # full_auto, but the global rule says never
+        assert _tool_results(events)[0][0] == "denied" and (ws / "keep").is_dir()
+
+        assert await rt.remove_permission_rule(echo.id) is True
+        assert await rt.remove_permission_rule(echo.id) is False
+        model.add_steps([Call("run_shell", {"command": "echo hi"})], ["asked again"])
+        assert (await _turn(rt, task.id, "no rule now"))[-1].reason == EndReason.waiting
+
+        # "Always allow commands like this" from the approval card: the suggested rule, stored for the task.
+        request = (await rt.get_task(task.id)).pending_request
+        assert request["suggested_rule"] == "echo"
+        await rt.answer(task.id, request["request_id"], "approve", remember=True, rule_command="echo")
+        await rt.wait_idle(task.id)
+        assert [(r.command, r.decision) for r in await rt.permission_rules(task.id)] == [("rm -rf", "deny"),
+                                                                                          ("echo", "allow")]
+        await rt.delete_task(task.id)
+        assert [r.id for r in await rt.permission_rules()] == [deny.id]
+    finally:
+        await rt.aclose()
+
+
+async def test_bad_rules_get_one_plain_sentence(home, model):
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        for kwargs, words in [
+            ({"tool": "run_shell", "decision": "maybe"}, "allows or denies"),
+            ({"tool": " ", "decision": "allow"}, "name of a tool"),
+            ({"tool": "write_file", "decision": "allow", "command": "ls"}, "apply to the whole tool"),
+            ({"tool": "run_shell", "decision": "allow", "command": "git status; rm x"}, "one plain command"),
+            ({"tool": "run_shell", "decision": "allow", "command": "ls $(whoami)"}, "one plain command"),
+        ]:
+            with pytest.raises(ConfigError, match=words) as err:
+                await rt.add_permission_rule(**kwargs, task_id=task.id)
+            assert "\n" not in str(err.value)
+        with pytest.raises(TaskNotFound):
+            await rt.add_permission_rule("run_shell", "allow", task_id="nope")
+        with pytest.raises(TaskNotFound):
+            await rt.set_task_sandbox("nope", network=True)
+        assert await rt.permission_rules() == []
+    finally:
+        await rt.aclose()

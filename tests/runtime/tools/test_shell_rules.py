@@ -1,0 +1,161 @@
+"""Permission rules match the parsed command line, not a string prefix (tools/shell_parse.py, tools/approvals.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.errors import ConfigError
+from runtime.tools.approvals import Rule, command_words, decide, rule_verdict, suggest_rule
+from runtime.tools.base import Effect
+from runtime.tools.shell_parse import parse_command
+
+ALLOW_GIT_STATUS = [Rule("run_shell", "allow", ("git", "status"))]
+
+
+def _commands(text: str) -> list[list[str]]:
+    return [c.argv for c in parse_command(text).commands]
+
+
+@pytest.mark.parametrize(("text", "commands", "problems"), [
+    ("git status", [["git", "status"]], False),
+    ("git status; rm x", [["git", "status"], ["rm", "x"]], False),
+    ("git status && rm -rf /", [["git", "status"], ["rm", "-rf", "/"]], False),
+    ("git status || rm x", [["git", "status"], ["rm", "x"]], False),
+    ("git status | sh", [["git", "status"], ["sh"]], False),
+    ("git status |& tee x", [["git", "status"], ["tee", "x"]], False),
+    ("git status & rm x", [["git", "status"], ["rm", "x"]], False),
+    ("git status\nrm x", [["git", "status"], ["rm", "x"]], False),
+    ("git status\r\nrm x", [["git", "status\r"], ["rm", "x"]], False),
+    ("git sta\\\ntus", [["git", "status"]], False),
+    ("git 'status;' \"rm x\"", [["git", "status;", "rm x"]], False),
+    ("git status # ; rm x", [["git", "status"]], False),
+    ("git status#x", [["git", "status#x"]], False),
+    ("(cd sub && git status)", [["cd", "sub"], ["git", "status"]], False),
+    ("git status $(rm x)", [["rm", "x"], ["git", "status", ""]], True),
+    ("git status `rm x`", [["rm", "x"], ["git", "status", ""]], True),
+    ('git status "$(rm x)"', [["rm", "x"], ["git", "status", ""]], True),
+    ("git status ${X:-$(rm x)}", None, True),
+    ("cat <<EOF\nrm x\nEOF", [["cat"], ["rm", "x"], ["EOF"]], True),
+    ("diff <(rm x) y", None, True),
+    ("git status 'unclosed", [["git", "status", "unclosed"]], True),
+    ("f() { rm x; }; f", None, True),
+    ("case x in x) rm y;; esac", None, True),
+])
+def test_the_lexer_finds_every_simple_command(text, commands, problems):
+    parsed = parse_command(text)
+    if commands is not None:
+        assert [c.argv for c in parsed.commands] == commands
+    assert bool(parsed.problems) == problems, parsed.problems
+
+
+def test_redirections_assignments_and_expansions_are_recorded():
+    cmd = parse_command("GIT_DIR=/x LANG=C git status >out.txt 2>&1 <in $HOME *.py ~/y").commands[0]
+    assert [a.text for a in cmd.assignments] == ["GIT_DIR=/x", "LANG=C"]
+    assert cmd.argv == ["git", "status", "$HOME", "*.py", "~/y"]
+    assert [w.literal for w in cmd.words] == [True, True, False, False, False]
+    assert [(op, w.text) for op, w in cmd.redirects] == [(">", "out.txt"), ("2>&", "1"), ("<", "in")]
+
+
+@pytest.mark.parametrize(("command", "verdict"), [
+    ("git status", "allow"),
+    ("git status --short", "allow"),
+    ("git  status\t-s", "allow"),
+    ("'git' \"status\"", "allow"),
+    ("git status 2>/dev/null", "allow"),
+    ("git status 2>&1 </dev/null", "allow"),
+    ("git status && git status -s", "allow"),
+    ("git status | git status", "allow"),
+    ("(git status)", "allow"),
+    ("git status; rm x", None),
+    ("git status && rm -rf x", None),
+    ("git status || rm x", None),
+    ("git status | sh", None),
+    ("git status & rm x", None),
+    ("git status\nrm x", None),
+    ("git status $(rm x)", None),
+    ("git status `rm x`", None),
+    ('git status "$(rm x)"', None),
+    ("git status > ~/.bashrc", None),
+    ("git status >> log.txt", None),
+    ("git status &> out", None),
+    ("GIT_DIR=/elsewhere git status", None),
+    ("git statusx", None),
+    ("git stat", None),
+    ("git", None),
+    ("$GIT status", None),
+    ("g* status", None),
+    ("git $SUB", None),
+    ("/usr/bin/git status", None),
+    ("cat <<EOF\ngit status\nEOF", None),
+    ("git status 'unclosed", None),
+    ("", None),
+])
+def test_an_allow_rule_covers_only_lines_made_of_allowed_commands(command, verdict):
+    assert rule_verdict("run_shell", command, ALLOW_GIT_STATUS) == verdict
+
+
+DENY_RM_RF = [Rule("run_shell", "allow", ()), Rule("run_shell", "deny", ("rm", "-rf"))]
+
+
+@pytest.mark.parametrize(("command", "verdict"), [
+    ("rm -rf build", "deny"),
+    ("rm -fr build", "deny"),
+    ("rm -r -f build", "deny"),
+    ("rm -v -rf build", "deny"),
+    ("/bin/rm -rf build", "deny"),
+    ("ls; rm -rf build", "deny"),
+    ("echo $(rm -rf build)", "deny"),
+    ("echo `rm -rf build`", "deny"),
+    ("echo ${X:-$(rm -rf build)}", "deny"),
+    ("sudo rm -rf /", "deny"),
+    ("env FOO=1 nice -n 5 timeout 10 rm -rf x", "deny"),
+    ("X=1 rm -rf x", "deny"),
+    ("if true; then rm -rf x; fi", "deny"),
+    ("sh -c 'rm -rf x'", "deny"),
+    ("bash -lc \"cd / && rm -rf x\"", "deny"),
+    ("eval 'rm -rf x'", "deny"),
+    ("find . | xargs rm -rf", "deny"),
+    ("rm -r build", "allow"),
+    ("rm build", "allow"),
+    ("echo rm -rf", "allow"),
+    ("ls", "allow"),
+])
+def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, verdict):
+    assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
+
+
+def test_rule_scopes_and_modes():
+    # A whole-tool rule applies to any call; rules of another tool say nothing.
+    assert rule_verdict("write_file", None, [Rule("write_file", "deny")]) == "deny"
+    assert rule_verdict("write_file", None, [Rule("run_shell", "deny")]) is None
+    # Without a rule the mode decides; full_auto asks for a command that cannot run sandboxed ...
+    shell = {"command": "make", "sandboxed": False}
+    assert decide("run_shell", Effect.external, "full_auto", **shell) == "ask"
+    assert decide("run_shell", Effect.external, "full_auto", **shell, unsandboxed_ok=True) == "allow"
+    assert decide("run_shell", Effect.external, "full_auto", command="make", sandboxed=True) == "allow"
+    # ... unless the person allowed that command.
+    assert decide("run_shell", Effect.external, "full_auto", [Rule("run_shell", "allow", ("make",))], **shell) == \
+        "allow"
+    assert decide("run_shell", Effect.external, "ask", ALLOW_GIT_STATUS, command="git status") == "allow"
+    assert decide("run_shell", Effect.external, "ask", ALLOW_GIT_STATUS, command="git status; rm x") == "ask"
+    assert decide("mcp__x", Effect.external, "full_auto") == "allow"  # nothing to sandbox: as before
+
+
+@pytest.mark.parametrize("text", ["git status; rm x", "git $X", "A=1 git", "git > f", "if true", "", "  ",
+                                  "git $(x)", "ls *"])
+def test_a_rule_command_must_be_one_plain_command(text):
+    with pytest.raises(ConfigError) as err:
+        command_words(text)
+    assert "\n" not in str(err.value) and len(str(err.value)) < 200
+
+
+def test_rule_commands_and_suggestions():
+    assert command_words("  git   'status' ") == ("git", "status")
+    assert suggest_rule("git status --short") == "git status"
+    assert suggest_rule("ls -la") == "ls"
+    assert suggest_rule("python3 build.py") == "python3"
+    assert suggest_rule("echo hi") == "echo"
+    assert suggest_rule("/usr/bin/git log -3") == "/usr/bin/git log"
+    assert suggest_rule("git status; rm x") is None
+    assert suggest_rule("FOO=1 make") is None
+    assert suggest_rule("$(x) y") is None
