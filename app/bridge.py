@@ -135,9 +135,9 @@ class RuntimeBridge(QObject):
         log.warning("action failed: %s", exc, exc_info=not isinstance(exc, typed))
         self.error.emit(error_text(exc))
 
-    def run(self, coro) -> asyncio.Task:
-        """Run an action from a slot; its failure becomes an `error` signal."""
-        return spawn(coro, self.report)
+    def run(self, coro, owner: QObject | None = None, load: bool = False) -> asyncio.Task:
+        """Run an action from a slot; its failure becomes an `error` signal (see util.spawn for `owner`)."""
+        return spawn(coro, self.report, owner=owner, load=load)
 
     def observe(self, task_id: str) -> TaskObserver:
         return TaskObserver(self, task_id)
@@ -218,8 +218,9 @@ class RuntimeBridge(QObject):
         return handle
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
-                     plan: list[str] | None = None) -> TurnHandle:
-        handle = await self.rt.answer(task_id, request_id, answer, remember=remember, plan=plan)
+                     plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
+        handle = await self.rt.answer(task_id, request_id, answer, remember=remember, plan=plan,
+                                      rule_command=rule_command)
         self.task_changed.emit(task_id)
         return handle
 

@@ -106,7 +106,7 @@ class McpEditor(QWidget):
             self.refill()
             self.changed.emit()
 
-        self.bridge.run(go())
+        self.bridge.run(go(), owner=self)
 
     def _add(self) -> None:
         name = self.name.text().strip()

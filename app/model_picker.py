@@ -41,7 +41,7 @@ class ModelPicker(QComboBox):
             self.set_ref(current)
             self.loaded.emit()
 
-        spawn(go(), bridge.report)
+        self.loading = spawn(go(), bridge.report, owner=self, load=True)
 
     def _fill(self, choices: list[dict]) -> None:
         self._model.clear()

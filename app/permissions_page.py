@@ -103,7 +103,7 @@ class PermissionsPage(QWidget):
     # -- loading --
 
     def refresh(self) -> asyncio.Task:
-        return spawn(self._load(), self._failed)
+        return spawn(self._load(), self._failed, owner=self, load=True)
 
     def _failed(self, exc: BaseException) -> None:
         self.message.setText(error_text(exc))
@@ -183,7 +183,7 @@ class PermissionsPage(QWidget):
             self.changed.emit()
 
         self.remove_buttons[rule_id].setEnabled(False)
-        spawn(go(), self._failed)
+        spawn(go(), self._failed, owner=self)
 
     def _approve(self, server: str) -> None:
         async def go():
@@ -193,4 +193,4 @@ class PermissionsPage(QWidget):
             self.changed.emit()
 
         self.approve_buttons[server].setEnabled(False)
-        spawn(go(), self._failed)
+        spawn(go(), self._failed, owner=self)

@@ -1,6 +1,7 @@
-"""The Settings window: Models (providers and presets), Tools (MCP servers) and Appearance (theme, Enter
-sends). Appearance is app-only and applies at once. Models are saved with the Save button through the runtime
-(`save_settings`, keys via `set_api_key` into the OS keyring); MCP changes apply at once (see mcp_editor)."""
+"""The Settings window: Models (providers and presets), Tools (MCP servers), Skills, Permissions (sandbox, rules,
+paused MCP servers) and Appearance (theme, Enter sends). Appearance is app-only and applies at once. Models are
+saved with the Save button through the runtime (`save_settings`, keys via `set_api_key` into the OS keyring); MCP
+changes apply at once (see mcp_editor)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
 from . import dialogs
 from .bridge import RuntimeBridge
 from .mcp_editor import McpEditor
+from .permissions_page import PermissionsPage
 from .prefs import Prefs
 from .providers_editor import ProvidersEditor
 from .skills_page import SkillsPage
@@ -54,6 +56,10 @@ class SettingsWindow(QDialog):
         self.tabs.addTab(self.mcp, "Tools (MCP)")
         self.skills = SkillsPage(bridge)
         self.tabs.addTab(self.skills, "Skills")
+        self.permissions = PermissionsPage(bridge)
+        self.tabs.addTab(self.permissions, "Permissions")
+        # Rules change from approval cards while this window is open: read again whenever the tab is shown.
+        self.tabs.currentChanged.connect(self._tab_shown)
         self.tabs.addTab(self._appearance(), "Appearance")
         lay.addWidget(self.tabs, 1)
         row = QHBoxLayout()
@@ -90,6 +96,10 @@ class SettingsWindow(QDialog):
         lay.addWidget(self.enter)
         lay.addStretch(1)
         return page
+
+    def _tab_shown(self, index: int) -> None:
+        if self.tabs.widget(index) is self.permissions:
+            self.permissions.refresh()
 
     def set_theme(self, key: str) -> None:
         for button in self.theme_group.buttons():
@@ -143,7 +153,7 @@ class SettingsWindow(QDialog):
             shown = ", ".join(models[:6]) + (" …" if len(models) > 6 else "")
             self.providers.test_finished(True, f"Connected — {len(models)} model(s): {shown}", models)
 
-        self.bridge.run(go())
+        self.bridge.run(go(), owner=self)
 
     def _save(self, close_after: bool = False) -> None:
         providers, default_model, keys = self.providers.values()
@@ -170,4 +180,4 @@ class SettingsWindow(QDialog):
             if close_after:
                 self.close()
 
-        self.bridge.run(go())
+        self.bridge.run(go(), owner=self)

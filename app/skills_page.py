@@ -28,7 +28,7 @@ class SkillsPage(QWidget):
         add = QPushButton("Add skill folder…")
         add.clicked.connect(self._pick)
         lay.addWidget(add, 0, Qt.AlignmentFlag.AlignLeft)
-        self.bridge.run(self.reload())
+        self.bridge.run(self.reload(), owner=self, load=True)
 
     async def reload(self) -> None:
         skills = await self.bridge.skills()
@@ -42,7 +42,7 @@ class SkillsPage(QWidget):
         dlg = QFileDialog(self, "Choose a skill folder", str(Path.home()))
         dlg.setFileMode(QFileDialog.FileMode.Directory)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dlg.fileSelected.connect(lambda folder: self.bridge.run(self.add(folder)))
+        dlg.fileSelected.connect(lambda folder: self.bridge.run(self.add(folder), owner=self))
         dlg.open()
 
     async def add(self, folder: str) -> None:

@@ -223,12 +223,13 @@ class TaskPanel(QWidget):
             self.waiting_slot.addWidget(self.waiting)
 
     def _on_plan(self, request_id: str, answer: str, steps: list) -> None:
-        self._on_answer(request_id, answer, False, steps or None)
+        self._on_answer(request_id, answer, False, "", steps or None)
 
-    def _on_answer(self, request_id: str, answer: str, remember: bool, plan: list | None = None) -> None:
+    def _on_answer(self, request_id: str, answer: str, remember: bool, rule: str = "",
+                   plan: list | None = None) -> None:
         async def go():
             try:
-                await self.bridge.answer(self.task_id, request_id, answer, remember, plan)
+                await self.bridge.answer(self.task_id, request_id, answer, remember, plan, rule or None)
             except Exception:
                 if self.waiting is not None and not self._closed:
                     self.waiting.reenable()

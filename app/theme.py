@@ -80,6 +80,7 @@ def stylesheet(c: dict[str, str]) -> str:
     QListView#TaskList {{ background: transparent; border: none; outline: none; }}
     QLabel#TaskTitle {{ font-weight: 600; }}
     QLabel#Muted, QLabel#TaskMeta, QLabel#Footer {{ color: {c['muted']}; }}
+    QLabel#Warning {{ color: {c['interrupted']}; font-weight: 600; }}
     QLabel#PanelTitle {{ font-size: 16px; font-weight: 600; }}
     QLabel#Chip {{ color: {c['muted']}; border: 1px solid {c['border']}; border-radius: 9px; padding: 1px 8px; }}
     QScrollArea#Conversation, QWidget#ConversationBody {{ background: {c['base']}; border: none; }}

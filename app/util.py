@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import shiboken6
+from PySide6.QtCore import QObject
+
 log = logging.getLogger("app")
 
 _tasks: set[asyncio.Task] = set()
@@ -15,13 +18,17 @@ _long: set[asyncio.Task] = set()  # subscriptions that live as long as a turn; t
 
 
 def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[BaseException], None] | None = None, *,
-          long: bool = False) -> asyncio.Task:
+          long: bool = False, owner: QObject | None = None, load: bool = False) -> asyncio.Task:
     """Run a coroutine from a slot. The task is kept referenced until done; failures are logged and handed
-    to `on_error` (usually a status-bar message), never swallowed."""
+    to `on_error` (usually a status-bar message), never swallowed. `owner` is the widget it shows its outcome
+    in: a `load` (a read) stops when that widget is deleted (its dialog closed); any other action runs to its
+    end, and only its attempt to update the deleted widget is dropped."""
     task = asyncio.ensure_future(coro)
     _tasks.add(task)
     if long:
         _long.add(task)
+    if owner is not None and load:
+        owner.destroyed.connect(lambda *_: task.cancel())
 
     def done(t: asyncio.Task) -> None:
         _tasks.discard(t)
@@ -29,11 +36,14 @@ def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[BaseException], No
         if t.cancelled():
             return
         exc = t.exception()
-        if exc is not None:
-            if on_error is not None:
-                on_error(exc)
-            else:
-                log.error("background action failed", exc_info=exc)
+        if exc is None:
+            return
+        if owner is not None and not shiboken6.isValid(owner) and isinstance(exc, RuntimeError):
+            log.debug("view closed before its action finished: %s", exc)
+        elif on_error is not None:
+            on_error(exc)
+        else:
+            log.error("background action failed", exc_info=exc)
 
     task.add_done_callback(done)
     return task

@@ -1,4 +1,5 @@
-"""Inline answer UI for a task that waits: an approval (approve / deny / always allow) or an `ask_user` question.
+"""Inline answer UI for a task that waits: an approval (approve / with network / deny / always allow), a plan or
+an `ask_user` question.
 Built from the task's persisted `pending_request`, so it is the same after an app restart."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ EFFECT_NOTES = {
 
 
 class WaitingBox(QFrame):
-    answered = Signal(str, str, bool)  # request_id, answer, remember
+    answered = Signal(str, str, bool, str)  # request_id, answer, remember, the command rule to remember ("": tool)
     plan_answered = Signal(str, str, list)  # request_id, "approve" or the reason it was not, the steps kept
 
     def __init__(self, request: dict, parent=None):
@@ -34,32 +35,7 @@ class WaitingBox(QFrame):
         if self.kind == "plan":
             self._plan(lay, request)
         elif self.kind == "approval":
-            title = QLabel(f"Hearth wants to use <b>{tool}</b>. Allow it?")
-            lay.addWidget(title)
-            note = QLabel(EFFECT_NOTES.get(request.get("effect", ""), ""))
-            note.setObjectName("Muted")
-            note.setVisible(bool(note.text()))
-            lay.addWidget(note)
-            args = QLabel(args_text(request.get("tool_args") or {}))
-            args.setFont(mono_font())
-            args.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-            args.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-            args.setVisible(bool(args.text()))
-            lay.addWidget(args)
-            row = QHBoxLayout()
-            self.approve = QPushButton("Approve")
-            self.approve.setObjectName("Primary")
-            self.deny = QPushButton("Deny")
-            self.always = QPushButton(f"Always allow {tool}")
-            self.always.setToolTip("Approve, and let this task run this tool without asking again.")
-            self.approve.clicked.connect(lambda: self._answer("approve", False))
-            self.deny.clicked.connect(lambda: self._answer("deny", False))
-            self.always.clicked.connect(lambda: self._answer("approve", True))
-            for b in (self.approve, self.deny, self.always):
-                row.addWidget(b)
-            row.addStretch(1)
-            lay.addLayout(row)
-            self.buttons = [self.approve, self.deny, self.always]
+            self._approval(lay, request, tool)
         else:
             title = QLabel("Hearth asks:")
             title.setObjectName("Muted")
@@ -81,6 +57,50 @@ class WaitingBox(QFrame):
             lay.addLayout(row)
             QShortcut(QKeySequence("Ctrl+Return"), self.edit, activated=self._send_text)
             self.buttons = [self.send]
+
+    def _approval(self, lay: QVBoxLayout, request: dict, tool: str) -> None:
+        """Approve / Deny, with the network when the sandbox would otherwise cut it, and an "always" rule: for
+        this kind of command when the request suggests one, else for the whole tool."""
+        lay.addWidget(QLabel(f"Hearth wants to use <b>{tool}</b>. Allow it?"))
+        args = QLabel(args_text(request.get("tool_args") or {}))
+        args.setFont(mono_font())
+        args.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        args.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        args.setVisible(bool(args.text()))
+        lay.addWidget(args)
+        note = QLabel(request.get("sandbox_note") or EFFECT_NOTES.get(request.get("effect", ""), ""))
+        note.setWordWrap(True)
+        # Without a sandbox the command can do anything the account can: said in the warning colour.
+        note.setObjectName("Warning" if request.get("sandboxed") is False else "Muted")
+        note.setVisible(bool(note.text()))
+        lay.addWidget(note)
+        row = QHBoxLayout()
+        self.approve = QPushButton("Approve")
+        self.approve.setObjectName("Primary")
+        self.approve.clicked.connect(lambda: self._answer("approve", False))
+        self.buttons = [self.approve]
+        if request.get("network_offer"):
+            self.with_network = QPushButton("Approve with network")
+            self.with_network.setToolTip("Run this one command in the sandbox, but let it use the network.")
+            self.with_network.clicked.connect(lambda: self._answer("approve_network", False))
+            self.buttons.append(self.with_network)
+        self.deny = QPushButton("Deny")
+        self.deny.clicked.connect(lambda: self._answer("deny", False))
+        rule = request.get("suggested_rule") or ""
+        if rule:
+            self.always = QPushButton(f"Always allow “{_short(rule)}” commands")
+            self.always.setToolTip(f"Approve, and let this task run commands starting with “{rule}” without "
+                                   "asking again. Rules are listed in Settings ▸ Permissions.")
+        else:
+            self.always = QPushButton(f"Always allow {tool}")
+            self.always.setToolTip("Approve, and let this task run this tool without asking again. Rules are "
+                                   "listed in Settings ▸ Permissions.")
+        self.always.clicked.connect(lambda: self._answer("approve", True, rule))
+        self.buttons += [self.deny, self.always]
+        for b in self.buttons:
+            row.addWidget(b)
+        row.addStretch(1)
+        lay.addLayout(row)
 
     def _plan(self, lay: QVBoxLayout, request: dict) -> None:
         """The plan as an editable list (one step a line): approve it as it stands, or say what is wrong."""
@@ -128,11 +148,15 @@ class WaitingBox(QFrame):
         if text:
             self._answer(text, False)
 
-    def _answer(self, answer: str, remember: bool) -> None:
+    def _answer(self, answer: str, remember: bool, rule: str = "") -> None:
         for b in self.buttons:
             b.setEnabled(False)
-        self.answered.emit(self.request_id, answer, remember)
+        self.answered.emit(self.request_id, answer, remember, rule)
 
     def reenable(self) -> None:
         for b in self.buttons:
             b.setEnabled(True)
+
+
+def _short(text: str, limit: int = 28) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -39,7 +39,7 @@ async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
     panel = await open_task(ctl, task.id)
     type_and_send(panel, "Name three colours.")
     await wait_turns(ctl, panel)
-    banner = panel.conversation.banners()[0]
+    banner = (await until(panel.conversation.banners, what="the length-limit banner"))[0]
     assert "length limit" in banner.label.text() and banner.button.isVisibleTo(panel)
     QTest.mouseClick(banner.button, Qt.MouseButton.LeftButton)
     await wait_turns(ctl, panel, 2)

@@ -3,6 +3,7 @@ to another model, and Settings that never lose an edit silently."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from PySide6.QtCore import Qt
@@ -51,6 +52,24 @@ async def test_the_new_task_dialog_lists_every_providers_live_models(home):
             dlg.model.setCurrentIndex(row)
             assert dlg.model.ref() == f"a/{LONG}"
             dlg.close()
+        finally:
+            await ctl.shutdown()
+
+
+async def test_closing_the_dialog_while_the_lists_load_is_no_error(home):
+    async with OpenAIServer(models=["alpha"]) as one, OpenAIServer(models=["gamma"]) as slow:
+        slow.script(Reply(hang=True))  # its list comes back only at the runtime's timeout
+        _settings(home, one.base_url, slow.base_url)
+        ctl = await _app(home)
+        errors: list[str] = []
+        ctl.bridge.error.connect(errors.append)
+        try:
+            dlg = ctl.window.new_task()
+            loading = dlg.model.loading
+            dlg.close()  # deleted on close, before the slow list came back
+            await asyncio.wait([loading], timeout=10)
+            assert loading.done()
+            assert errors == []
         finally:
             await ctl.shutdown()
 

@@ -3,8 +3,13 @@ for changed tools with their difference and an Approve button, all through the r
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLabel
+
 from app.permissions_page import NO_PAUSED, NO_RULES, PermissionsPage
-from tests.support.qt_helpers import MODEL, until
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 
 def _rows(page: PermissionsPage) -> list[tuple[str, str]]:
@@ -59,3 +64,32 @@ async def test_the_page_shows_and_changes_rules_sandbox_and_paused_servers(launc
     await page.refresh()
     assert page.sandbox_label.text().startswith("Commands are not sandboxed: bubblewrap")
     page.close()
+
+
+async def test_a_command_approval_offers_network_and_a_command_rule_that_then_skips_the_question(launch):
+    model = ScriptedModel([[Call("run_shell", {"command": "echo first"})], ["Done."],
+                           [Call("run_shell", {"command": "echo second -n"})], ["Done again."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Echo", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "say it")
+    await until(lambda: panel.waiting is not None and panel.settled, what="approval asked")
+    box = panel.waiting
+    notes = [label.text() for label in box.findChildren(QLabel)]
+    assert any("runs in the sandbox" in n and "no network" in n for n in notes), notes
+    assert box.with_network.text() == "Approve with network"
+    assert box.always.text() == "Always allow “echo” commands"
+    QTest.mouseClick(box.always, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    rules = await ctl.rt.permission_rules(task.id)
+    assert [(r.tool, r.command, r.decision) for r in rules] == [("run_shell", "echo", "allow")]
+    assert [c.state for c in panel.conversation.cards()] == ["done"]
+
+    type_and_send(panel, "again")  # the rule covers `echo second -n`: it runs without a question
+    await wait_turns(ctl, panel, 3)
+    assert panel.waiting is None
+    assert [c.state for c in panel.conversation.cards()] == ["done", "done"]
+
+    settings = ctl.open_settings()
+    settings.tabs.setCurrentWidget(settings.permissions)
+    await until(lambda: ("Echo", rules[0].text) in _rows(settings.permissions), what="the rule listed")

@@ -164,6 +164,12 @@ async def shots(out: Path) -> None:
         settings.providers.list.setCurrentRow(1)
         await _settle(0.6)
         settings.grab().save(str(out / "06-settings.png"))
+        await ctl.rt.add_permission_rule("run_shell", "allow", command="git status", task_id=ids["approval"])
+        await ctl.rt.add_permission_rule("run_shell", "deny", command="rm -rf")
+        settings.tabs.setCurrentWidget(settings.permissions)
+        await settings.permissions.refresh()
+        await _settle(0.4)
+        settings.grab().save(str(out / "16-permissions.png"))
         settings.close()
 
         dialog = win.new_task("Summarise the meeting notes I attach and draft a short reply")
