@@ -5,11 +5,12 @@
 #
 #  1. builds the bundle and the .deb (packaging/build.sh), unless --no-build;
 #  2. makes a data folder with the previous version's code (PREVIOUS_REV: the newest tag before HEAD, else
-#     c7556c5, the last commit before the installers) and one turn of the bundled model, for the upgrade check in step 7;
+#     c7556c5, the last commit before the installers) and one turn of the bundled model, for step 7;
 #  3. installs the .deb (its Depends through apt-get), checks the launchers, menu entry, icons and libraries;
-#  4. starts the installed app under Xvfb for a user who never ran Hearth (a fresh HOME), waits for the window,
-#     creates a task and sends one message to the bundled model by keyboard (xdotool), waits until the answer
-#     is persisted (`hearth show` from the bundle), quits with Ctrl+Q;
+#  4. starts the installed app under Xvfb for a user who never ran Hearth (a fresh HOME) and without a network
+#     (a network namespace of its own), waits for the window, creates a task and sends one message to the
+#     bundled model by keyboard (xdotool), waits until the answer is persisted (`hearth show` from the bundle),
+#     quits with Ctrl+Q;
 #  5. starts it again and checks it shows the task; checks the log file and the data folder locations;
 #  6. measures launch → first paint of the installed app against the virtualenv (tests/benchmarks);
 #  7. opens the previous version's data folder with the installed app (migrations at open) and reads its task;
@@ -92,7 +93,8 @@ XVFB_PID=$!
 wait_for 10 "Xvfb" test -s "$WORK/display"
 export DISPLAY=:$(cat "$WORK/display")
 cd "$WORK"  # the installed app must not need the source tree
-hearth-app --report-startup stay >"$WORK/app1.out" 2>"$WORK/app1.err" &
+# In a network namespace of its own: the installed app and its model need no network (X is a Unix socket).
+unshare --net hearth-app --report-startup stay >"$WORK/app1.out" 2>"$WORK/app1.err" &
 APP_PID=$!
 wait_for 60 "the main window" xdotool search --onlyvisible --name '^Hearth$'
 wait_for 60 "the runtime" test -s "$WORK/app1.out"
