@@ -44,6 +44,20 @@ if ! pinned "${TOOLS[@]}"; then
 fi
 VERSION=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
 
+# llama-cpp-python compiles llama.cpp for the CPU it is installed on (GGML_NATIVE). A bundle must run on other
+# CPUs: if the CPU library uses AVX-512 (zmm registers), AMX (tile registers) or AVX-VNNI, rebuild it portable,
+# for x86-64-v3 (AVX2, FMA, F16C; 2013 and later), without pip's cache (whose wheel is keyed by the source only).
+if [ "$(uname -sm)" = "Linux x86_64" ]; then
+  cpu_lib=$("$PY" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib/libggml-cpu.so.0")')
+  # (grep without -q reads to the end: an early exit would kill objdump and, with pipefail, fail the test)
+  if objdump -d --no-show-raw-insn "$cpu_lib" | grep -E '%zmm|%tmm|tileload|vpdpbusd' >/dev/null; then
+    llama=$("$PY" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')
+    echo "+ llama.cpp here is built for this CPU only; rebuilding llama-cpp-python $llama portable (about 6 min)"
+    CMAKE_ARGS="-DGGML_NATIVE=OFF" "$PY" -m pip install -q --no-cache-dir --force-reinstall --no-deps \
+      "llama-cpp-python==$llama"
+  fi
+fi
+
 echo "+ PyInstaller $PYINSTALLER_VERSION: bundle $VERSION"
 t0=$(date +%s)
 "$PY" -m PyInstaller --noconfirm --log-level WARN --distpath "$DIST" --workpath "$ROOT/build/work" \
