@@ -48,11 +48,12 @@ VERSION=$("$PY" -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "r
 # CPUs: if the CPU library uses AVX-512 (zmm registers), AMX (tile registers) or AVX-VNNI, rebuild it portable,
 # for x86-64-v3 (AVX2, FMA, F16C; 2013 and later), without pip's cache (whose wheel is keyed by the source only).
 if [ "$(uname -sm)" = "Linux x86_64" ]; then
-  cpu_lib=$("$PY" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("llama_cpp").origin).parent / "lib/libggml-cpu.so.0")')
+  cpu_lib=$("$PY" -c 'import importlib.util as u, pathlib as p; print(p.Path(u.find_spec("llama_cpp").origin).parent)')
+  cpu_lib=$cpu_lib/lib/libggml-cpu.so.0
   # (grep without -q reads to the end: an early exit would kill objdump and, with pipefail, fail the test)
   if objdump -d --no-show-raw-insn "$cpu_lib" | grep -E '%zmm|%tmm|tileload|vpdpbusd' >/dev/null; then
     llama=$("$PY" -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')
-    echo "+ llama.cpp here is built for this CPU only; rebuilding llama-cpp-python $llama portable (about 6 min)"
+    echo "+ llama.cpp here is built for this CPU only: rebuilding llama-cpp-python $llama portable (6-20 min)"
     CMAKE_ARGS="-DGGML_NATIVE=OFF" "$PY" -m pip install -q --no-cache-dir --force-reinstall --no-deps \
       "llama-cpp-python==$llama"
   fi
@@ -67,7 +68,8 @@ echo "  built in $(( $(date +%s) - t0 )) s: $(du -sh "$BUNDLE" | cut -f1)"
 echo "  without the model: $(du -sh --exclude='*.gguf' "$BUNDLE" | cut -f1)"
 
 # Every library the bundle links must be in it, or be one of the system libraries the .deb depends on.
-SYSTEM_LIBS='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libEGL|libGL|libGLX|libGLdispatch|libOpenGL|libxcb|libxcb-icccm|libxcb-keysyms)\.so'
+SYSTEM_LIBS='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libEGL|libGL|libGLX|libGLdispatch|libOpenGL'
+SYSTEM_LIBS+='|libxcb|libxcb-icccm|libxcb-keysyms)\.so'
 missing=$(find "$BUNDLE" -type f \( -name '*.so*' -o -name hearth -o -name hearth-app \) -print0 \
   | xargs -0 -n1 env LD_LIBRARY_PATH="$BUNDLE/_internal" ldd 2>/dev/null \
   | awk '/=>/ && ($3 == "not" || $3 !~ "^'"$BUNDLE"'") {print $1}' | sort -u | grep -Ev "$SYSTEM_LIBS" || true)

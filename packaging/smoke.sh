@@ -82,7 +82,8 @@ if command -v desktop-file-validate >/dev/null; then desktop-file-validate /usr/
 notfound=$(find /opt/hearth -type f \( -name '*.so*' -o -name 'hearth*' \) -print0 | xargs -0 -n1 ldd 2>/dev/null \
   | grep 'not found' | sort -u || true)
 [ -z "$notfound" ] || fail "libraries missing after install: $notfound"
-echo "installed: $(dpkg-query -W -f='${Package} ${Version}, ${Installed-Size} KB' hearth); launchers, icons, menu entry and libraries OK"
+echo "installed: $(dpkg-query -W -f='${Package} ${Version}, ${Installed-Size} KB' hearth)"
+echo "launchers, icons, menu entry and libraries OK"
 
 step "4. first start under Xvfb for a new user, one message through the window"
 export HOME=$WORK/home
@@ -140,7 +141,10 @@ hearth --home "$OLD" show "$OLD_TASK" | head -1 | grep -q 'completed' || fail "o
 hearth-app --home "$OLD" --report-startup exit >"$WORK/app3.out" 2>"$WORK/app3.err" \
   || fail "opening the old data folder: $(cat "$WORK/app3.err")"
 grep -q "\"tasks\": \[\"$OLD_TASK\"\]" "$WORK/app3.out" || fail "the old task is not shown: $(cat "$WORK/app3.out")"
-revision() { "$PY" -c 'import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute("select version_num from alembic_version").fetchone()[0])' "$1"; }
+revision() {
+  "$PY" -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+    "select version_num from alembic_version").fetchone()[0])' "$1"
+}
 [ "$(revision "$OLD/hearth.sqlite3")" = "$(revision "$DATA/hearth.sqlite3")" ] || fail "old data folder not migrated"
 echo "old task $OLD_TASK read and shown; schema at $(revision "$OLD/hearth.sqlite3"), as in a new data folder"
 
@@ -152,8 +156,9 @@ while read -r f; do [ -d "$f" ] || [ ! -e "$f" ] || fail "$f is still there"; do
 [ ! -e /opt/hearth ] || fail "/opt/hearth is still there"
 # Anything new since the install outside the data folder, not owned by a package (others may install meanwhile),
 # and not a cache the desktop's own dpkg triggers rebuild.
-left=$(find /opt /usr /etc /var/lib -xdev -newer "$marker" ! -type d ! -path '/var/lib/dpkg/*' ! -path '/var/lib/apt/*' \
-  ! -name icon-theme.cache ! -name mimeinfo.cache 2>/dev/null | while read -r f; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done)
+left=$(find /opt /usr /etc /var/lib -xdev -newer "$marker" ! -type d ! -path '/var/lib/dpkg/*' \
+  ! -path '/var/lib/apt/*' ! -name icon-theme.cache ! -name mimeinfo.cache 2>/dev/null \
+  | while read -r f; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done)
 [ -z "$left" ] || fail "left after removal: $left"
 echo "removed: no file of the package left; the user's data stays in $DATA"
 rm -rf "$WORK"
