@@ -3,6 +3,7 @@ inside qasync breaks the asyncio loop (FACTS: "Cannot enter into task")."""
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
@@ -70,14 +71,22 @@ def ask_text(parent: QWidget | None, title: str, label: str, value: str,
     return dlg
 
 
-def about(parent: QWidget | None, version: str, home: str) -> QMessageBox:
+def app_version() -> str:
+    """The installed distribution's version; the installers bundle its metadata, so this works frozen too."""
+    try:
+        return importlib.metadata.version("hearth")
+    except importlib.metadata.PackageNotFoundError:  # a bare checkout on sys.path, never installed
+        return "(development)"
+
+
+def about(parent: QWidget | None, home: str, logs: str) -> QMessageBox:
     box = QMessageBox(parent)
     box.setWindowTitle("About Hearth")
     box.setIcon(QMessageBox.Icon.Information)
-    box.setText(f"<b>Hearth</b> {version}")
+    box.setText(f"<b>Hearth</b> {app_version()}")
     box.setInformativeText(
         "An offline-first personal agent. Turns keep running when the window is closed; everything confirmed "
-        f"is kept in one local database.<br><br>Data folder: <code>{home}</code>"
+        f"is kept in one local database.<br><br>Data folder: <code>{home}</code><br>Logs: <code>{logs}</code>"
     )
     box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     box.setWindowModality(Qt.WindowModality.NonModal)

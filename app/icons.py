@@ -6,7 +6,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPixmap
 
 
-def _flame(size: int, badge: QColor | None = None) -> QPixmap:
+def flame_pixmap(size: int, badge: QColor | None = None) -> QPixmap:
+    """The flame at `size` pixels, drawn natively at that size (also for the installers' icon files)."""
     pm = QPixmap(size, size)
     pm.fill(Qt.GlobalColor.transparent)
     p = QPainter(pm)
@@ -42,5 +43,5 @@ def app_icon(badge: str | None = None) -> QIcon:
     """The flame; with `badge` (a colour) a dot marks running or waiting tasks in the tray."""
     icon = QIcon()
     for size in (16, 22, 32, 48, 64, 128, 256):
-        icon.addPixmap(_flame(size, QColor(badge) if badge else None))
+        icon.addPixmap(flame_pixmap(size, QColor(badge) if badge else None))
     return icon

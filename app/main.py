@@ -5,6 +5,8 @@
 SIGTERM and SIGINT (logout, system shutdown, Ctrl-C) quit without asking, through the same clean path as
 Quit: running turns end `interrupted`, the database is closed, the exit code is 0. A second launch on the same
 data folder shows the running instance's window and exits (app/single.py).
+
+Logging: see app/logs.py (a rotating file in the platform's log folder; stderr gets warnings, all with --verbose).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import signal
 import sys
 import time
 
+from .logs import setup_logging
+
 T0 = time.time()
+log = logging.getLogger("app")
 
 
 def parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -74,6 +79,7 @@ async def run(args: argparse.Namespace, instance) -> int:
             report["ready"] = time.time()
             report["t0"] = T0
             report["error"] = ctl.startup_error
+            report["tasks"] = sorted(ctl.window.tasks) if ctl.window is not None else []
             print(json.dumps(report), flush=True)
             if args.report_startup == "exit":
                 ctl.request_quit(ask=False)
@@ -86,8 +92,10 @@ async def run(args: argparse.Namespace, instance) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args, qt_args = parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    setup_logging(args.verbose, args.home)
+    from .dialogs import app_version
+
+    log.info("Hearth %s starting%s", app_version(), " (installed build)" if getattr(sys, "frozen", False) else "")
     import qasync
     from PySide6.QtWidgets import QApplication
 

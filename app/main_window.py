@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidge
 
 from . import dialogs, export
 from .icons import app_icon
+from .logs import log_folder
 from .new_task_dialog import NewTaskDialog
 from .problem import ProblemPage
 from .sidebar import TaskSidebar
@@ -87,7 +88,7 @@ class MainWindow(QMainWindow):
         act(t, "Delete…", lambda: self.delete_task(self.current_task()))
         act(t, "Stop", self.stop_current, "Ctrl+.")
         h = bar.addMenu("&Help")
-        act(h, "About Hearth", lambda: dialogs.about(self, "0.1.0", str(self.bridge.home if self.bridge else "")))
+        act(h, "About Hearth", self.about)
         self._task_actions = [self.actions_by_name[n] for n in (
             "Export Task as Markdown…", "Export Task as JSON…", "Open Workspace Folder", "Rename…", "Delete…",
             "Stop")]
@@ -105,6 +106,9 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage("Hearth has not started yet: " + (self.ctl.startup_error or "starting…"),
                                      10_000)
         return False
+
+    def about(self):
+        return dialogs.about(self, str(self.bridge.home if self.bridge else ""), str(log_folder(self.ctl.home)))
 
     def _enable_task_actions(self) -> None:
         for a in self._task_actions:

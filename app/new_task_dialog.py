@@ -44,6 +44,7 @@ class NewTaskDialog(QDialog):
         self.goal = QPlainTextEdit()
         self.goal.setPlaceholderText("e.g. Summarise the notes I attach and draft a reply")
         self.goal.setFixedHeight(80)
+        self.goal.setTabChangesFocus(True)  # keyboard users reach Title and Create; a goal needs no tab characters
         form.addRow("Goal", self.goal)
         self.title = QLineEdit()
         self.title.setPlaceholderText("Optional — taken from the goal otherwise")

@@ -1,0 +1,7 @@
+"""The frozen `hearth` executable (PyInstaller's script for the headless CLI; a console program on Windows)."""
+
+import sys
+
+from runtime.cli import main
+
+sys.exit(main())
