@@ -49,13 +49,13 @@ from .errors import (
     TaskNotFound,
 )
 from .events import EndReason, Event
+from .host import TurnHost
 from .infos import MessageInfo, TaskInfo, TurnHandle
 from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
 from .locks import DataFolderLock, TaskLocks
 from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
-from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
@@ -96,13 +96,8 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
         self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
-        self._services = TurnServices(
-            storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
-            agent=self.kit, on_turn_done=self._after_turn,
-        )
-        self._runs: set[asyncio.Task] = set()
-        self._has_queue: set[str] = set()  # tasks whose queued inputs this process runs one after another
-        self._sending: dict[tuple[str, str], asyncio.Future] = {}  # inputs being written, by client id
+        self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
+        self.task_turns = self._host(store, self.kit, self._task_row)
         self._folder_lock = folder_lock
         self.read_only = read_only
         self._closed = False
@@ -149,6 +144,11 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         """Set a broken settings.json aside (`settings.json.broken-<date>`) so the next open uses defaults;
         usable when `open()` failed with `SettingsError`. Returns where the old file went."""
         return set_aside_settings(resolve_home(home))
+
+    def _host(self, store, agent, owner_row) -> TurnHost:
+        """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
+        return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
+                        owner_row=owner_row, writable=self._writable, closed=lambda: self._closed, runs=self._runs)
 
     def _writable(self) -> None:
         if self._closed:
