@@ -31,8 +31,10 @@ from pathlib import Path
 
 from .abort import AbortRegistry
 from .backups_api import BackupMixin
+from .chats_api import Chats
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings
 from .errors import (
+    ChatNotFound,
     ConfigError,
     DataFolderBusy,
     HearthError,
@@ -50,7 +52,7 @@ from .errors import (
 )
 from .events import EndReason, Event
 from .host import TurnHost
-from .infos import MessageInfo, TaskInfo, TurnHandle
+from .infos import ChatInfo, MessageInfo, TaskInfo, TurnHandle
 from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
@@ -61,6 +63,7 @@ from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
+from .store.chats import ChatStore
 from .store.faults import guard as storage_faults
 from .store.repo import Store
 from .stream_buffer import BufferRegistry, BufferState
@@ -72,12 +75,11 @@ from .turns_api import TurnsMixin
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CheckReport", "ConfigError", "DataFolderBusy",
-    "EndReason", "Event", "HearthError", "MCPToolChange", "MessageInfo", "PermissionRule", "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
-    "Settings", "SettingsError", "StorageCorrupt",
-    "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
-    "TurnHandle", "resolve_home",
+    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "ChatInfo", "ChatNotFound", "CheckReport",
+    "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MCPToolChange", "MessageInfo",
+    "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored",
+    "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull",
+    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "resolve_home",
 ]
 
 
@@ -98,6 +100,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self.task_turns = self._host(store, self.kit, self._task_row)
+        self.chats = Chats(self, ChatStore(store.engine))
         self._folder_lock = folder_lock
         self.read_only = read_only
         self._closed = False
@@ -119,7 +122,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
                 settings = settings or load_settings(home)
                 store = await Store.open(home, migrate=not read_only)
                 if not read_only:
-                    recovered = await store.recover()
+                    recovered = await store.recover() + await ChatStore(store.engine).recover()
                     if recovered:
                         log.info("recovered %d interrupted turn(s)", len(recovered))
         except BaseException:
@@ -145,10 +148,11 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         usable when `open()` failed with `SettingsError`. Returns where the old file went."""
         return set_aside_settings(resolve_home(home))
 
-    def _host(self, store, agent, owner_row) -> TurnHost:
+    def _host(self, store, agent, owner_row, noun: str = "Task") -> TurnHost:
         """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
         return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
-                        owner_row=owner_row, writable=self._writable, closed=lambda: self._closed, runs=self._runs)
+                        owner_row=owner_row, writable=self._writable, closed=lambda: self._closed, runs=self._runs,
+                        noun=noun)
 
     def _writable(self) -> None:
         if self._closed:

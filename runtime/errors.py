@@ -11,10 +11,18 @@ class TaskNotFound(HearthError):
         self.task_id = task_id
 
 
+class ChatNotFound(HearthError):
+    def __init__(self, chat_id: str):
+        super().__init__(f"No chat with id {chat_id!r}.")
+        self.chat_id = chat_id
+
+
 class TaskBusy(HearthError):
-    def __init__(self, task_id: str):
+    """A task (or a chat: `noun`) already has a turn running."""
+
+    def __init__(self, task_id: str, noun: str = "Task"):
         super().__init__(
-            f"Task {task_id!r} is already working on a turn. Wait for it, stop it, or queue the input."
+            f"{noun} {task_id!r} is already working on a turn. Wait for it, stop it, or queue the input."
         )
         self.task_id = task_id
 

@@ -44,8 +44,10 @@ AddParts = Callable[[dict, list[dict]], Awaitable[list[dict]]]
 class TurnHost:
     def __init__(self, store: Conversations, agent: AgentPort, *, locks: TaskLocks, aborts: AbortRegistry,
                  buffers: BufferRegistry, jobs: JobQueue, owner_row: Callable[[str], Awaitable[dict]],
-                 writable: Callable[[], None], closed: Callable[[], bool], runs: set[asyncio.Task]):
+                 writable: Callable[[], None], closed: Callable[[], bool], runs: set[asyncio.Task],
+                 noun: str = "Task"):
         self.store = store
+        self.noun = noun  # what errors call an owner
         self.aborts = aborts
         self.buffers = buffers
         self.services = TurnServices(storage=store, locks=locks, aborts=aborts, streams=buffers, jobs=jobs,
@@ -94,7 +96,7 @@ class TurnHost:
             if client_msg_id is not None and slot.client_msg_id == client_msg_id:
                 return TurnHandle(owner_id, slot.turn_id, slot.input_message_id, duplicate=True)
             if not queue:
-                raise TaskBusy(owner_id)
+                raise TaskBusy(owner_id, self.noun)
             return await self._enqueue(owner_id, parts, client_msg_id, add_parts)
         # Registered before the first await: a concurrent send sees it and gets TaskBusy (or queues).
         slot = TurnSlot(owner_id, uuid.uuid4().hex, client_msg_id)

@@ -31,6 +31,19 @@ class TaskInfo(BaseModel):
     updated_at: float
 
 
+class ChatInfo(BaseModel):
+    id: str
+    title: str | None
+    model: str  # the next turn's
+    state: str
+    last_reason: str | None
+    last_error: str | None
+    input_tokens: int
+    output_tokens: int
+    created_at: float
+    updated_at: float
+
+
 class MessageInfo(BaseModel):
     id: int
     role: str

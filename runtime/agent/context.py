@@ -113,6 +113,8 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
     for msg in messages:
         if msg["status"] == "queued" and msg["id"] != current_input_id:
             continue
+        if msg["role"] not in ("user", "assistant"):  # a chat's model-change marker: for the person only
+            continue
         if msg["role"] == "user":
             start = len(chat)
             rewind = _rewind(msg["parts"])

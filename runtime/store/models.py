@@ -175,3 +175,75 @@ class JobRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+# -- chats: the same columns as a task's conversation apart from the owner key (store/conversations.py); a chat has
+# no workspace, no approval mode and no plan, and its model may change between turns.
+
+
+class ChatRow(Base):
+    __tablename__ = "chats"
+    __table_args__ = (Index("ix_chats_updated", "updated_at"),)  # the chat list, newest first
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))  # the next turn's; a change leaves a marker message
+    state: Mapped[str] = mapped_column(String(16), server_default="idle")
+    last_reason: Mapped[str | None] = mapped_column(String(16))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    pending_request: Mapped[dict | None] = mapped_column(JSON)
+    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+
+
+class ChatMessageRow(Base):
+    __tablename__ = "chat_messages"
+    __table_args__ = (
+        UniqueConstraint("chat_id", "client_msg_id", name="uq_chat_messages_client_msg_id"),
+        Index("ix_chat_messages_order", "chat_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | event (a model change)
+    parts: Mapped[list] = mapped_column(JSON, default=list)
+    status: Mapped[str] = mapped_column(String(16), server_default="complete")  # as messages.status
+    client_msg_id: Mapped[str | None] = mapped_column(String(100))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class ChatTurnRow(Base):
+    __tablename__ = "chat_turns"
+    __table_args__ = (
+        Index("ix_chat_turns_running", "status", sqlite_where=text("status = 'running'")),
+        Index("ix_chat_turns_chat", "chat_id", "started_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    input_message_id: Mapped[int | None] = mapped_column(ForeignKey("chat_messages.id", ondelete="SET NULL"))
+    output_message_id: Mapped[int | None] = mapped_column(ForeignKey("chat_messages.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16))  # running | ended
+    reason: Mapped[str | None] = mapped_column(String(16))
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    error: Mapped[str | None] = mapped_column(Text)
+
+
+class ChatCheckpointRow(Base):
+    """A summary of a chat's older history (as context_checkpoints for tasks)."""
+
+    __tablename__ = "chat_checkpoints"
+    __table_args__ = (Index("ix_chat_checkpoints_chat", "chat_id", "upto_message_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    upto_message_id: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
