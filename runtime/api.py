@@ -35,6 +35,8 @@ from .config import ProviderConfig, Settings, load_settings, resolve_home, split
 from .errors import (
     ConfigError,
     DataFolderBusy,
+    DownloadCancelled,
+    ModelError,
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
@@ -46,6 +48,9 @@ from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
 from .locks import DataFolderLock, TaskLocks
+from .models.library import ModelLibrary
+from .models.progress import DownloadProgress, format_progress
+from .models_api import CatalogModel, InstalledModel, ModelsMixin
 from .parts import is_truncated, text_of
 from .ports import TurnServices
 from .providers.base import Provider
@@ -62,9 +67,10 @@ from .workspace import copy_attachments, workspace_for
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BufferState", "ConfigError", "DataFolderBusy", "EndReason", "Event", "MessageInfo", "Preset",
+    "PRESETS", "BufferState", "CatalogModel", "ConfigError", "DataFolderBusy", "DownloadCancelled",
+    "DownloadProgress", "EndReason", "Event", "InstalledModel", "MessageInfo", "ModelError", "Preset",
     "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "TurnHandle",
+    "TaskInfo", "TaskNotFound", "TurnHandle", "format_progress",
 ]
 
 
@@ -113,7 +119,7 @@ class TurnHandle:
     queued: bool = False
 
 
-class Runtime(SettingsMixin):
+class Runtime(SettingsMixin, ModelsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -125,8 +131,11 @@ class Runtime(SettingsMixin):
         self.locks = TaskLocks()
         self.aborts = AbortRegistry()
         self.jobs = JobQueue(store.record_job)
+        self.models = ModelLibrary(home)
+        self._pulls = {}
         self._providers: dict[str, Provider] = dict(providers)
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, store)
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, store,
+                            self.models)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,

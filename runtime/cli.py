@@ -1,5 +1,9 @@
 """Headless CLI: `hearth run | answer | tasks | show | models | mcp`, also `python -m runtime.cli`.
 
+`hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
+memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
+(Ctrl-C pauses it; the same command resumes), `hearth models rm NAME` removes one.
+
 Exit codes: 0 completed, 2 usage or config error, 3 provider error, 4 the task waits for an answer (printed,
 with the `hearth answer` line that gives it), 5 another Hearth process owns the data folder, 130 stopped
 (Ctrl-C stops the turn, waits for finalize, then exits).
@@ -17,9 +21,10 @@ import json
 import signal
 import sys
 
-from .api import Runtime
+from .api import Runtime, format_progress
 from .errors import ConfigError, DataFolderBusy, HearthError, ReadOnlyRuntime, RequestNotFound, TaskNotFound
 from .events import EndReason
+from .models.machine import human_bytes
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 READ_COMMANDS = ("tasks", "show")
@@ -45,7 +50,13 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list tasks")
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id")
-    sub.add_parser("models", help="list the models of configured and detected local servers")
+    models = sub.add_parser("models", help="local models, downloads, and model servers")
+    models_sub = models.add_subparsers(dest="models_command")
+    models_sub.add_parser("list", help="installed models, the catalog, and model servers (the default)")
+    pull = models_sub.add_parser("pull", help="download a catalog model or a Hugging Face .gguf file")
+    pull.add_argument("ref", help="a catalog id, OWNER/REPO/FILE.gguf, or the file's huggingface.co URL")
+    rm = models_sub.add_parser("rm", help="remove an installed model (deletes a downloaded file)")
+    rm.add_argument("name")
     mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
     mcp.add_parser("list", help="configured servers, their command lines and consent")
     add = mcp.add_parser("add", help="add a stdio server: hearth mcp add NAME -- COMMAND [ARGS...]")
@@ -210,7 +221,24 @@ async def _show(rt: Runtime, task_id: str) -> int:
     return EXIT_OK
 
 
-async def _models(rt: Runtime) -> int:
+async def _models(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.models_command == "pull":
+        return await _pull(rt, args.ref)
+    if args.models_command == "rm":
+        await rt.remove_model(args.name)
+        print(f"Removed {args.name}.")
+        return EXIT_OK
+    print("Installed (use with --model):")
+    for m in rt.installed_models():
+        where = m.repo or ("bundled with Hearth" if m.source == "bundled" else m.path)
+        missing = "" if m.present else "  (file missing)"
+        print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}")
+    print("\nCatalog (hearth models pull ID):")
+    for c in rt.model_catalog():
+        mark = "installed" if c.installed else "won't fit in this computer's memory" if c.fits is False else ""
+        size = f"~{human_bytes(c.size)}" if c.size else "size unknown"
+        print(f"  {c.id:<26} {c.label:<26} {size:>9}  needs {human_bytes(c.ram_needed)} RAM  {mark}".rstrip())
+    print()
     configured, detected = await asyncio.gather(rt.all_models(), rt.detect_local_servers())
     for provider_id, models in configured.items():
         if isinstance(models, str):
@@ -222,6 +250,37 @@ async def _models(rt: Runtime) -> int:
         if preset.id in detected and preset.base_url not in known:
             models = ", ".join(detected[preset.id])
             print(f"\nDetected {preset.label} at {preset.base_url} (not configured yet): {models}")
+    return EXIT_OK
+
+
+async def _pull(rt: Runtime, ref: str) -> int:
+    """Download with one progress line (rewritten in place in a terminal, a line per 10 % otherwise)."""
+    tty = sys.stderr.isatty()
+    shown: dict[str, object] = {"step": -1, "phase": None, "warned": False}
+
+    def on_progress(p) -> None:
+        if p.fits is False and not shown["warned"]:
+            shown["warned"] = True
+            print(f"Warning: {p.name} needs about {human_bytes(p.ram_needed)} of memory, more than this computer "
+                  "has; it may not run.", file=sys.stderr)
+        step = int((p.fraction or 0) * 10)
+        if tty:
+            print(f"\r{format_progress(p):<78}", end="" if p.phase != "done" else "\n", file=sys.stderr, flush=True)
+        elif p.phase != shown["phase"] or step != shown["step"]:
+            print(format_progress(p), file=sys.stderr, flush=True)
+        shown["phase"], shown["step"] = p.phase, step
+
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(rt.pull_model(ref, on_progress))
+    loop.add_signal_handler(signal.SIGINT, task.cancel)
+    try:
+        model = await task
+    except asyncio.CancelledError:
+        print("\nPaused; run the same command again to resume the download.", file=sys.stderr)
+        return EXIT_STOPPED
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    print(f"Installed {model.ref} ({human_bytes(model.size)}). Use it with: hearth run --model {model.ref} \"...\"")
     return EXIT_OK
 
 
@@ -267,7 +326,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
     try:
         return await Runtime.open(args.home)
     except DataFolderBusy:
-        if args.command not in READ_COMMANDS:
+        reads = args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
+        if not reads:
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -282,7 +342,7 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "tasks":
             return await _tasks(rt)
         if args.command == "models":
-            return await _models(rt)
+            return await _models(rt, args)
         if args.command == "mcp":
             return await _mcp(rt, args)
         return await _show(rt, args.task_id)

@@ -63,3 +63,15 @@ class ReadOnlyRuntime(HearthError):
             "Hearth is running with this data folder, so this command can only read it. Use the app, or quit it "
             "first."
         )
+
+
+class ModelError(HearthError):
+    """A model could not be found, downloaded, added or removed; the message says why and what to do."""
+
+
+class DownloadCancelled(ModelError):
+    """A download was stopped by the person; its partial file is kept so the next pull resumes it."""
+
+    def __init__(self, name: str):
+        super().__init__(f"The download of {name} was paused; pull it again to resume where it stopped.")
+        self.name = name

@@ -12,6 +12,7 @@ from typing import Any
 
 from .config import Settings
 from .keys import SecretStore
+from .models.library import ModelLibrary
 from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
@@ -27,13 +28,14 @@ TITLE_CHARS = 60
 
 class AgentKit:
     def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents, store: Store):
+                 tools: list[Tool], consents: MCPConsents, store: Store, library: ModelLibrary | None = None):
         self._settings = settings
         self._keys = keys
         self.providers = providers
         self._extra_tools = tools
         self._consents = consents
         self._store = store
+        self._library = library
 
     @property
     def max_steps(self) -> int:
@@ -43,7 +45,7 @@ class AgentKit:
         provider = self.providers.get(provider_id)
         if provider is None:
             cfg = self._settings().provider(provider_id)
-            provider = self.providers[provider_id] = build_provider(cfg, self._keys)
+            provider = self.providers[provider_id] = build_provider(cfg, self._keys, self._library)
         return provider
 
     def tools_for(self, task: dict[str, Any]) -> dict[str, Tool]:
@@ -62,8 +64,10 @@ class AgentKit:
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd,
         )
 
-    def context_budget(self, provider: Provider) -> int:
-        return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
+    def context_budget(self, provider: Provider, model: str) -> int:
+        sized = getattr(provider, "context_tokens_for", None)
+        tokens = sized(model) if sized is not None else getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS)
+        return int(tokens * 0.75)
 
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
         if reason == "completed" and not task.get("title"):

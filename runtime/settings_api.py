@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from .config import MCPServerConfig, ProviderConfig, Settings, save_settings
 from .errors import ConfigError, ProviderError
 from .keys import SecretStore
+from .models.library import ModelLibrary
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
@@ -25,6 +26,7 @@ class SettingsMixin:
     home: Path
     settings: Settings
     keys: SecretStore
+    models: ModelLibrary
     _providers: dict[str, Provider]
     mcp_consents: MCPConsents
 
@@ -54,7 +56,7 @@ class SettingsMixin:
     async def test_provider(self, cfg: ProviderConfig | dict) -> list[str]:
         """Try a provider configuration before saving it: the models it offers, or `ProviderError`."""
         cfg = cfg if isinstance(cfg, ProviderConfig) else ProviderConfig.model_validate(cfg)
-        provider = build_provider(cfg, self.keys)
+        provider = build_provider(cfg, self.keys, self.models)
         try:
             return await provider.list_models()
         finally:

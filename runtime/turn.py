@@ -99,7 +99,7 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
     messages, anchor = await services.storage.context_inputs(ctx.task_id)
-    budget = agent.context_budget(ctx.provider)
+    budget = agent.context_budget(ctx.provider, ctx.model_name)
     ctx.chat, ctx.chat_chars = await asyncio.to_thread(
         build_context, SYSTEM_PROMPT, messages, ctx.input_message_id, budget, anchor
     )

@@ -45,6 +45,7 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
 
 
 class Provider(Protocol):

@@ -60,7 +60,10 @@ from typing import Any
 
 from runtime.events import Usage
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from runtime.providers.llama_calls import run_template_step
+from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
+from runtime.providers.llama_prefix import PrefixCache, prepare_prefix
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -100,8 +103,10 @@ class Job:
         temperature: float = DEFAULT_TEMPERATURE,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         seed: int | None = None,
+        prefix_cache: PrefixCache | None = None,
     ):
         self.loop = loop
+        self.prefix_cache = prefix_cache
         self.model = model
         self.request = request
         self.max_tool_calls = max(1, max_tool_calls)
@@ -177,6 +182,23 @@ class Job:
             self._put(END)
             with contextlib.suppress(RuntimeError):
                 self.loop.call_soon_threadsafe(self._thread_exited)
+
+    # -- what the template path (llama_calls.py) uses --------------------------------------------------------
+    emit = _put
+
+    def finish_step(self, reason: str) -> None:
+        self._finish(reason)
+
+    def count_prompt(self, n: int) -> None:
+        self._meter.prompt = n
+
+    def count_output(self, n: int) -> None:
+        self._meter.output += n
+
+    def prepare_prefix(self, prompt: list[int], functions: list[dict[str, Any]], head: list[dict[str, Any]],
+                       tools: list[dict[str, Any]]) -> None:
+        if self.prefix_cache is not None:
+            prepare_prefix(self.model, self.prefix_cache, prompt, functions, head, tools)
 
     def _sampling(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed}
@@ -312,6 +334,10 @@ class Job:
         functions = [t.get("function", t) for t in tools if t.get("type", "function") == "function"]
         by_name = {f["name"]: f for f in functions if f.get("name")}
         messages, small, llm = self.request.messages, self.model.small, self.model.llm
+        chat = None if small else chat_of(self.model)
+        if chat is not None:  # a real model with its own template and call format
+            run_template_step(self, chat, [by_name[name] for name in by_name])
+            return
         base = render_tool_prompt(messages, functions, bare=small)
         if small and messages and messages[-1].get("role") == "tool":
             self._message(base)  # a small model answers with the results in hand
@@ -325,6 +351,9 @@ class Job:
             tokens = llm.tokenize(base.encode("utf-8"), special=True)
             self._meter.prompt = len(tokens)  # the step's input is the conversation
             snapshot = KvSnapshot.take(llm, tokens, llm.tokenize(source.encode("utf-8"), special=True))
+        if snapshot is None:  # the first turn: its static prefix may come from the disk cache
+            head = [m for m in messages[:1] if m.get("role") == "system"]
+            self.prepare_prefix(llm.tokenize(source.encode("utf-8"), special=True), functions, head, tools)
         try:
             name, chosen = self._choose(source, list(by_name))  # 1. a message, or which function to call
             if not chosen or (name is not None and self._calls(source, name, by_name)):
