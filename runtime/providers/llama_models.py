@@ -108,6 +108,7 @@ class LoadedModel:
         self.message_ban: list[int] | None = None  # first tokens a small model's message must not have
         self.chat: Any = None  # its chat template (llama_chat.ChatTemplate), once read; False: none usable
         self.prefixes: dict[str, list[int]] = {}  # static prompt prefixes, by what they were rendered from
+        self.prefix_status = ""  # what the prompt-prefix cache last did (llama_prefix.PrefixCache.prepare)
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock

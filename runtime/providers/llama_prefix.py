@@ -100,7 +100,12 @@ class PrefixCache:
 
     def prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int]) -> str:
         """Make the model's KV cache hold `prefix` (the start of `prompt`) before `prompt` is evaluated:
-        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved) or 'skipped'."""
+        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved) or 'skipped'. The outcome is
+        also kept in `model.prefix_status`."""
+        model.prefix_status = status = self._prepare(model, prompt, prefix)
+        return status
+
+    def _prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int]) -> str:
         llm, n = model.llm, len(prefix)
         if self.folder is None or n < MIN_PREFIX_TOKENS or prompt[:n] != prefix:
             return "skipped"
