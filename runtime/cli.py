@@ -20,11 +20,14 @@ import asyncio
 import json
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from .api import Runtime, format_progress
 from .errors import ConfigError, DataFolderBusy, HearthError, ReadOnlyRuntime, RequestNotFound, TaskNotFound
-from .events import EndReason
 from .models.machine import human_bytes
+from .preload import start_preload
+
+if TYPE_CHECKING:
+    from .api import Runtime
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 READ_COMMANDS = ("tasks", "show")
@@ -91,6 +94,8 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     """Stream the task's turns until it is idle; in a terminal, answer what it asks on the way."""
+    from .events import EndReason
+
     loop = asyncio.get_running_loop()
     stopped = False
     stopping: set[asyncio.Task] = set()
@@ -255,6 +260,8 @@ async def _models(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def _pull(rt: Runtime, ref: str) -> int:
     """Download with one progress line (rewritten in place in a terminal, a line per 10 % otherwise)."""
+    from .api import format_progress as progress_line
+
     tty = sys.stderr.isatty()
     shown: dict[str, object] = {"step": -1, "phase": None, "warned": False}
 
@@ -265,9 +272,9 @@ async def _pull(rt: Runtime, ref: str) -> int:
                   "has; it may not run.", file=sys.stderr)
         step = int((p.fraction or 0) * 10)
         if tty:
-            print(f"\r{format_progress(p):<78}", end="" if p.phase != "done" else "\n", file=sys.stderr, flush=True)
+            print(f"\r{progress_line(p):<78}", end="" if p.phase != "done" else "\n", file=sys.stderr, flush=True)
         elif p.phase != shown["phase"] or step != shown["step"]:
-            print(format_progress(p), file=sys.stderr, flush=True)
+            print(progress_line(p), file=sys.stderr, flush=True)
         shown["phase"], shown["step"] = p.phase, step
 
     loop = asyncio.get_running_loop()
@@ -323,6 +330,8 @@ async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def _open(args: argparse.Namespace) -> Runtime:
+    from .api import Runtime  # imported here: `main` starts loading the model first
+
     try:
         return await Runtime.open(args.home)
     except DataFolderBusy:
@@ -357,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
+    if args.command == "run" and args.text and not args.task and not args.queued:
+        start_preload(args.home, args.model)  # the model loads while the rest of Hearth imports
     try:
         return asyncio.run(_main(args))
     except (ConfigError, TaskNotFound, RequestNotFound) as exc:

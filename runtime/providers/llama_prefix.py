@@ -9,7 +9,8 @@ fresh process answers its first input without evaluating it again (used by `llam
   ~900 tokens of SmolLM2, ~24 ms) as `<data folder>/cache/kv-prefix/<key>.kv`, the key a sha256 of the model
   file's identity (its sha256), the llama.cpp version, the context size and the prefix tokens. Loading
   (`llama_state_seq_load_file`, ~8 ms) checks the tokens it returns; anything odd falls back to evaluating.
-- Only the newest KEEP_FILES files are kept.
+- Only the newest KEEP_FILES files are kept. `memo` keeps small per-model lists beside them (the tokens a small
+  model's message must not start with, which take a pass over the whole vocabulary to find).
 - The cache is used only when the model's KV cache does not hold the prefix already (later steps and turns of
   a conversation reuse it in memory, through llama-cpp-python's own prefix match).
 """
@@ -122,6 +123,25 @@ class PrefixCache:
         llm.eval(prefix)
         self._save(llm, path, prefix)
         return "saved"
+
+    def memo(self, model: LoadedModel, name: str, compute: Callable[[], list[int]]) -> list[int]:
+        """A list of token ids that only depends on the model, computed once per model file and kept here."""
+        if self.folder is None:
+            return compute()
+        llama_cpp = quiet_llama_cpp()
+        key = hashlib.sha256(f"{model.identity}\0{llama_cpp.__version__}".encode()).hexdigest()[:32]
+        path = self.folder / f"{key}-{name}.json"
+        with contextlib.suppress(OSError, ValueError):
+            value = json.loads(path.read_text(encoding="ascii"))
+            if isinstance(value, list) and all(isinstance(v, int) for v in value):
+                return value
+        value = compute()
+        with contextlib.suppress(OSError):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(value), encoding="ascii")
+            os.replace(tmp, path)
+        return value
 
     @staticmethod
     def _key(model: LoadedModel, prefix: list[int]) -> str:

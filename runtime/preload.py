@@ -1,0 +1,48 @@
+"""Loading the local model while the process starts (`hearth run`).
+
+`start_preload` runs in a thread of its own, started before the rest of Hearth is imported: llama.cpp loads the
+model with the GIL released, so the load overlaps the imports of SQLAlchemy, alembic and pydantic, and the
+prompt prefix is restored from the disk cache (providers/llama_prefix.py) before the turn asks for it. The
+turn then finds the model in the process-wide cache and its KV cache holding the prefix. This module imports
+nothing heavy at the top: importing it must not delay the thread's start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def start_preload(home: str | Path | None, model_ref: str | None) -> threading.Thread:
+    """Load `model_ref` (or the default model) and warm its prompt prefix, when it is a local llama.cpp model.
+    Anything that goes wrong is left for the turn to report."""
+
+    def run() -> None:
+        try:
+            from .agent.prompt import SYSTEM_PROMPT
+            from .config import load_settings, resolve_home, split_model_ref
+            from .keys import SecretStore
+            from .models.library import ModelLibrary
+            from .providers import build_provider
+            from .tools.base import tool_spec
+            from .tools.builtin import builtin_tools
+            from .tools.interactive import interactive_tools
+
+            folder = resolve_home(home)
+            settings = load_settings(folder)
+            provider_id, name = split_model_ref(model_ref or settings.default_model)
+            cfg = settings.provider(provider_id)
+            if cfg.kind != "llama_cpp" or settings.mcp_servers:  # MCP tools change the prefix: nothing to warm
+                return
+            provider = build_provider(cfg, SecretStore(folder), ModelLibrary(folder))
+            tools = [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]]  # what AgentKit offers
+            provider.warm_sync(name, [{"role": "system", "content": SYSTEM_PROMPT}], tools)
+        except Exception as exc:
+            log.info("preloading the model failed: %s", exc)
+
+    thread = threading.Thread(target=run, name="hearth-preload")
+    thread.start()
+    return thread
