@@ -34,6 +34,9 @@ class ProviderConfig(BaseModel):
     temperature: float | None = Field(default=None, ge=0)
     max_tokens: int | None = Field(default=None, ge=1)
     seed: int | None = None
+    # A server quirk: llama.cpp's server rejects `"content": null` on an assistant message that only calls
+    # tools (HTTP 500), which the OpenAI API allows; with this set such messages carry "" instead.
+    empty_tool_call_content: bool = False
 
     @field_validator("api_key_ref")
     @classmethod

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..errors import ToolError
 from ..events import InputRequested, Phase, Status, ToolState
 from ..parts import ToolPart
-from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, outgoing_messages
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
@@ -35,10 +35,12 @@ async def run_agent(ctx: TurnContext) -> None:
         return
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running))
     specs = ctx.tool_specs
+    quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
     for step in range(ctx.max_steps):
         ctx.check_abort()
         ctx.step = step
-        request = ModelRequest(model=ctx.model_name, messages=ctx.chat, tools=specs)
+        messages = outgoing_messages(ctx.chat, empty_tool_call_content=quirk)
+        request = ModelRequest(model=ctx.model_name, messages=messages, tools=specs)
         request_chars = ctx.chat_chars
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,

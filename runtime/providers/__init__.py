@@ -17,7 +17,7 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore, library: ModelLibrary
             raise ConfigError(f"Provider {cfg.id!r} needs a base_url (for example http://127.0.0.1:11434/v1).")
         from .openai_compat import OpenAICompatProvider
 
-        return OpenAICompatProvider(
+        provider = OpenAICompatProvider(
             cfg.id,
             cfg.base_url,
             keys.resolve(cfg.api_key_ref),
@@ -25,6 +25,8 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore, library: ModelLibrary
             max_tokens=cfg.max_tokens,
             seed=cfg.seed,
         )
+        provider.empty_tool_call_content = cfg.empty_tool_call_content  # applied by the agent loop
+        return provider
     if cfg.kind == "llama_cpp":
         from .llama_cpp import LlamaCppProvider
 
