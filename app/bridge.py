@@ -1,15 +1,13 @@
 """RuntimeBridge: the one place where the app talks to the runtime (a `runtime.api.Runtime`), turning its
-events into Qt signals.
+events into Qt signals. Nothing here polls: everything follows runtime subscriptions.
 
 - Every action a widget takes (create, send, answer, stop, rename, delete, reads) goes through here, so the
   sidebar, tray and notifications hear about it through signals.
-- A panel watches a task through a `TaskObserver`: one `rt.subscribe()` from the panel's last seen
-  (turn, seq). Events are queued and handed over in one batch per frame (~16 ms), consecutive text deltas of
-  a part merged, so a 20,000-delta stream costs at most one repaint per frame whatever the token rate.
-- For the sidebar, tray and notifications the bridge keeps one monitor per running task that follows it
-  across consecutive (queued) turns and re-emits its non-delta events.
-- "Continue" uses `Runtime.continue_task` when the runtime offers it (checked with `supports()`), else it
-  sends the text "Continue.".
+- A panel watches its task through a `TaskObserver`: one `rt.subscribe(task, follow=True)` for the panel's
+  life, across every turn of the task. Events are queued and handed over in one batch per frame (~16 ms),
+  consecutive text deltas of a part merged, so a 20,000-delta stream costs at most one repaint per frame.
+- The sidebar, tray and notifications follow one feed of every task's non-delta events (`rt.events()`): a
+  turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
 """
 
 from __future__ import annotations
@@ -19,18 +17,22 @@ import logging
 import math
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
 from .util import error_text, pending_tasks, spawn
 
+if TYPE_CHECKING:
+    from runtime.api import MessageInfo, Runtime, TaskInfo, TurnHandle
+    from runtime.events import Event
+
 log = logging.getLogger(__name__)
 
 FRAME = 0.016  # seconds: at most one batch (and so one repaint) per frame
 DELTAS = frozenset({"text_delta", "reasoning_delta"})
-# Poll while a finished turn is being cleaned up, to catch a queued input that starts right after it.
-_REQUEUE_POLL = 0.05
+# Events of the feed that change what a task list shows.
+_TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended"})
 
 
 class TextChunk:
@@ -49,42 +51,32 @@ class TextChunk:
 
 
 class TaskObserver(QObject):
-    """One panel's subscription to one task's current turn. `batch` carries a list of events (text deltas as
-    TextChunk) at most once per frame; `finished` follows the batch with the terminal event, or comes alone
-    when the runtime holds nothing for the task."""
+    """One panel's subscription to every turn of one task. `batch` carries a list of events (text deltas as
+    TextChunk) at most once per frame."""
 
     batch = Signal(object)
-    finished = Signal()
 
-    def __init__(self, bridge: RuntimeBridge, task_id: str, turn_id: str | None = None, after_seq: int = 0):
+    def __init__(self, bridge: RuntimeBridge, task_id: str):
         super().__init__()
         self.task_id = task_id
-        self.turn_id = turn_id
-        self.seq = after_seq
         self.flushes = 0
         self.events = 0
         self._pending: list = []
         self._last_flush = 0.0
         self._closed = False
-        self._done = False
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.timeout.connect(self._flush)
         self._task = spawn(self._run(bridge.rt), bridge.report, long=True)
 
-    async def _run(self, rt) -> None:
-        try:
-            async for ev in rt.subscribe(self.task_id, self.seq, turn_id=self.turn_id):
-                if self._closed:
-                    return
-                self._add(ev)
-        finally:
-            self._done = True
-            if not self._closed:
-                self._schedule()
+    async def _run(self, rt: Runtime) -> None:
+        async for ev in rt.subscribe(self.task_id, follow=True):
+            if self._closed:
+                return
+            self._add(ev)
 
-    def _add(self, ev) -> None:
+    def _add(self, ev: Event) -> None:
         self.events += 1
         pending = self._pending
         if ev.type in DELTAS:
@@ -97,35 +89,21 @@ class TaskObserver(QObject):
                 pending.append(TextChunk(ev))
         else:
             pending.append(ev)
-        self.turn_id = ev.turn_id
-        self.seq = ev.seq
-        self._schedule()
-
-    def _schedule(self) -> None:
-        if self._closed or self._timer.isActive():
-            return
-        wait = self._last_flush + FRAME - time.perf_counter()
-        self._timer.start(max(0, math.ceil(wait * 1000)))
+        if not self._timer.isActive():
+            wait = self._last_flush + FRAME - time.perf_counter()
+            self._timer.start(max(0, math.ceil(wait * 1000)))
 
     def _flush(self) -> None:
-        if self._closed:
+        if self._closed or not self._pending:
             return
-        if self._pending:
-            items, self._pending = self._pending, []
-            for item in items:
-                if type(item) is TextChunk:
-                    item.text = "".join(item.pieces)
-                    item.pieces = []
-            self._last_flush = time.perf_counter()
-            self.flushes += 1
-            self.batch.emit(items)
-        if self._done and not self._pending and not self._closed:
-            self._closed = True
-            self.finished.emit()
-
-    @property
-    def active(self) -> bool:
-        return not self._closed
+        items, self._pending = self._pending, []
+        for item in items:
+            if type(item) is TextChunk:
+                item.text = "".join(item.pieces)
+                item.pieces = []
+        self._last_flush = time.perf_counter()
+        self.flushes += 1
+        self.batch.emit(items)
 
     def close(self) -> None:
         """Stop observing (the turn goes on). Safe to call twice."""
@@ -139,22 +117,21 @@ class TaskObserver(QObject):
 class RuntimeBridge(QObject):
     task_changed = Signal(str)  # a task's state or metadata may have changed
     tasks_changed = Signal()  # tasks were created or deleted
-    turn_event = Signal(str, object)  # non-delta events of any running task
+    turn_event = Signal(str, object)  # non-delta events of any task
     error = Signal(str)  # an action failed; the text is for a person
 
-    def __init__(self, rt, api):
+    def __init__(self, rt: Runtime, api):
         super().__init__()
         self.rt = rt
         self.api = api  # the runtime.api module, for its typed errors
-        self._known: set[str] = set()
-        self._monitors: dict[str, asyncio.Task] = {}
         self._closing = False
+        self._settling: set[str] = set()
+        self._feed = spawn(self._follow_all(), self.report, long=True)
 
     # -- plumbing --
 
     def report(self, exc: BaseException) -> None:
-        names = ("ConfigError", "ProviderError", "TaskBusy", "TaskNotFound", "RequestNotFound")
-        typed = tuple(getattr(self.api, n) for n in names if hasattr(self.api, n))
+        typed = self.api.HearthError
         log.warning("action failed: %s", exc, exc_info=not isinstance(exc, typed))
         self.error.emit(error_text(exc))
 
@@ -162,11 +139,8 @@ class RuntimeBridge(QObject):
         """Run an action from a slot; its failure becomes an `error` signal."""
         return spawn(coro, self.report)
 
-    def observe(self, task_id: str, turn_id: str | None = None, after_seq: int = 0) -> TaskObserver:
-        return TaskObserver(self, task_id, turn_id, after_seq)
-
-    def supports(self, method: str) -> bool:
-        return callable(getattr(self.rt, method, None))
+    def observe(self, task_id: str) -> TaskObserver:
+        return TaskObserver(self, task_id)
 
     @property
     def settings(self):
@@ -176,58 +150,100 @@ class RuntimeBridge(QObject):
     def home(self):
         return self.rt.home
 
+    async def _follow_all(self) -> None:
+        async for ev in self.rt.events():
+            if self._closing:
+                return
+            self.turn_event.emit(ev.task_id, ev)
+            if ev.type in _TASK_CHANGES:
+                self.task_changed.emit(ev.task_id)
+            if ev.type == "turn_ended" and ev.task_id not in self._settling:
+                # turn_ended comes right after the commit; the task counts as running until its cleanup.
+                self._settling.add(ev.task_id)
+                spawn(self._when_idle(ev.task_id), self.report, long=True)
+
+    async def _when_idle(self, task_id: str) -> None:
+        try:
+            await self.rt.wait_idle(task_id)
+        finally:
+            self._settling.discard(task_id)
+        if not self._closing:
+            self.task_changed.emit(task_id)
+
+    async def wait_idle(self, task_id: str) -> None:
+        await self.rt.wait_idle(task_id)
+
     # -- reads --
 
-    async def list_tasks(self) -> list:
-        tasks = await self.rt.list_tasks()
-        self._known = {t.id for t in tasks}
-        return tasks
+    async def list_tasks(self) -> list[TaskInfo]:
+        return await self.rt.list_tasks()
 
-    async def get_task(self, task_id: str):
+    async def get_task(self, task_id: str) -> TaskInfo:
         return await self.rt.get_task(task_id)
 
-    async def messages(self, task_id: str) -> list:
-        return await self.rt.messages(task_id)
+    async def messages(self, task_id: str, **page) -> list[MessageInfo]:
+        return await self.rt.messages(task_id, **page)
 
-    async def turns(self, task_id: str) -> list[dict]:
-        return await self.rt.turns(task_id)
+    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+        return await self.rt.turns(task_id, turn_ids)
 
     def is_running(self, task_id: str) -> bool:
         return self.rt.is_running(task_id)
 
     def running_tasks(self) -> list[str]:
-        return [t for t in self._known | set(self._monitors) if self.rt.is_running(t)]
+        return self.rt.running_tasks()
 
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False):
+                          planning: bool = False) -> TaskInfo:
         info = await self.rt.create_task(title=title or None, model=model or None, approval=approval,
                                          planning=planning)
-        self._known.add(info.id)
         self.tasks_changed.emit()
         return info
 
-    async def send(self, task_id: str, text: str, attachments: Iterable[str] = (), queue: bool = False):
+    async def send(self, task_id: str, text: str, attachments: Iterable[str] = (), queue: bool = False
+                   ) -> TurnHandle:
         handle = await self.rt.send(task_id, text, attachments=tuple(attachments), queue=queue)
-        self._watch(task_id, handle.turn_id)
         self.task_changed.emit(task_id)
         return handle
 
-    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False):
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
         handle = await self.rt.answer(task_id, request_id, answer, remember=remember)
-        self._watch(task_id, handle.turn_id)
         self.task_changed.emit(task_id)
         return handle
 
-    async def continue_task(self, task_id: str):
-        """Continue after an interrupted or failed turn: the model rebuilds its input from what was saved."""
-        if self.supports("continue_task"):
-            handle = await self.rt.continue_task(task_id)
-            self._watch(task_id, handle.turn_id)
-            self.task_changed.emit(task_id)
-            return handle
-        return await self.send(task_id, "Continue.")
+    async def run_queued(self, task_id: str) -> TurnHandle | None:
+        handle = await self.rt.run_queued(task_id)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def discard_queued(self, task_id: str, message_id: int) -> bool:
+        done = await self.rt.discard_queued(task_id, message_id)
+        self.task_changed.emit(task_id)
+        return done
+
+    async def continue_task(self, task_id: str) -> TurnHandle:
+        """Carry on the last answer where it stopped (interrupted, stopped, failed or cut off at the length
+        limit); nothing the person did not type is shown as theirs."""
+        handle = await self.rt.continue_task(task_id)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def retry(self, task_id: str) -> TurnHandle:
+        handle = await self.rt.retry(task_id)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def edit_last(self, task_id: str, text: str) -> TurnHandle:
+        handle = await self.rt.edit_last(task_id, text)
+        self.task_changed.emit(task_id)
+        return handle
+
+    async def fork_task(self, task_id: str, model: str) -> TaskInfo:
+        info = await self.rt.fork_task(task_id, model)
+        self.tasks_changed.emit()
+        return info
 
     async def stop(self, task_id: str) -> None:
         await self.rt.stop(task_id)
@@ -238,7 +254,6 @@ class RuntimeBridge(QObject):
 
     async def delete(self, task_id: str) -> None:
         await self.rt.delete_task(task_id)
-        self._known.discard(task_id)
         self.tasks_changed.emit()
 
     # -- settings (the runtime's SettingsMixin) --
@@ -259,6 +274,9 @@ class RuntimeBridge(QObject):
         if api_key:
             provider = dict(provider, api_key_ref=await self.set_api_key(provider["id"], api_key))
         return await self.rt.test_provider(provider)
+
+    async def model_choices(self) -> list[dict]:
+        return await self.rt.model_choices()
 
     async def list_models(self, provider_id: str) -> list[str]:
         return await self.rt.list_models(provider_id)
@@ -281,38 +299,10 @@ class RuntimeBridge(QObject):
     async def import_mcp_config(self, path: str) -> dict[str, str]:
         return await self.rt.import_mcp_config(path)
 
-    # -- monitors --
-
-    def _watch(self, task_id: str, turn_id: str | None) -> None:
-        if self._closing or task_id in self._monitors or not self.rt.is_running(task_id):
-            return
-        self._monitors[task_id] = spawn(self._monitor(task_id, turn_id), self.report, long=True)
-
-    async def _monitor(self, task_id: str, turn_id: str | None) -> None:
-        seq = 0
-        try:
-            while True:
-                async for ev in self.rt.subscribe(task_id, seq, turn_id=turn_id):
-                    if ev.turn_id != turn_id:  # a queued input started the next turn
-                        turn_id = ev.turn_id
-                        self.task_changed.emit(task_id)
-                    seq = ev.seq
-                    if ev.type not in DELTAS:
-                        self.turn_event.emit(task_id, ev)
-                        if ev.type == "turn_ended":
-                            self.task_changed.emit(task_id)
-                if self._closing or not self.rt.is_running(task_id):
-                    break
-                await asyncio.sleep(_REQUEUE_POLL)
-        finally:
-            self._monitors.pop(task_id, None)
-            if not self._closing:
-                self.task_changed.emit(task_id)
-
     async def aclose(self) -> None:
         """Stop following tasks, then shut the runtime down (running turns end `interrupted`)."""
         self._closing = True
-        # Subscriptions (monitors, observers of panels still around) hold no database connection: cancel them.
+        # Subscriptions (the feed, observers of panels still around) hold no database connection: cancel them.
         subscriptions = [t for t in pending_tasks() if t not in pending_tasks(short_only=True)]
         for task in subscriptions:
             task.cancel()

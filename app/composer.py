@@ -4,6 +4,7 @@ task is busy, sending queues the input; it runs when the current turn ends."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -27,10 +28,14 @@ def _local_files(mime) -> list[str]:
     return [u.toLocalFile() for u in mime.urls() if u.isLocalFile() and Path(u.toLocalFile()).is_file()]
 
 
+PASTE_AS_FILE = 4000  # characters: a longer paste becomes a "Pasted text" attachment
+
+
 class ComposerEdit(QPlainTextEdit):
     submit = Signal()
     escape = Signal()
     files_dropped = Signal(list)
+    long_paste = Signal(str)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -39,6 +44,12 @@ class ComposerEdit(QPlainTextEdit):
         self.setTabChangesFocus(True)
         self.document().contentsChanged.connect(self._fit)
         self._fit()
+
+    def insertFromMimeData(self, source) -> None:
+        if source.hasText() and not source.hasUrls() and len(source.text()) > PASTE_AS_FILE:
+            self.long_paste.emit(source.text())
+            return
+        super().insertFromMimeData(source)
 
     def keyPressEvent(self, event) -> None:
         key = event.key()
@@ -77,14 +88,23 @@ class ComposerEdit(QPlainTextEdit):
             super().dropEvent(event)
 
     def _fit(self) -> None:
-        lines = max(1, min(8, self.document().blockCount()))
+        """Grow with the text, up to a third of the window; scroll beyond."""
         line_h = QFontMetrics(self.font()).lineSpacing()
+        window = self.window()
+        most = max(4, (window.height() // 3) // line_h if window is not None and window is not self else 8)
+        lines = self.document().size().height() if self.document().documentLayout() else 1
+        lines = max(1, min(most, int(lines)))
         self.setFixedHeight(lines * line_h + 12)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit()
 
 
 class Composer(QFrame):
     submitted = Signal(str, list)  # text, attachment paths
     stop_requested = Signal()
+    edit_cancelled = Signal()
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -95,6 +115,18 @@ class Composer(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(6)
+        self.editing = QWidget()  # "Editing your message" bar, shown while an earlier input is being changed
+        edit_row = QHBoxLayout(self.editing)
+        edit_row.setContentsMargins(0, 0, 0, 0)
+        edit_note = QLabel("Editing your last message — sending replaces it.")
+        edit_note.setObjectName("Muted")
+        edit_row.addWidget(edit_note, 1)
+        cancel = QPushButton("Cancel")
+        cancel.setObjectName("Link")
+        cancel.clicked.connect(self.cancel_edit)
+        edit_row.addWidget(cancel)
+        self.editing.hide()
+        lay.addWidget(self.editing)
         self.chips = QWidget()
         self.chips_lay = QHBoxLayout(self.chips)
         self.chips_lay.setContentsMargins(0, 0, 0, 0)
@@ -106,6 +138,8 @@ class Composer(QFrame):
         self.edit.submit.connect(self.submit)
         self.edit.escape.connect(self._escape)
         self.edit.files_dropped.connect(self.add_files)
+        self.edit.long_paste.connect(self.add_pasted_text)
+        self.edit.textChanged.connect(self._update_send)
         lay.addWidget(self.edit)
         row = QHBoxLayout()
         self.attach = QPushButton("Attach…")
@@ -126,6 +160,12 @@ class Composer(QFrame):
         self.send.clicked.connect(self.submit)
         row.addWidget(self.send)
         lay.addLayout(row)
+        self._pastes: list[tempfile.TemporaryDirectory] = []
+        self._update_send()
+
+    def _update_send(self) -> None:
+        """Nothing to send (empty or only spaces, no attachment): Send stays disabled."""
+        self.send.setEnabled(bool(self.edit.toPlainText().strip() or self.attachments))
 
     def set_enter_sends(self, value: bool) -> None:
         self.edit.enter_sends = value
@@ -151,6 +191,23 @@ class Composer(QFrame):
         self.clear_attachments()
         self.submitted.emit(text, files)
 
+    def start_edit(self, text: str) -> None:
+        self.editing.show()
+        self.attach.setEnabled(False)
+        self.edit.setPlainText(text)
+        self.edit.setFocus()
+
+    def cancel_edit(self) -> None:
+        if self.editing.isVisible():
+            self.editing.hide()
+            self.attach.setEnabled(True)
+            self.edit.clear()
+            self.edit_cancelled.emit()
+
+    @property
+    def is_editing(self) -> bool:
+        return not self.editing.isHidden()
+
     def restore(self, text: str, files: list[str]) -> None:
         """Put an input back when sending it failed, so nothing typed is lost."""
         if not self.edit.toPlainText():
@@ -164,8 +221,16 @@ class Composer(QFrame):
 
     # -- attachments --
 
+    def add_pasted_text(self, text: str) -> None:
+        """A long paste travels as a text file ("Pasted text N.txt"), not as a wall of text in the box."""
+        folder = tempfile.TemporaryDirectory(prefix="hearth-paste-")
+        self._pastes.append(folder)
+        path = Path(folder.name) / f"Pasted text {len(self._pastes)}.txt"
+        path.write_text(text, encoding="utf-8")
+        self.add_files([str(path)])
+
     def _pick_files(self) -> None:
-        dlg = QFileDialog(self, "Attach files")
+        dlg = QFileDialog(self, "Attach files", str(Path.home()))
         dlg.setFileMode(QFileDialog.FileMode.ExistingFiles)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.filesSelected.connect(self.add_files)
@@ -177,6 +242,7 @@ class Composer(QFrame):
                 self.attachments.append(f)
                 self._add_chip(f)
         self.chips.setVisible(bool(self.attachments))
+        self._update_send()
 
     def _add_chip(self, path: str) -> None:
         chip = QFrame()
@@ -197,6 +263,7 @@ class Composer(QFrame):
             self.attachments.remove(path)
         chip.deleteLater()
         self.chips.setVisible(bool(self.attachments))
+        self._update_send()
 
     def clear_attachments(self) -> None:
         self.attachments = []
@@ -205,6 +272,7 @@ class Composer(QFrame):
             if item.widget() is not None:
                 item.widget().deleteLater()
         self.chips.hide()
+        self._update_send()
 
     def dragEnterEvent(self, event) -> None:
         if _local_files(event.mimeData()):

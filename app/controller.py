@@ -21,8 +21,10 @@ from PySide6.QtWidgets import QApplication
 from . import dialogs, theme
 from .bridge import RuntimeBridge
 from .main_window import MainWindow
+from .notify import Notifier
 from .prefs import Prefs
 from .settings_window import SettingsWindow
+from .startup_problems import StartupProblems
 from .tray import Tray, tray_available
 from .util import error_text
 
@@ -32,7 +34,7 @@ TRAY_NOTE = ("Hearth keeps working in the background while turns run. Open it ag
              "from the tray menu.")
 
 
-class HearthApp(QObject):
+class HearthApp(StartupProblems, QObject):
     notified = Signal(str, str, str)  # task id, title, text
 
     def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
@@ -53,8 +55,12 @@ class HearthApp(QObject):
         self.bridge: RuntimeBridge | None = None
         self.settings_window: SettingsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
+        self.close_choice = None  # the "keep working?" question, while it is open
+        self.notifier = Notifier(fallback=lambda title, text: self.tray and self.tray.notify(title, text))
         self.startup_error: str | None = None
+        self._problem: tuple | None = None  # (runtime.api module or None, the exception) while not started
         self._titles: dict[str, str] = {}
+        self.view_states: dict[str, tuple] = {}  # task id -> where its conversation was scrolled, open cards
         self._waiting: set[str] = set()
         self._last_notified: str | None = None
         self._closing = False
@@ -87,17 +93,20 @@ class HearthApp(QObject):
         await self.open_runtime()
 
     async def open_runtime(self) -> None:
+        api = None
         try:
             api = await asyncio.to_thread(importlib.import_module, "runtime.api")
             self.rt = await api.Runtime.open(self.home, providers=self._providers, tools=self._tools)
         except Exception as exc:
-            log.exception("could not open the runtime")
+            typed = api is not None and isinstance(exc, api.HearthError)
+            log.warning("could not open the runtime: %s", exc, exc_info=not typed)
             self.startup_error = error_text(exc)
-            if self.window is not None:
-                self.window.welcome.title.setText("Hearth could not start")
-                self.window.welcome.model.setText(self.startup_error)
+            self._problem = (api, exc)
+            self._show_problem()
             self.ready.set()
             return
+        self.startup_error = None
+        self._problem = None
         self.bridge = RuntimeBridge(self.rt, api)
         self.bridge.turn_event.connect(self._on_turn_event)
         self.bridge.task_changed.connect(self._task_changed)
@@ -116,6 +125,8 @@ class HearthApp(QObject):
                 self.window.restoreGeometry(geometry)
             if self.bridge is not None:
                 self.window.attach(self.bridge)
+            else:
+                self._show_problem()
         self.window.show()
         self.window.raise_()
         self.window.activateWindow()
@@ -145,6 +156,14 @@ class HearthApp(QObject):
             if not self.prefs.tray_note_shown:
                 self.prefs.tray_note_shown = True
                 self.tray.notify("Hearth is still working", TRAY_NOTE)
+            return
+        if running:  # no tray (stock GNOME): ask, keeping the work going by default
+            n = len(running)
+            self.close_choice = dialogs.choose(
+                self.window, "Keep working?", f"{n} task{'s are' if n > 1 else ' is'} still working.",
+                [("Keep running in the background", self.hide_window), ("Quit", self.quit_event.set)],
+                informative="Open Hearth again to get back to it; you will be notified when a task ends or "
+                            "needs you. Quitting marks running turns interrupted; you can continue them later.")
             return
         self.request_quit(ask=True)
 
@@ -235,8 +254,7 @@ class HearthApp(QObject):
         self.notifications.append((task_id, title, text))
         self._last_notified = task_id
         self.notified.emit(task_id, title, text)
-        if self.tray is not None:
-            self.tray.notify(title, text)
+        self.notifier.send(title, text, on_clicked=lambda: self.open_task(task_id))
 
     # -- quit --
 
@@ -257,8 +275,9 @@ class HearthApp(QObject):
             return
         self._closing = True
         self._tray_refresh.stop()
+        self.prefs.save()
         if self.settings_window is not None:
-            self.settings_window.close()
+            self.settings_window.close_without_asking()
         self.hide_window()
         if self.tray is not None:
             self.tray.hide()

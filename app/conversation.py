@@ -1,51 +1,179 @@
-"""The scrolling conversation of one task.
+"""The scrolling conversation of one task, windowed: only a page or a few of messages exist as widgets.
 
-`sync()` reconciles the widgets with persisted messages (keyed by message id, so a reload keeps what did not
-change, including which cards are expanded). The assistant message of the running turn is *live*: it starts
-empty and is filled only by the turn's events, replayed from seq 0 — never from its checkpointed parts, which
-would double the text. When the turn ends, the next `sync()` reconciles it with the persisted parts (that is
-how tool parts settled by finalize become `interrupted`).
+A task of 2,000 messages opens at its last page (`PAGE` messages, read as a page from the runtime) and shows it
+at once. Scrolling near the top asks for the page before (`older_wanted`), near the bottom of a window that is not
+the newest for the page after (`newer_wanted`); the panel reads them and hands them over. At most `MAX_ITEMS`
+messages stay rendered: beyond that the far end is dropped (and read again if the person goes back there), so the
+widgets, memory and layout passes follow what is on screen, never the length of the task. This is the "sliding
+window of real widgets" chat apps use: text stays selectable and copyable, tool cards and banners stay ordinary
+widgets, and nothing is painted by hand. (A model/delegate view would make selection and the cards' buttons
+custom code; measured here, a window of real widgets paints a 2,000-message task's last page in ~0.1 s.)
+
+The view only shows `Message`s; the panel owns them. A live message's events reach its item through
+`live_item()`; the panel keeps applying them to the `Message` while the item is not rendered.
 """
 
 from __future__ import annotations
 
 import html
-import json
+from dataclasses import dataclass, field
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text
+from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text, link_button
+
+# An input of these kinds is not shown as a bubble: its answer carries a marker instead.
+MARKERS = {"continue": "continued", "retry": "another answer"}
+
+PAGE = 20  # messages read at a time: more than a tall window shows, few enough to paint at once
+MAX_ITEMS = 90  # messages kept rendered
+EDGE = 400  # pixels from an end of the window at which the next page is asked for
 
 
-class TurnEntry(QWidget):
-    """An assistant message, its footer (state and token usage) and, for an interrupted or failed turn, a banner."""
+@dataclass(eq=False)
+class Message:
+    """One message as the view shows it. Live events update `parts` while its turn runs."""
+
+    id: int
+    role: str
+    parts: list[dict]
+    status: str
+    turn_id: str | None
+    turn: dict | None = None  # the turn row: reason, error, token usage
+    live: bool = False
+    usage: tuple[int, int] = (0, 0)
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, info, turn: dict | None) -> Message:
+        return cls(info.id, info.role, [dict(p) for p in info.parts], info.status, info.turn_id, turn)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.get("text", "") for p in self.parts if p.get("type") == "text")
+
+    @property
+    def truncated(self) -> bool:
+        return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in self.parts)
+
+    @property
+    def rewind(self) -> str | None:
+        """"continue" / "retry" for an input that only asks for more, else None."""
+        return next((p["type"] for p in self.parts if p.get("type") in MARKERS), None)
+
+    def apply(self, items: list) -> None:
+        """Fold a frame's events of this message's turn into its parts (the same folding the widgets do)."""
+        for ev in items:
+            t = ev.type
+            if t in TEXT_KINDS:
+                while len(self.parts) <= ev.part_id:
+                    self.parts.append({"type": "text", "text": ""})
+                part = self.parts[ev.part_id]
+                part["type"] = TEXT_KINDS[t]
+                part["text"] = part.get("text", "") + ev.text
+            elif t == "tool_call":
+                while len(self.parts) <= ev.part_id:
+                    self.parts.append({"type": "text", "text": ""})
+                self.parts[ev.part_id] = tool_part(ev)
+            elif t == "usage":
+                self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
+            elif t == "warning":
+                self.warnings.append(ev.message)
+                if ev.code in ("truncated", "compacted"):
+                    self.parts.append({"type": "marker", "marker": ev.code})
+
+
+def tool_part(ev) -> dict:
+    return {"type": "tool_call", "part_id": ev.part_id, "call_id": ev.call_id, "name": ev.name,
+            "state": str(ev.state), "args": ev.args, "result": ev.result, "effect": ev.effect}
+
+
+class AssistantItem(QWidget):
+    """An assistant message, its footer (state, token usage, Copy / Retry) and, for an interrupted, failed or
+    cut-off turn, a banner."""
 
     continue_clicked = Signal()
+    retry_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
 
-    def __init__(self, turn_id: str | None, parent=None):
+    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None):
         super().__init__(parent)
-        self.turn_id = turn_id
+        self.message = message
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
+        if marker:
+            note = QLabel(f"↳ {marker}")
+            note.setObjectName("Muted")
+            lay.addWidget(note)
         self.block = AssistantBlock()
+        if foreign is not None:
+            self.block.foreign = foreign
         lay.addWidget(self.block)
+        row = QHBoxLayout()
+        row.setSpacing(12)
         self.footer = QLabel()
         self.footer.setObjectName("Footer")
-        lay.addWidget(self.footer)
+        row.addWidget(self.footer)
+        row.addStretch(1)
+        self.copy = link_button("Copy", self._copy, "Copy this answer as Markdown")
+        self.retry = link_button("Retry", self.retry_clicked, "Ask for another answer to your last message")
+        row.addWidget(self.copy)
+        row.addWidget(self.retry)
+        lay.addLayout(row)
         self.banner: Banner | None = None
         self._banner_key = None
-        self.live_usage = (0, 0)
+        self.waiting_now = False
+        self.refresh(can_continue=False)
 
-    def set_meta(self, turn: dict | None, live: bool, can_continue: bool) -> None:
-        if live:
-            self.footer.setText(footer_text(None, *self.live_usage, live=True))
+    @property
+    def turn_id(self) -> str | None:
+        return self.message.turn_id
+
+    def refresh(self, can_continue: bool) -> None:
+        """Show the message as it is now (its parts, footer and banner)."""
+        m = self.message
+        self.block.set_parts(m.parts)
+        for warning in m.warnings:
+            self.block.add_warning(warning)
+        if not m.warnings and any(p.get("marker") == "compacted" for p in m.parts):
+            self.block.add_warning("Context compacted: earlier messages were summarized to fit the model's "
+                                   "context window. They are still here.")
+        self.set_meta(can_continue)
+
+    def apply(self, items: list) -> None:
+        """A frame's live events, applied to the widgets incrementally."""
+        block = self.block
+        for ev in items:
+            t = ev.type
+            if t in TEXT_KINDS:
+                block.add_delta(TEXT_KINDS[t], ev.part_id, ev.text)
+            elif t == "tool_call":
+                block.update_tool(tool_part(ev))
+            elif t == "usage":
+                self.set_meta(False)
+            elif t == "warning":
+                block.add_warning(ev.message)
+        block.render()
+
+    def _copy(self) -> None:
+        QApplication.clipboard().setText(self.block.copy_text())
+
+    def set_meta(self, can_continue: bool) -> None:
+        """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
+        m = self.message
+        self.retry.setVisible(can_continue and not m.live)
+        self.copy.setVisible(not m.live and bool(m.text))
+        if m.live:
+            self.footer.setText(footer_text(None, *m.usage, live=True))
             self._set_banner(None, "", False)
             return
-        turn = turn or {}
+        turn = m.turn or {}
         reason = turn.get("reason")
-        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0)))
+        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
+                                        waiting_now=self.waiting_now))
         if reason == "interrupted":
             text = ("<b>Interrupted.</b> Hearth closed while this turn ran. What it produced so far is kept"
                     + (" — continue to let it pick up from there." if can_continue else "."))
@@ -53,6 +181,9 @@ class TurnEntry(QWidget):
         elif reason == "error":
             err = turn.get("error") or "the model or the runtime failed"
             self._set_banner("error", f"<b>This turn failed.</b> {html.escape(err)}", can_continue)
+        elif m.truncated:
+            self._set_banner("interrupted", "<b>Stopped at the length limit.</b> The model ran out of room for "
+                             "this answer.", can_continue)
         else:
             self._set_banner(None, "", False)
 
@@ -67,11 +198,22 @@ class TurnEntry(QWidget):
         if kind is not None:
             self.banner = Banner(kind, text, can_continue)
             self.banner.continue_clicked.connect(self.continue_clicked)
+            self.banner.settings_clicked.connect(self.settings_clicked)
+            self.banner.fork_clicked.connect(self.fork_clicked)
             self.layout().addWidget(self.banner)
 
 
 class ConversationView(QScrollArea):
     continue_clicked = Signal()
+    retry_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
+    edit_clicked = Signal(int, str)  # message id, its text
+    older_wanted = Signal()
+    newer_wanted = Signal()
+    latest_wanted = Signal()
+    send_now_clicked = Signal(int)
+    discard_clicked = Signal(int)
 
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -84,132 +226,324 @@ class ConversationView(QScrollArea):
         self.lay = QVBoxLayout(body)
         self.lay.setContentsMargins(24, 16, 24, 16)
         self.lay.setSpacing(14)
+        self.older_note = QLabel("Loading earlier messages…")
+        self.older_note.setObjectName("Muted")
+        self.older_note.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.older_note.hide()
+        self.lay.addWidget(self.older_note)
         self.lay.addStretch(1)
         self.setWidget(body)
-        self.entries: dict[tuple, QWidget] = {}
-        self._sigs: dict[tuple, tuple] = {}
-        self.live_turn: str | None = None
+        self.messages: list[Message] = []
+        self.items: dict[int, QWidget] = {}
+        self.has_older = False
+        self.has_newer = False
+        self.can_continue_id: int | None = None
+        self.running = False
+        self.waiting_call: str | None = None  # the call whose approval or question waits for the person
         self._stick = True
+        self._asked = False  # a page was asked for and has not arrived yet
+        self._positioning = False  # scroll moves made by the view itself never ask for pages
+        self._pin: tuple[int, int] | None = None  # (message id, offset) held in place while heights settle
+        self.jump = QPushButton("↓ Jump to latest", self.viewport())
+        self.jump.setObjectName("Primary")
+        self.jump.setCursor(Qt.CursorShape.PointingHandCursor)
+        self.jump.clicked.connect(self._jump_to_latest)
+        self.jump.hide()
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range)
         bar.valueChanged.connect(self._on_scroll)
 
-    # -- persisted state --
+    # -- content --
 
-    def sync(self, messages: list, turns: list[dict], live_turn: str | None, running: bool) -> None:
-        by_turn = {t["id"]: t for t in turns}
-        last_assistant = next((m.id for m in reversed(messages) if m.role == "assistant"), None)
-        order: list[tuple] = []
-        for m in messages:
-            if m.role == "user":
-                key = ("u", m.id)
-                sig = (m.status, json.dumps(m.parts, sort_keys=True, default=str))
-                if self._sigs.get(key) != sig:
-                    self._replace(key, UserBubble(m.parts, m.status))
-                    self._sigs[key] = sig
-            elif m.role == "assistant":
-                key = ("a", m.id)
-                live = m.turn_id is not None and m.turn_id == live_turn
-                entry = self.entries.get(key)
-                if entry is None:
-                    entry = TurnEntry(m.turn_id)
-                    entry.continue_clicked.connect(self.continue_clicked)
-                    self._replace(key, entry)
-                sig = ("live",) if live else (m.status, json.dumps(m.parts, sort_keys=True, default=str))
-                if self._sigs.get(key) != sig:
-                    if not live:
-                        entry.block.set_parts(m.parts)
-                    self._sigs[key] = sig
-                can_continue = m.id == last_assistant and not running
-                entry.set_meta(by_turn.get(m.turn_id), live, can_continue)
-            else:
-                continue
-            order.append(key)
-        for key in [k for k in self.entries if k not in set(order)]:
-            w = self.entries.pop(key)
-            self._sigs.pop(key, None)
-            self.lay.removeWidget(w)
-            w.deleteLater()
-        for index, key in enumerate(order):
-            w = self.entries[key]
-            if self.lay.indexOf(w) != index:
-                self.lay.removeWidget(w)
-                self.lay.insertWidget(index, w)
-        self.live_turn = live_turn
+    def show_page(self, messages: list[Message], has_older: bool, has_newer: bool, at_top: bool = False) -> None:
+        """Replace the window with `messages` (the newest page, or the first one when `at_top`)."""
+        for mid in list(self.items):
+            self._drop(mid)
+        self.messages = list(messages)
+        self.has_older, self.has_newer = has_older, has_newer
+        for i, m in enumerate(self.messages):
+            self._insert(i, m)
+        self._asked = False
+        self._stick = not at_top and not has_newer
+        self._refresh_meta()
+        self._settle()
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.minimum() if at_top else bar.maximum())
+        self._update_jump()
 
-    def _replace(self, key: tuple, widget: QWidget) -> None:
-        old = self.entries.get(key)
-        if old is not None:
-            index = self.lay.indexOf(old)
-            self.lay.removeWidget(old)
-            old.deleteLater()
-            self.lay.insertWidget(index, widget)
-        else:
-            self.lay.insertWidget(self.lay.count() - 1, widget)
-        self.entries[key] = widget
+    def add_older(self, messages: list[Message], has_older: bool) -> None:
+        """Prepend the page before the window, keeping what the person looks at in place."""
+        anchor, offset = self._anchor()
+        known = {m.id for m in self.messages}
+        fresh = [m for m in messages if m.id not in known]
+        self.messages[:0] = fresh
+        for i, m in enumerate(fresh):
+            self._insert(i, m)
+        self.has_older = has_older
+        self._asked = False
+        if len(self.messages) > MAX_ITEMS:  # drop the newest end, away from the person
+            for m in self.messages[MAX_ITEMS:]:
+                self._drop(m.id)
+            del self.messages[MAX_ITEMS:]
+            self.has_newer = True
+            self._stick = False
+        self._refresh_meta()
+        self._settle()
+        self._restore_anchor(anchor, offset)
+        self._update_jump()
 
-    # -- live events --
+    def add_newer(self, messages: list[Message], has_newer: bool) -> None:
+        """Append messages after the window (the next page, or new messages of this task)."""
+        known = {m.id for m in self.messages}
+        fresh = [m for m in messages if m.id not in known]
+        anchor, offset = self._anchor()
+        for m in fresh:
+            self.messages.append(m)
+            self._insert(len(self.messages) - 1, m)
+        self.has_newer = has_newer
+        self._asked = False
+        if len(self.messages) > MAX_ITEMS:  # drop the oldest end
+            cut = len(self.messages) - MAX_ITEMS
+            for m in self.messages[:cut]:
+                self._drop(m.id)
+            del self.messages[:cut]
+            self.has_older = True
+        self._refresh_meta()
+        self._settle()
+        if not self._stick:
+            self._restore_anchor(anchor, offset)
+        self._update_jump(arrived=bool(fresh))
 
-    def live_entry(self) -> TurnEntry | None:
-        if self.live_turn is None:
-            return None
-        return next((w for w in self.entries.values() if isinstance(w, TurnEntry) and w.turn_id == self.live_turn),
-                    None)
-
-    def reset_live(self) -> None:
-        """Empty the live message before its turn is replayed from seq 0 (a replay must never double it)."""
-        entry = self.live_entry()
-        if entry is not None and entry.block.parts:
-            entry.block.clear()
-            entry.live_usage = (0, 0)
-
-    def apply(self, items: list) -> None:
-        """Apply a frame's events of the live turn (the caller checked their turn id)."""
-        entry = self.live_entry()
-        if entry is None:
+    def update_message(self, message: Message) -> None:
+        """A message changed as a whole (its turn ended, it was sent from the queue): re-render its item."""
+        index = next((i for i, m in enumerate(self.messages) if m.id == message.id), None)
+        if index is None:
             return
-        block = entry.block
-        for ev in items:
-            t = ev.type
-            if t in TEXT_KINDS:
-                block.add_delta(TEXT_KINDS[t], ev.part_id, ev.text)
-            elif t == "tool_call":
-                block.update_tool({"part_id": ev.part_id, "call_id": ev.call_id, "name": ev.name,
-                                   "state": str(ev.state), "args": ev.args, "result": ev.result,
-                                   "effect": ev.effect})
-            elif t == "usage":
-                entry.live_usage = (ev.usage.input_tokens, ev.usage.output_tokens)
-                entry.set_meta(None, True, False)
-            elif t == "warning":
-                block.add_warning(ev.message)
-        block.render()
+        self.messages[index] = message
+        self._drop(message.id)
+        self._insert(index, message)
+        self._refresh_meta()
+
+    def remove_message(self, message_id: int) -> None:
+        self.messages = [m for m in self.messages if m.id != message_id]
+        self._drop(message_id)
+
+    def set_running(self, running: bool) -> None:
+        if running != self.running:
+            self.running = running
+            last_input = self._last_input()
+            for m in list(self.messages):
+                if m.status == "queued" or m.id == last_input:  # their buttons depend on it
+                    self.update_message(m)
+            self._refresh_meta()
+
+    def _insert(self, index: int, m: Message) -> None:
+        if m.role == "user" and m.rewind:
+            item = QWidget()  # "Continue" and "Retry" are not bubbles: the answer says "continued"
+            item.setFixedHeight(0)
+        elif m.role == "user":
+            editable = m.id == self._last_input() and not self.running
+            item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running,
+                              editable=editable)
+            item.send_now.connect(lambda mid=m.id: self.send_now_clicked.emit(mid))
+            item.discard.connect(lambda mid=m.id: self.discard_clicked.emit(mid))
+            item.edit.connect(lambda mid=m.id, text=m.text: self.edit_clicked.emit(mid, text))
+        else:
+            before = self.messages[index - 1] if index > 0 else None
+            marker = MARKERS[before.rewind] if before is not None and before.role == "user" and before.rewind else ""
+            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id))
+            item.continue_clicked.connect(self.continue_clicked)
+            item.retry_clicked.connect(self.retry_clicked)
+            item.settings_clicked.connect(self.settings_clicked)
+            item.fork_clicked.connect(self.fork_clicked)
+        self.items[m.id] = item
+        self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
+        item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set
+
+    def _last_input(self) -> int | None:
+        return next((m.id for m in reversed(self.messages) if m.role == "user" and not m.rewind
+                     and m.status == "complete" and m.text), None)
+
+    def _card_before(self, message_id: int, call_id: str):
+        """The card an earlier message shows for `call_id` (an approval or question answered in a later turn
+        completes its call there: one card per call, updated in place)."""
+        for m in self.messages:
+            if m.id >= message_id:
+                return None
+            item = self.items.get(m.id)
+            if isinstance(item, AssistantItem):
+                card = item.block.card(call_id)
+                if card is not None:
+                    return card
+        return None
+
+    def _drop(self, message_id: int) -> None:
+        item = self.items.pop(message_id, None)
+        if item is not None:
+            self.lay.removeWidget(item)
+            item.hide()
+            item.deleteLater()
+
+    def _refresh_meta(self) -> None:
+        last = next((m.id for m in reversed(self.messages) if m.role == "assistant"), None)
+        self.can_continue_id = last if not self.has_newer else None
+        for m in self.messages:
+            item = self.items.get(m.id)
+            if isinstance(item, AssistantItem):
+                item.waiting_now = m.id == last and self.waiting_call is not None
+                item.set_meta(m.id == self.can_continue_id and not self.running)
+                for card in item.block.cards():
+                    card.set_waiting(card.call_id == self.waiting_call)
+
+    # -- live --
+
+    def live_item(self, turn_id: str) -> AssistantItem | None:
+        m = next((m for m in self.messages if m.role == "assistant" and m.turn_id == turn_id), None)
+        item = self.items.get(m.id) if m is not None else None
+        return item if isinstance(item, AssistantItem) else None
 
     def mark_waiting(self, call_id: str | None) -> None:
         """Show which card the pending approval or question belongs to."""
-        for card in self.cards():
-            card.set_waiting(call_id is not None and card.call_id == call_id)
+        self.waiting_call = call_id
+        self._refresh_meta()
 
-    # -- reading back (tests, export) --
+    # -- reading back (tests, export, view state) --
 
-    def turn_entry(self, turn_id: str) -> TurnEntry | None:
-        return next((w for w in self.entries.values() if isinstance(w, TurnEntry) and w.turn_id == turn_id), None)
+    def turn_entry(self, turn_id: str) -> AssistantItem | None:
+        """The rendered answer of a turn, if it is in the window."""
+        return self.live_item(turn_id)
 
     def turn_text(self, turn_id: str) -> str:
-        entry = self.turn_entry(turn_id)
-        return entry.block.text() if entry is not None else ""
+        item = self.live_item(turn_id)
+        return item.block.text() if item is not None else ""
+
+    def assistant_items(self) -> list[AssistantItem]:
+        return [w for w in self.items.values() if isinstance(w, AssistantItem)]
 
     def cards(self) -> list:
-        return [c for w in self.entries.values() if isinstance(w, TurnEntry) for c in w.block.cards()]
+        return [c for m in self.messages if isinstance(w := self.items.get(m.id), AssistantItem)
+                for c in w.block.cards()]
 
     def banners(self) -> list[Banner]:
-        return [w.banner for w in self.entries.values() if isinstance(w, TurnEntry) and w.banner is not None]
+        return [w.banner for w in self.assistant_items() if w.banner is not None]
 
-    # -- scrolling: follow the end while the person is at the end --
+    def expanded_calls(self) -> set[str]:
+        return {c.call_id for c in self.cards() if c.expanded}
+
+    def expand_calls(self, call_ids: set[str]) -> None:
+        for card in self.cards():
+            if card.call_id in call_ids:
+                card.toggle.setChecked(True)
+
+    def view_state(self) -> tuple[int | None, int]:
+        """(message id at the top of the viewport, its offset) — to come back to the same place."""
+        if self._stick and not self.has_newer:
+            return None, 0
+        return self._anchor()
+
+    def restore_view(self, anchor: int | None, offset: int) -> None:
+        if anchor is not None and anchor in self.items:
+            self._stick = False
+            self._settle()
+            self._restore_anchor(anchor, offset)
+            self._update_jump()
+
+    # -- scrolling --
+
+    def _settle(self) -> None:
+        """Lay out now, so heights are known before scroll positions are computed: the scroll area would
+        otherwise resize its body (and so its scroll range) only on its next event pass."""
+        self._positioning = True
+        QTimer.singleShot(0, self._positioned)
+        body = self.widget()
+        for _ in range(3):
+            body.layout().activate()
+            height = max(body.layout().sizeHint().height(), self.viewport().height())
+            if body.height() != height:
+                body.resize(self.viewport().width(), height)
+
+    def _positioned(self) -> None:
+        """After the view moved itself: from here on scrolling is the person's; an edge reached asks for more."""
+        self._positioning = False
+        pin = self._pin
+        self._on_scroll(self.verticalScrollBar().value())
+        self._pin = pin
+
+    def _anchor(self) -> tuple[int | None, int]:
+        top = self.verticalScrollBar().value()
+        for m in self.messages:
+            item = self.items.get(m.id)
+            if item is not None and item.geometry().bottom() >= top:
+                return m.id, item.geometry().top() - top
+        return None, 0
+
+    def _restore_anchor(self, anchor: int | None, offset: int) -> None:
+        """Put message `anchor` at `offset` from the top, and keep it there while the heights of the items
+        around it settle (text lays out after it is shown), until the person scrolls."""
+        item = self.items.get(anchor) if anchor is not None else None
+        if item is None:
+            self._pin = None
+            return
+        self._pin = (anchor, offset)
+        positioning, self._positioning = self._positioning, True
+        try:
+            self.verticalScrollBar().setValue(item.geometry().top() - offset)
+        finally:
+            self._positioning = positioning
 
     def _on_scroll(self, value: int) -> None:
+        if self._positioning:
+            return
+        self._pin = None
         bar = self.verticalScrollBar()
-        self._stick = value >= bar.maximum() - 40
+        self._stick = value >= bar.maximum() - 40 and not self.has_newer
+        if not self._asked and self.messages:
+            if self.has_older and value <= EDGE:
+                self._asked = True
+                self.older_note.show()
+                QTimer.singleShot(0, self.older_wanted.emit)
+            elif self.has_newer and value >= bar.maximum() - EDGE:
+                self._asked = True
+                QTimer.singleShot(0, self.newer_wanted.emit)
+        if self._stick:
+            self.jump.hide()
 
     def _on_range(self, _lo: int, hi: int) -> None:
-        if self._stick:
+        if self._pin is not None:
+            self._restore_anchor(*self._pin)
+        elif self._stick:
             self.verticalScrollBar().setValue(hi)
+        if not self.has_older:
+            self.older_note.hide()
+
+    def page_failed(self) -> None:
+        self._asked = False
+        self.older_note.hide()
+
+    def _update_jump(self, arrived: bool = False) -> None:
+        show = not self._stick and (self.has_newer or arrived or self.jump.isVisible())
+        if show:
+            vp = self.viewport()
+            self.jump.adjustSize()
+            self.jump.move(QPoint(vp.width() - self.jump.width() - 16, vp.height() - self.jump.height() - 12))
+            self.jump.raise_()
+        self.jump.setVisible(show)
+
+    def note_live_activity(self) -> None:
+        """Something new arrived at the end: offer the way there when the person reads further up."""
+        if not self._stick:
+            self._update_jump(arrived=True)
+
+    def _jump_to_latest(self) -> None:
+        self.jump.hide()
+        if self.has_newer:
+            self.latest_wanted.emit()
+        else:
+            self._stick = True
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if self.jump.isVisible():
+            self._update_jump()

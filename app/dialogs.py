@@ -34,6 +34,29 @@ def confirm(parent: QWidget | None, title: str, text: str, accept: str, on_accep
     return box
 
 
+def choose(parent: QWidget | None, title: str, text: str, choices: list[tuple[str, Callable[[], None]]],
+           informative: str = "") -> QMessageBox:
+    """A question with named answers; the first is the default (Enter), closing the box picks nothing."""
+    box = QMessageBox(parent)
+    box.setWindowTitle(title)
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setText(text)
+    if informative:
+        box.setInformativeText(informative)
+    actions = {}
+    for i, (label, action) in enumerate(choices):
+        button = box.addButton(label, QMessageBox.ButtonRole.AcceptRole)
+        actions[button] = action
+        if i == 0:
+            box.setDefaultButton(button)
+    box.addButton(QMessageBox.StandardButton.Cancel)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+    box.setWindowModality(Qt.WindowModality.NonModal)
+    box.buttonClicked.connect(lambda button: actions.get(button, lambda: None)())
+    box.show()
+    return box
+
+
 def ask_text(parent: QWidget | None, title: str, label: str, value: str,
              on_done: Callable[[str], None]) -> QInputDialog:
     dlg = QInputDialog(parent)

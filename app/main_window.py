@@ -16,7 +16,8 @@ from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidge
 
 from . import dialogs, export
 from .icons import app_icon
-from .new_task_dialog import NewTaskDialog, model_choices
+from .new_task_dialog import NewTaskDialog
+from .problem import ProblemPage
 from .sidebar import TaskSidebar
 from .task_panel import TaskPanel
 from .welcome import WelcomePage
@@ -41,6 +42,8 @@ class MainWindow(QMainWindow):
         self.stack = QStackedWidget()
         self.welcome = WelcomePage()
         self.stack.addWidget(self.welcome)
+        self.problem = ProblemPage()
+        self.stack.addWidget(self.problem)
         split = QSplitter()
         split.addWidget(self.sidebar)
         split.addWidget(self.stack)
@@ -53,6 +56,7 @@ class MainWindow(QMainWindow):
         self._reload.setSingleShot(True)
         self._reload.setInterval(60)
         self._reload.timeout.connect(self._do_reload)
+        self._reloads = 0
 
     def _menus(self) -> None:
         def act(menu, text, slot, shortcut=None) -> QAction:
@@ -75,7 +79,7 @@ class MainWindow(QMainWindow):
         act(f, "Open Workspace Folder", self.open_workspace)
         act(f, "Open Data Folder", self.open_data_folder)
         f.addSeparator()
-        act(f, "Settings…", lambda: self.ctl.open_settings(), "Ctrl+,")
+        act(f, "Settings…", lambda: self._ready() and self.ctl.open_settings(), "Ctrl+,")
         act(f, "Close Window", self.close, "Ctrl+W")
         act(f, "Quit", lambda: self.ctl.request_quit(ask=True), "Ctrl+Q")
         t = bar.addMenu("&Task")
@@ -89,6 +93,19 @@ class MainWindow(QMainWindow):
             "Stop")]
         self._enable_task_actions()
 
+    def show_problem(self, title: str, text: str, actions: list, note: str = "") -> None:
+        self.problem.show_problem(title, text, actions, note)
+        self.stack.setCurrentWidget(self.problem)
+
+    def _ready(self) -> bool:
+        """Actions that need the runtime say why they cannot run instead of failing."""
+        if self.bridge is not None:
+            return True
+        self.stack.setCurrentWidget(self.problem)
+        self.statusBar().showMessage("Hearth has not started yet: " + (self.ctl.startup_error or "starting…"),
+                                     10_000)
+        return False
+
     def _enable_task_actions(self) -> None:
         for a in self._task_actions:
             a.setEnabled(self.panel is not None)
@@ -97,6 +114,7 @@ class MainWindow(QMainWindow):
 
     def attach(self, bridge) -> None:
         self.bridge = bridge
+        self.stack.setCurrentWidget(self.welcome)
         self.sidebar.setEnabled(True)
         self.sidebar.task_selected.connect(self.open_task)
         self.sidebar.new_requested.connect(lambda: self.new_task())
@@ -149,8 +167,12 @@ class MainWindow(QMainWindow):
         self._reload.start()
 
     async def reload_tasks(self) -> None:
+        # Reloads can finish out of order; only the newest request's result may land (an older list, read
+        # before a task was created, would otherwise close that task's new panel).
+        self._reloads += 1
+        mine = self._reloads
         tasks = await self.bridge.list_tasks()
-        if self.disposed:
+        if self.disposed or mine != self._reloads:
             return
         self.tasks = {t.id: t for t in tasks}
         self.sidebar.set_tasks(tasks, set(self.bridge.running_tasks()))
@@ -177,8 +199,10 @@ class MainWindow(QMainWindow):
         if info is None or self.disposed:
             return None
         self.close_panel(select_none=False)
-        self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends)
+        self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
         self.panel.title_changed.connect(lambda _t: self._reload.start())
+        self.panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
         self.stack.setCurrentWidget(self.panel)
         self.sidebar.select(task_id)
@@ -192,6 +216,8 @@ class MainWindow(QMainWindow):
         if self.panel is None:
             return
         panel, self.panel = self.panel, None
+        if panel.loaded.is_set():  # scroll position and open cards come back when the task is shown again
+            self.ctl.view_states[panel.task_id] = panel.view_state()
         panel.close_panel()
         self.stack.removeWidget(panel)
         panel.deleteLater()
@@ -206,9 +232,10 @@ class MainWindow(QMainWindow):
 
     # -- task actions --
 
-    def new_task(self, goal: str = "") -> NewTaskDialog:
-        known = sorted({t.model for t in self.tasks.values()})
-        dlg = NewTaskDialog(model_choices(self.bridge.settings, known), self)
+    def new_task(self, goal: str = "") -> NewTaskDialog | None:
+        if not self._ready():
+            return None
+        dlg = NewTaskDialog(self.bridge, self)
         if goal:
             dlg.goal.setPlainText(goal)
         dlg.create_requested.connect(lambda values: self.bridge.run(self._create(dlg, values)))
@@ -229,6 +256,10 @@ class MainWindow(QMainWindow):
         if goal and panel is not None:
             panel.composer.edit.setPlainText(goal)
             panel.composer.submit()
+
+    async def _open_new(self, task_id: str) -> None:
+        await self.reload_tasks()
+        self.open_task(task_id)
 
     def rename_task(self, task_id: str | None):
         info = self.tasks.get(task_id) if task_id else None
@@ -292,7 +323,7 @@ class MainWindow(QMainWindow):
             self.panel.open_workspace()
 
     def open_data_folder(self) -> None:
-        if self.bridge is not None:
+        if self._ready():
             QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.bridge.home)))
 
     # -- window --

@@ -1,5 +1,6 @@
-"""Markdown rendering for assistant text: Qt's own Markdown importer (GitHub dialect), a tiny regex highlighter
-for fenced code blocks, and a browser that grows to fit its document instead of scrolling.
+"""Markdown rendering for assistant text: Qt's own Markdown importer (GitHub dialect), Pygments for fenced code
+blocks (each gets a "Copy code" link above it), and a browser that grows to fit its document instead of
+scrolling.
 
 `MarkdownView.source` is the exact text it shows (tests compare it with the persisted text). While a part
 streams, rendering is throttled by its own cost (a re-render never takes more than about a quarter of the
@@ -12,42 +13,54 @@ import math
 import re
 import time
 
-from PySide6.QtCore import QSizeF, Qt, QTimer
+from pygments.lexers import get_lexer_by_name
+from pygments.token import Token
+from pygments.util import ClassNotFound
+from PySide6.QtCore import QSizeF, Qt, QTimer, QUrl
 from PySide6.QtGui import (
     QColor,
+    QDesktopServices,
     QFont,
     QFontDatabase,
-    QSyntaxHighlighter,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextFormat,
 )
-from PySide6.QtWidgets import QFrame, QSizePolicy, QTextBrowser
+from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser
 
 from . import theme
 
 _CODE_LANG = QTextFormat.Property.BlockCodeLanguage
 _CODE_FENCE = QTextFormat.Property.BlockCodeFence
 
-KEYWORDS = frozenset(
-    """
-    and as assert async await break case catch class const continue def default del do elif else enum except
-    export extends false False final finally fn for from func function go if impl import in interface is lambda
-    let loop match mod mut new nil None not null or package pass pub raise return self static struct super
-    switch then this throw true True try type typeof use var void while with yield fi done esac echo local
-    """.split()
-)
-_HASH_COMMENT = {"python", "py", "sh", "bash", "shell", "zsh", "ruby", "rb", "yaml", "yml", "toml", "perl",
-                 "r", "make", "makefile", "dockerfile", "ini", "conf", "console"}
-_DASH_COMMENT = {"sql", "lua", "haskell", "hs"}
-_TOKEN = re.compile(
-    r"""(?P<str>"(?:[^"\\]|\\.)*"?|'(?:[^'\\]|\\.)*'?)"""
-    r"|(?P<num>\b\d+(?:\.\d+)?\b)"
-    r"|(?P<fn>\b[A-Za-z_]\w*(?=\())"
-    r"|(?P<word>\b[A-Za-z_]\w*\b)"
-    r"|(?P<comment>\#.*|//.*|--.*)"
-)
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def with_copy_links(source: str) -> tuple[str, list[str]]:
+    """The Markdown to render, with a "Copy code" link line before each fenced code block, and each block's
+    code (exactly as written, what the link copies)."""
+    out: list[str] = []
+    blocks: list[str] = []
+    fence: str | None = None
+    code: list[str] = []
+    for line in source.split("\n"):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence = m.group(1)
+            out.append(f"[Copy code](copy:{len(blocks)})")
+            out.append("")
+            blocks.append("")
+            code = []
+        elif fence is not None and m and m.group(1).startswith(fence[0]) and len(m.group(1)) >= len(fence) \
+                and not m.group(2).strip():
+            fence = None
+            blocks[-1] = "\n".join(code)
+        elif fence is not None:
+            code.append(line)
+            blocks[-1] = "\n".join(code)
+        out.append(line)
+    return "\n".join(out), blocks
 
 
 def mono_font() -> QFont:
@@ -56,40 +69,36 @@ def mono_font() -> QFont:
     return font
 
 
-class CodeHighlighter(QSyntaxHighlighter):
-    """Colours keywords, strings, numbers, calls and line comments inside fenced code blocks only."""
-
-    def highlightBlock(self, text: str) -> None:
-        fmt = self.currentBlock().blockFormat()
-        if not fmt.hasProperty(_CODE_FENCE) and not fmt.hasProperty(_CODE_LANG):
-            return
-        lang = str(fmt.property(_CODE_LANG) or "").lower()
-        c = theme.colors()
-        for m in _TOKEN.finditer(text):
-            kind = m.lastgroup
-            if kind == "comment":
-                mark = m.group()[:2]
-                ok = (mark[0] == "#" and (lang in _HASH_COMMENT or not lang)) or (
-                    mark == "//" and lang not in _HASH_COMMENT) or (mark == "--" and lang in _DASH_COMMENT)
-                if ok:
-                    self.setFormat(m.start(), len(text) - m.start(), _fmt(c["comment"], italic=True))
-                    return
-                continue
-            if kind == "word":
-                if m.group() not in KEYWORDS:
-                    continue
-                color = c["kw"]
-            else:
-                color = c[kind]
-            self.setFormat(m.start(), m.end() - m.start(), _fmt(color))
+# Pygments token families -> theme colour names.
+_TOKEN_COLORS = (
+    (Token.Comment, "comment"), (Token.Literal.String, "str"), (Token.Literal.Number, "num"),
+    (Token.Keyword, "kw"), (Token.Name.Function, "fn"), (Token.Name.Class, "fn"), (Token.Name.Builtin, "fn"),
+)
 
 
-def _fmt(color: str, italic: bool = False) -> QTextCharFormat:
-    f = QTextCharFormat()
-    f.setForeground(QColor(color))
-    if italic:
-        f.setFontItalic(True)
-    return f
+def _color_of(token) -> str | None:
+    for family, name in _TOKEN_COLORS:
+        if token in family:
+            return name
+    return None
+
+
+def highlight_spans(code: str, lang: str) -> list[tuple[int, int, str, bool]]:
+    """(start, length, colour name, italic) spans of `code` in language `lang`, by Pygments; none for an
+    unknown language (we never guess: a wrong guess paints prose as code)."""
+    try:
+        lexer = get_lexer_by_name(lang.strip().lower(), stripnl=False, ensurenl=False) if lang.strip() else None
+    except ClassNotFound:
+        lexer = None
+    if lexer is None:
+        return []
+    spans, pos = [], 0
+    for token, value in lexer.get_tokens(code):
+        color = _color_of(token)
+        if color is not None and value:
+            spans.append((pos, len(value), color, token in Token.Comment))
+        pos += len(value)
+    return spans
 
 
 class MarkdownView(QTextBrowser):
@@ -99,7 +108,8 @@ class MarkdownView(QTextBrowser):
 
     def __init__(self, text: str = "", *, muted: bool = False, parent=None):
         super().__init__(parent)
-        self.setOpenExternalLinks(True)
+        self.setOpenLinks(False)  # links are handled below: "copy:N" copies code block N
+        self.anchorClicked.connect(self._link)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
@@ -113,7 +123,7 @@ class MarkdownView(QTextBrowser):
         self._dirty = bool(text)
         self._next_ok = 0.0
         self._timer: QTimer | None = None
-        self._highlighter = CodeHighlighter(self.document())
+        self.code_blocks: list[str] = []
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         theme.notifier.changed.connect(self._retheme)
         self.setFixedHeight(4)
@@ -151,7 +161,8 @@ class MarkdownView(QTextBrowser):
         t0 = time.perf_counter()
         self._dirty = False
         doc = self.document()
-        doc.setMarkdown(self.source)
+        markdown, self.code_blocks = with_copy_links(self.source)
+        doc.setMarkdown(markdown)
         self._decorate()
         self.renders += 1
         cost = time.perf_counter() - t0
@@ -165,17 +176,20 @@ class MarkdownView(QTextBrowser):
             self.render_now()
 
     def _decorate(self) -> None:
-        """Code blocks get a monospace font and a background; inline code a background too."""
+        """Code blocks get a monospace font, a background and Pygments colours; inline code a background; the
+        "Copy code" links sit small and right-aligned above their block."""
         c = theme.colors()
         doc = self.document()
         code_bg = QColor(c["code"])
         mono = mono_font()
-        block = doc.begin()
         cursor = QTextCursor(doc)
         cursor.beginEditBlock()
+        group: list = []  # consecutive blocks of one code block
+        block = doc.begin()
         while block.isValid():
             bf = block.blockFormat()
             if bf.hasProperty(_CODE_FENCE) or bf.hasProperty(_CODE_LANG):
+                group.append(block)
                 fmt = QTextBlockFormat()
                 fmt.setBackground(code_bg)
                 fmt.setLeftMargin(6)
@@ -187,12 +201,20 @@ class MarkdownView(QTextBrowser):
                 cf.setForeground(QColor(c["code_text"]))
                 cursor.mergeCharFormat(cf)
             else:
+                self._highlight(cursor, group, c)
+                group = []
                 if bf.headingLevel():  # air above a heading, as in a document
                     heading = QTextBlockFormat()
                     heading.setTopMargin(12 if block.previous().isValid() else 2)
                     heading.setBottomMargin(4)
                     cursor.setPosition(block.position())
                     cursor.mergeBlockFormat(heading)
+                if block.text() == "Copy code":
+                    link = QTextBlockFormat()
+                    link.setAlignment(Qt.AlignmentFlag.AlignRight)
+                    link.setBottomMargin(0)
+                    cursor.setPosition(block.position())
+                    cursor.mergeBlockFormat(link)
                 it = block.begin()
                 while not it.atEnd():
                     frag = it.fragment()
@@ -205,12 +227,37 @@ class MarkdownView(QTextBrowser):
                         cursor.mergeCharFormat(cf)
                     it += 1
             block = block.next()
+        self._highlight(cursor, group, c)
         if self.muted:
             cursor.select(QTextCursor.SelectionType.Document)
             cf = QTextCharFormat()
             cf.setForeground(QColor(c["muted"]))
             cursor.mergeCharFormat(cf)
         cursor.endEditBlock()
+
+    @staticmethod
+    def _highlight(cursor: QTextCursor, group: list, c: dict) -> None:
+        """Colour one code block (its lines are consecutive blocks; a line break is one position)."""
+        if not group:
+            return
+        lang = str(group[0].blockFormat().property(_CODE_LANG) or "")
+        start = group[0].position()
+        for offset, length, color, italic in highlight_spans("\n".join(b.text() for b in group), lang):
+            cursor.setPosition(start + offset)
+            cursor.setPosition(start + offset + length, QTextCursor.MoveMode.KeepAnchor)
+            cf = QTextCharFormat()
+            cf.setForeground(QColor(c[color]))
+            if italic:
+                cf.setFontItalic(True)
+            cursor.mergeCharFormat(cf)
+
+    def _link(self, url: QUrl) -> None:
+        if url.scheme() == "copy":
+            index = int(url.path() or 0)
+            if 0 <= index < len(self.code_blocks):
+                QApplication.clipboard().setText(self.code_blocks[index])
+        elif url.scheme() in ("http", "https", "mailto"):
+            QDesktopServices.openUrl(url)
 
     def _retheme(self, _name: str) -> None:
         if self.source:

@@ -5,6 +5,7 @@ remove. The exact command line is always shown; a server is only launched once t
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -135,7 +136,7 @@ class McpEditor(QWidget):
             self._run(self.bridge.remove_mcp_server(name), f"Removed {name}.")
 
     def _pick(self) -> None:
-        dlg = QFileDialog(self, "Import Claude Desktop config", "", "JSON (*.json);;All files (*)")
+        dlg = QFileDialog(self, "Import Claude Desktop config", str(Path.home()), "JSON (*.json);;All files (*)")
         dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.fileSelected.connect(self.import_file)

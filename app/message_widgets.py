@@ -1,6 +1,7 @@
-"""The pieces of a conversation: the person's inputs, an assistant message (text, collapsible reasoning, tool
-cards — one widget per part, indexed by part id, which is the part's index in the persisted message), the
-per-turn footer with token usage, and the banner of an interrupted or failed turn."""
+"""The pieces of a conversation: the person's inputs (a queued one with "Send now" / "Discard"), an assistant
+message (text, collapsible reasoning, tool cards — one widget per part, indexed by part id, which is the part's
+index in the persisted message), the per-turn footer with token usage, and the banner of an interrupted or
+failed turn."""
 
 from __future__ import annotations
 
@@ -23,9 +24,15 @@ TEXT_KINDS = {"text_delta": "text", "reasoning_delta": "reasoning"}
 
 
 class UserBubble(QWidget):
-    """An input: its text (plain, as typed), attachments, or an answer to a question/approval."""
+    """An input: its text (plain, as typed), attachments, or an answer to a question/approval. A queued input
+    left over from an earlier run (`stranded`) offers "Send now" and "Discard"."""
 
-    def __init__(self, parts: list[dict], status: str = "complete", parent=None):
+    send_now = Signal()
+    discard = Signal()
+    edit = Signal()
+
+    def __init__(self, parts: list[dict], status: str = "complete", stranded: bool = False,
+                 editable: bool = False, parent=None):
         super().__init__(parent)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -58,10 +65,29 @@ class UserBubble(QWidget):
             files.setObjectName("Muted")
             files.setWordWrap(True)
             lay.addWidget(files)
+        edited = any(p.get("type") == "edit" for p in parts)
+        if edited or (editable and status == "complete"):
+            row = QHBoxLayout()
+            row.addStretch(1)
+            if edited:
+                mark = QLabel("edited")
+                mark.setObjectName("Muted")
+                row.addWidget(mark)
+            if editable and status == "complete":
+                row.addWidget(link_button("Edit", self.edit, "Change this message and send it again"))
+            lay.addLayout(row)
         if status == "queued":
-            queued = QLabel("queued — runs when the current turn ends")
+            row = QHBoxLayout()
+            queued = QLabel("queued — not sent yet" if stranded else "queued — runs when the current turn ends")
             queued.setObjectName("Muted")
-            lay.addWidget(queued)
+            row.addWidget(queued, 1)
+            if stranded:
+                for text, signal in (("Send now", self.send_now), ("Discard", self.discard)):
+                    button = QPushButton(text)
+                    button.setObjectName("Primary" if text == "Send now" else "")
+                    button.clicked.connect(signal)
+                    row.addWidget(button)
+            lay.addLayout(row)
         outer.addWidget(self.bubble)
 
     def resizeEvent(self, event) -> None:
@@ -73,6 +99,15 @@ class UserBubble(QWidget):
             fm = self.label.fontMetrics()
             natural = max((fm.horizontalAdvance(line) for line in self.text.splitlines()), default=0) + 4
             self.label.setMinimumWidth(min(natural, widest - 24))
+
+
+def link_button(text: str, signal, tip: str = "") -> QPushButton:
+    button = QPushButton(text)
+    button.setObjectName("Link")
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
+    button.setToolTip(tip)
+    button.clicked.connect(signal)
+    return button
 
 
 def _answer_line(answer: dict) -> str:
@@ -143,6 +178,9 @@ class AssistantBlock(QWidget):
         self.parts: dict[int, QWidget] = {}
         self._kinds: dict[int, str] = {}
         self._dirty: set[QWidget] = set()
+        # Finds the card of a call made in an earlier message (an approval answered in a later turn): that card
+        # is updated in place, this message shows no second one.
+        self.foreign = lambda _call_id: None
 
     def _ensure(self, part_id: int, kind: str, part: dict | None = None) -> QWidget:
         w = self.parts.get(part_id)
@@ -177,6 +215,10 @@ class AssistantBlock(QWidget):
         self._dirty.add(w)
 
     def update_tool(self, part: dict) -> None:
+        foreign = self.foreign(part.get("call_id", ""))
+        if foreign is not None:
+            foreign.update_part(part)
+            return
         w = self._ensure(part["part_id"], "tool_call", part)
         w.update_part(part)
 
@@ -189,7 +231,7 @@ class AssistantBlock(QWidget):
                 w.set_text(p.get("text", ""))
                 self._dirty.add(w)
             elif kind == "tool_call":
-                self._ensure(i, "tool_call", p).update_part(p)
+                self.update_tool(dict(p, part_id=i))
         for i in [k for k in self.parts if k >= len(parts)]:
             w = self.parts.pop(i)
             self._kinds.pop(i)
@@ -220,6 +262,10 @@ class AssistantBlock(QWidget):
     def text(self, kind: str = "text") -> str:
         return "".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == kind)
 
+    def copy_text(self) -> str:
+        """What "Copy" puts on the clipboard: the answer's text parts, as Markdown."""
+        return "\n\n".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == "text")
+
     def cards(self) -> list[ToolCard]:
         return [self.parts[i] for i in sorted(self.parts) if self._kinds[i] == "tool_call"]
 
@@ -228,9 +274,12 @@ class AssistantBlock(QWidget):
 
 
 class Banner(QFrame):
-    """An interrupted or failed turn, said plainly, with a way to continue."""
+    """An interrupted or failed turn, said plainly, with the ways on: Continue, and for a failed one also
+    Settings and another model in a new task (the task's own model is fixed)."""
 
     continue_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
 
     def __init__(self, kind: str, text: str, can_continue: bool, parent=None):
         super().__init__(parent)
@@ -243,20 +292,31 @@ class Banner(QFrame):
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.label, 1)
+        buttons = QVBoxLayout()
         self.button = QPushButton("Continue")
         self.button.setObjectName("Primary")
         self.button.clicked.connect(self.continue_clicked)
         self.button.setVisible(can_continue)
-        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignVCenter)
+        buttons.addWidget(self.button)
+        self.extra: dict[str, QPushButton] = {}
+        if kind == "error":
+            for label, signal in (("Open Settings", self.settings_clicked),
+                                  ("Continue in a new task with another model…", self.fork_clicked)):
+                button = link_button(label, signal)
+                buttons.addWidget(button)
+                self.extra[label] = button
+        lay.addLayout(buttons)
 
 
-def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False) -> str:
+def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,
+                waiting_now: bool = False) -> str:
     bits = []
     if live:
         bits.append("working…")
+    elif reason == "waiting":
+        bits.append("waiting for you" if waiting_now else "asked you")
     elif reason:
-        bits.append({"completed": "done", "aborted": "stopped by you", "waiting": "waiting for you"}.get(
-            reason, reason))
+        bits.append({"completed": "done", "aborted": "stopped by you"}.get(reason, reason))
     if input_tokens or output_tokens:
         bits.append(f"{input_tokens:,} in · {output_tokens:,} out tokens")
     return "  ·  ".join(bits)

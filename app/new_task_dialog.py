@@ -16,6 +16,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from .model_picker import ModelPicker
+
 APPROVALS = (
     ("ask", "Ask me before any change (recommended)"),
     ("auto_edit", "Edit files in its folder freely, ask before commands"),
@@ -23,24 +25,10 @@ APPROVALS = (
 )
 
 
-def model_choices(settings, known: list[str]) -> list[tuple[str, str]]:
-    """(model ref, label) pairs: the default first, then models of existing tasks and the bundled one."""
-    out: dict[str, str] = {}
-    default = settings.default_model
-    out[default] = f"{default} — default"
-    for p in settings.providers:
-        if p.kind == "llama_cpp":
-            ref = f"{p.id}/smollm2-135m"
-            out.setdefault(ref, f"{ref} — bundled, offline")
-    for ref in known:
-        out.setdefault(ref, ref)
-    return list(out.items())
-
-
 class NewTaskDialog(QDialog):
     create_requested = Signal(dict)
 
-    def __init__(self, choices: list[tuple[str, str]], parent=None):
+    def __init__(self, bridge, parent=None):
         super().__init__(parent)
         self.setWindowTitle("New task")
         self.setModal(False)
@@ -60,12 +48,8 @@ class NewTaskDialog(QDialog):
         self.title = QLineEdit()
         self.title.setPlaceholderText("Optional — taken from the goal otherwise")
         form.addRow("Title", self.title)
-        self.model = QComboBox()
-        self.model.setEditable(True)
-        for ref, label in choices:
-            self.model.addItem(label, ref)
-        self.model.setCurrentIndex(0)
-        self.model.setToolTip("provider/model — providers are set up in Settings")
+        self.model = ModelPicker(bridge.settings.default_model)
+        self.model.load(bridge)
         form.addRow("Model", self.model)
         self.approval = QComboBox()
         for key, label in APPROVALS:
@@ -92,11 +76,7 @@ class NewTaskDialog(QDialog):
         self.goal.setFocus()
 
     def model_ref(self) -> str:
-        text = self.model.currentText().strip()
-        index = self.model.findText(text)
-        if index >= 0 and self.model.itemData(index):
-            return self.model.itemData(index)
-        return text.split(" — ")[0].strip()
+        return self.model.ref()
 
     def values(self) -> dict:
         return {

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import dialogs
 from .presets import NOTES, provider_entry
 
 KIND_LABELS = {"openai": "OpenAI-compatible server", "llama_cpp": "Bundled model (llama.cpp, offline)",
@@ -133,10 +134,20 @@ class ProvidersEditor(QWidget):
 
     def _remove(self) -> None:
         row = self.list.currentRow()
-        if 0 <= row < len(self.providers):
-            self.providers.pop(row)
-            self._refill(row)
-            self.changed.emit()
+        if not 0 <= row < len(self.providers):
+            return
+        name = self.providers[row].get("id", "this provider")
+
+        def remove() -> None:
+            if 0 <= row < len(self.providers) and self.providers[row].get("id") == name:
+                self.providers.pop(row)
+                self._refill(row)
+                self.changed.emit()
+
+        self.confirm_box = dialogs.confirm(
+            self, "Remove provider?", f"Remove {name}?", "Remove", remove,
+            informative="Tasks that use its models stop working until it is added again. Nothing is saved "
+                        "until you press Save.", danger=True)
 
     def current(self) -> dict | None:
         row = self.list.currentRow()

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import dialogs
 from .bridge import RuntimeBridge
 from .mcp_editor import McpEditor
 from .prefs import Prefs
@@ -105,6 +106,28 @@ class SettingsWindow(QDialog):
         self.save.setEnabled(True)
         self.status.setText("Unsaved changes.")
 
+    @property
+    def dirty(self) -> bool:
+        return self.save.isEnabled()
+
+    def closeEvent(self, event) -> None:
+        """Unsaved changes are never dropped silently: ask to save or discard them."""
+        if not self.dirty:
+            event.accept()
+            return
+        event.ignore()
+        self.close_box = dialogs.choose(
+            self, "Save changes?", "The model settings have changes that are not saved.",
+            [("Save", lambda: self._save(close_after=True)), ("Discard", self._discard)])
+
+    def _discard(self) -> None:
+        self.save.setEnabled(False)
+        self.close()
+
+    def close_without_asking(self) -> None:
+        """Quit: the app is going away (the person was asked about quitting already)."""
+        self._discard()
+
     # -- runtime --
 
     def _test(self, provider: dict, key: str) -> None:
@@ -119,7 +142,7 @@ class SettingsWindow(QDialog):
 
         self.bridge.run(go())
 
-    def _save(self) -> None:
+    def _save(self, close_after: bool = False) -> None:
         providers, default_model, keys = self.providers.values()
         # Start from everything the runtime has now (MCP servers may have changed meanwhile).
         data = self.bridge.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -141,5 +164,7 @@ class SettingsWindow(QDialog):
             self.providers.keys.clear()
             self.status.setText("Saved. New tasks use these settings.")
             self.saved.emit()
+            if close_after:
+                self.close()
 
         self.bridge.run(go())

@@ -77,10 +77,7 @@ def _palette(c: dict[str, str]) -> QPalette:
 def stylesheet(c: dict[str, str]) -> str:
     return f"""
     QWidget#Sidebar {{ background: {c['sidebar']}; }}
-    QListWidget#TaskList {{ background: transparent; border: none; outline: none; }}
-    QListWidget#TaskList::item {{ border-radius: 8px; margin: 1px 6px; }}
-    QListWidget#TaskList::item:selected {{ background: {c['selected']}; }}
-    QListWidget#TaskList::item:hover:!selected {{ background: {c['hover']}; }}
+    QListView#TaskList {{ background: transparent; border: none; outline: none; }}
     QLabel#TaskTitle {{ font-weight: 600; }}
     QLabel#Muted, QLabel#TaskMeta, QLabel#Footer {{ color: {c['muted']}; }}
     QLabel#PanelTitle {{ font-size: 16px; font-weight: 600; }}

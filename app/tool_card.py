@@ -1,5 +1,6 @@
 """A tool call as a card: name, arguments, live state, and its result (collapsed; long output truncated with
-"Show all"). Built from a persisted tool part or from live `tool_call` events; both carry the same fields."""
+"Show all"). Built from a persisted tool part or from live `tool_call` events; both carry the same fields.
+The result's text view is only created when the person expands it: most cards are never opened."""
 
 from __future__ import annotations
 
@@ -106,19 +107,8 @@ class ToolCard(QFrame):
         self.toggle.toggled.connect(self._show_result)
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
 
-        self.result_view = QPlainTextEdit()
-        self.result_view.setObjectName("Result")
-        self.result_view.setReadOnly(True)
-        self.result_view.setFont(mono_font())
-        self.result_view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-        self.result_view.hide()
-        lay.addWidget(self.result_view)
-        self.more = QPushButton()
-        self.more.setObjectName("Link")
-        self.more.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.more.clicked.connect(self._show_everything)
-        self.more.hide()
-        lay.addWidget(self.more, 0, Qt.AlignmentFlag.AlignLeft)
+        self.result_view: QPlainTextEdit | None = None
+        self.more: QPushButton | None = None
         theme.notifier.changed.connect(self._retheme)
         self._fill_result()
         self.update_part(part)
@@ -159,12 +149,35 @@ class ToolCard(QFrame):
         self.badge.setStyleSheet(f"color: {color}; font-weight: 600;")
         self.icon.setStyleSheet(f"color: {color};")
 
+    @property
+    def expanded(self) -> bool:
+        return self.toggle.isChecked()
+
+    def _result_widgets(self) -> tuple[QPlainTextEdit, QPushButton]:
+        if self.result_view is None:
+            view = self.result_view = QPlainTextEdit()
+            view.setObjectName("Result")
+            view.setReadOnly(True)
+            view.setFont(mono_font())
+            view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+            self.layout().addWidget(view)
+            more = self.more = QPushButton()
+            more.setObjectName("Link")
+            more.setCursor(Qt.CursorShape.PointingHandCursor)
+            more.clicked.connect(self._show_everything)
+            self.layout().addWidget(more, 0, Qt.AlignmentFlag.AlignLeft)
+        return self.result_view, self.more
+
+    def _hide_result(self) -> None:
+        if self.result_view is not None:
+            self.result_view.hide()
+            self.more.hide()
+
     def _fill_result(self) -> None:
         has = self.result is not None and self.result != ""
         self.toggle.setVisible(has)
         if not has:
-            self.result_view.hide()
-            self.more.hide()
+            self._hide_result()
             return
         lines = self.result.count("\n") + 1
         self.toggle.setText(f"Result · {lines} line{'s' if lines != 1 else ''}, {human_size(len(self.result))}")
@@ -174,18 +187,18 @@ class ToolCard(QFrame):
         self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
         self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         if not shown or not self.result:
-            self.result_view.hide()
-            self.more.hide()
+            self._hide_result()
             return
+        view, more = self._result_widgets()
         text, cut = (self.result, False) if self.show_all else truncate(self.result)
-        if self.result_view.toPlainText() != text:
-            self.result_view.setPlainText(text)
-        line_h = QFontMetrics(self.result_view.font()).lineSpacing()
+        if view.toPlainText() != text:
+            view.setPlainText(text)
+        line_h = QFontMetrics(view.font()).lineSpacing()
         rows = min(text.count("\n") + 1, 24)
-        self.result_view.setFixedHeight(rows * line_h + 14)
-        self.result_view.show()
-        self.more.setText(f"Show all ({self.result.count(chr(10)) + 1} lines)")
-        self.more.setVisible(cut)
+        view.setFixedHeight(rows * line_h + 14)
+        view.show()
+        more.setText(f"Show all ({self.result.count(chr(10)) + 1} lines)")
+        more.setVisible(cut)
 
     def _show_everything(self) -> None:
         self.show_all = True
@@ -193,4 +206,5 @@ class ToolCard(QFrame):
 
     @property
     def shown_result(self) -> str:
-        return "" if self.result_view.isHidden() else self.result_view.toPlainText()
+        view = self.result_view
+        return "" if view is None or view.isHidden() else view.toPlainText()

@@ -22,6 +22,7 @@ Decisions where the design is silent:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable
@@ -31,22 +32,31 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .abort import AbortRegistry, TurnSlot
-from .config import ProviderConfig, Settings, load_settings, resolve_home, split_model_ref
+from .attachments import excerpt
+from .backups_api import BackupMixin
+from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings, split_model_ref
 from .errors import (
     ConfigError,
     DataFolderBusy,
     DownloadCancelled,
+    HearthError,
     ModelError,
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
+    SettingsError,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    StorageReadOnly,
+    StorageUnavailable,
     TaskBusy,
     TaskNotFound,
 )
 from .events import EndReason, Event, TurnStarted
 from .jobs import JobQueue
 from .keys import SecretStore
-from .kit import AgentKit
+from .kit import DEFAULT_CONTEXT_TOKENS, AgentKit
 from .locks import DataFolderLock, TaskLocks
 from .models.library import ModelLibrary
 from .models.progress import DownloadProgress, format_progress
@@ -55,7 +65,10 @@ from .parts import is_truncated, text_of
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
+from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
+from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
+from .store.faults import guard as storage_faults
 from .store.repo import DuplicateMessage, Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tools.approvals import APPROVAL_MODES
@@ -65,12 +78,15 @@ from .turn import run_turn
 from .workspace import copy_attachments, workspace_for
 
 log = logging.getLogger(__name__)
+TITLE_CHARS = 60
 
 __all__ = [
-    "PRESETS", "BufferState", "CatalogModel", "ConfigError", "DataFolderBusy", "DownloadCancelled",
-    "DownloadProgress", "EndReason", "Event", "InstalledModel", "MessageInfo", "ModelError", "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Runtime", "Settings", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "TurnHandle", "format_progress",
+    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "CheckReport", "ConfigError",
+    "DataFolderBusy", "DownloadCancelled", "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel",
+    "MessageInfo", "ModelError", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound",
+    "Restored", "Runtime", "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull",
+    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "format_progress",
+    "resolve_home",
 ]
 
 
@@ -119,7 +135,7 @@ class TurnHandle:
     queued: bool = False
 
 
-class Runtime(SettingsMixin, ModelsMixin):
+class Runtime(SettingsMixin, BackupMixin, ModelsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -134,7 +150,8 @@ class Runtime(SettingsMixin, ModelsMixin):
         self.models = ModelLibrary(home)
         self._pulls = {}
         self._providers: dict[str, Provider] = dict(providers)
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, store,
+        self._model_lists: dict = {}
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
                             self.models)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
@@ -142,6 +159,7 @@ class Runtime(SettingsMixin, ModelsMixin):
         )
         self._runs: set[asyncio.Task] = set()
         self._has_queue: set[str] = set()  # tasks whose queued inputs this process runs one after another
+        self._sending: dict[tuple[str, str], asyncio.Future] = {}  # inputs being written, by client id
         self._folder_lock = folder_lock
         self.read_only = read_only
         self._closed = False
@@ -149,27 +167,45 @@ class Runtime(SettingsMixin, ModelsMixin):
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
                    tools: Iterable[Tool] = (), settings: Settings | None = None, read_only: bool = False) -> Runtime:
-        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery."""
+        """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery.
+
+        Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
+        retry), `StorageCorrupt` (`restore_latest_backup`), `StorageReadOnly` / `StorageUnavailable` (fix the
+        folder or disk, or choose another data folder). Every later call may raise them too."""
+        install_log_redaction()
         home = resolve_home(home)
-        folder_lock = None if read_only else DataFolderLock.acquire(home)
+        folder_lock, store = None, None
         try:
-            settings = settings or load_settings(home)
-            store = await Store.open(home, migrate=not read_only)
-            if not read_only:
-                recovered = await store.recover()
-                if recovered:
-                    log.info("recovered %d interrupted turn(s)", len(recovered))
+            with storage_faults(home):
+                folder_lock = None if read_only else DataFolderLock.acquire(home)
+                settings = settings or load_settings(home)
+                store = await Store.open(home, migrate=not read_only)
+                if not read_only:
+                    recovered = await store.recover()
+                    if recovered:
+                        log.info("recovered %d interrupted turn(s)", len(recovered))
         except BaseException:
+            if store is not None:
+                await store.aclose()
             if folder_lock is not None:
                 folder_lock.release()
             raise
+        remember(settings.secret_values())
         rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
         if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
             from .tools.mcp import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+        if not read_only:
+            rt._schedule_auto_backup()
         return rt
+
+    @staticmethod
+    def reset_settings(home: str | Path | None = None) -> Path | None:
+        """Set a broken settings.json aside (`settings.json.broken-<date>`) so the next open uses defaults;
+        usable when `open()` failed with `SettingsError`. Returns where the old file went."""
+        return set_aside_settings(resolve_home(home))
 
     def _writable(self) -> None:
         if self._closed:
@@ -207,13 +243,18 @@ class Runtime(SettingsMixin, ModelsMixin):
     async def list_tasks(self) -> list[TaskInfo]:
         return [TaskInfo.model_validate(r) for r in await self.store.list_tasks()]
 
-    async def messages(self, task_id: str) -> list[MessageInfo]:
+    async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[MessageInfo]:
+        """The task's messages in order; a page with `limit`: the newest ones (before message id `before`), or
+        the oldest ones after message id `after`. A long task opens at its last page at once."""
         await self._task_row(task_id)
-        return [MessageInfo.model_validate(r) for r in await self.store.messages(task_id)]
+        rows = await self.store.messages(task_id, before=before, after=after, limit=limit)
+        return [MessageInfo.model_validate(r) for r in rows]
 
-    async def turns(self, task_id: str) -> list[dict]:
+    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+        """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
         await self._task_row(task_id)
-        return await self.store.turns(task_id)
+        return await self.store.turns(task_id, None if turn_ids is None else list(turn_ids))
 
     async def rename_task(self, task_id: str, title: str) -> None:
         self._writable()
@@ -230,6 +271,10 @@ class Runtime(SettingsMixin, ModelsMixin):
     def is_running(self, task_id: str) -> bool:
         return task_id in self.aborts
 
+    def running_tasks(self) -> list[str]:
+        """Ids of the tasks with a turn running (or about to start from the queue)."""
+        return [slot.task_id for slot in self.aborts.slots()]
+
     def provider(self, provider_id: str) -> Provider:
         return self.kit.provider(provider_id)
 
@@ -239,6 +284,41 @@ class Runtime(SettingsMixin, ModelsMixin):
                    client_msg_id: str | None = None, queue: bool = False) -> TurnHandle:
         parts: list[dict] = [{"type": "text", "text": text}] if text else []
         return await self._send(task_id, parts, attachments, client_msg_id, queue)
+
+    async def continue_task(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Carry on the last answer where it stopped (after an interruption, a Stop, an error or the length
+        limit): no new text from the person; the model sees its partial answer and is asked to go on."""
+        return await self._send(task_id, [{"type": "continue"}], (), client_msg_id, False)
+
+    async def retry(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """A new answer to the last input: the model sees the conversation as it was when that input came."""
+        last = await self._last_input(task_id)
+        return await self._send(task_id, [{"type": "retry", "message_id": last}], (), client_msg_id, False)
+
+    async def edit_last(self, task_id: str, text: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Replace the last input with `text` and answer that instead (the earlier attempt stays visible)."""
+        if not text.strip():
+            raise ConfigError("An edited message needs some text.")
+        last = await self._last_input(task_id)
+        parts = [{"type": "text", "text": text}, {"type": "edit", "message_id": last}]
+        return await self._send(task_id, parts, (), client_msg_id, False)
+
+    async def _last_input(self, task_id: str) -> int:
+        """The newest input the person typed (not a Continue, a retry or an answer)."""
+        for msg in reversed(await self.store.messages(task_id, limit=200)):
+            if msg["role"] == "user" and msg["status"] == "complete" and text_of(msg["parts"]) and not any(
+                    p.get("type") in ("retry", "continue") for p in msg["parts"]):
+                return msg["id"]
+        raise ConfigError("There is no message of yours to answer again yet.")
+
+    async def fork_task(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
+        """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files
+        stay where they are). What "Continue in a new task with another model" does."""
+        source = await self.get_task(task_id)
+        task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
+                                      planning=source.planning, knowledge=source.knowledge)
+        await self.store.copy_messages(task_id, task.id)
+        return await self.get_task(task.id)
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False) -> TurnHandle:
         """Reply to a question (any text) or an approval ("approve" / "deny"); starts the next turn."""
@@ -263,6 +343,32 @@ class Runtime(SettingsMixin, ModelsMixin):
     async def _send(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:
         self._writable()
+        if client_msg_id is None:
+            return await self._send_once(task_id, parts, attachments, None, queue)
+        # The same input retried while its first send is still being written waits for that one: a storm of
+        # 1,000 retries costs one write, not 1,000 reads.
+        key = (task_id, client_msg_id)
+        first = self._sending.get(key)
+        if first is not None:
+            handle = await asyncio.shield(first)
+            return dataclasses.replace(handle, duplicate=True)
+        first = self._sending[key] = asyncio.get_running_loop().create_future()
+        try:
+            handle = await self._send_once(task_id, parts, attachments, client_msg_id, queue)
+        except asyncio.CancelledError:
+            first.cancel()
+            raise
+        except BaseException as exc:
+            first.set_exception(exc)
+            first.exception()  # retrieved here; waiters re-raise it
+            raise
+        finally:
+            del self._sending[key]
+        first.set_result(handle)
+        return handle
+
+    async def _send_once(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
+                         client_msg_id: str | None, queue: bool) -> TurnHandle:
         slot = self.aborts.get(task_id)
         if slot is not None:
             if client_msg_id is not None and slot.client_msg_id == client_msg_id:
@@ -281,7 +387,7 @@ class Runtime(SettingsMixin, ModelsMixin):
             parts = parts + await self._attach(task, attachments)
             try:
                 msg_id, started = await self.store.add_input(
-                    task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id
+                    task_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id, title=_title(task, parts)
                 )
             except DuplicateMessage as dup:
                 self.aborts.release(slot)
@@ -298,11 +404,13 @@ class Runtime(SettingsMixin, ModelsMixin):
         return TurnHandle(task_id, slot.turn_id, msg_id)
 
     async def _attach(self, task: dict, attachments: Iterable[str | Path]) -> list[dict]:
+        """Copy attachments into the workspace; their text (up to a quarter of the model's context window,
+        shared) travels in the message for the model to read."""
         files = list(attachments)
         if not files:
             return []
-        names = await asyncio.to_thread(copy_attachments, Path(task["workspace"]), files)
-        return [{"type": "attachment", "name": n} for n in names]
+        provider = self.kit.provider(split_model_ref(task["model"])[0])
+        return await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, provider)
 
     async def _enqueue(self, task_id: str, parts: list[dict], attachments: Iterable[str | Path],
                        client_msg_id: str | None) -> TurnHandle:
@@ -393,10 +501,11 @@ class Runtime(SettingsMixin, ModelsMixin):
             await asyncio.shield(slot.done)
 
     async def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
-                        follow: bool = False) -> AsyncIterator[Event]:
+                        follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:
         """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
         event; ends at once when nothing is in memory (read `messages()` then). With `follow=True` it goes on
-        with every later turn of the task (each from seq 1) until the runtime closes."""
+        with every later turn of the task (each from seq 1) until the runtime closes. `deltas=False` leaves
+        text and reasoning deltas out (cheap for a status view)."""
         buffer = self.buffers.get(task_id)
         if buffer is None:
             await self._task_row(task_id)
@@ -404,7 +513,7 @@ class Runtime(SettingsMixin, ModelsMixin):
             if buffer is not None:
                 if turn_id is not None and turn_id != buffer.turn_id:
                     after_seq = 0
-                async for event in buffer.subscribe(after_seq):
+                async for event in buffer.subscribe(after_seq, deltas):
                     yield event
             if not follow:
                 return
@@ -412,6 +521,12 @@ class Runtime(SettingsMixin, ModelsMixin):
             buffer = await self.buffers.next_buffer(task_id, buffer)
             if buffer is None:
                 return
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Every task's events except text deltas, from now on, until the runtime closes: what a task list,
+        a tray or notifications follow (one subscription for all tasks, nothing polled)."""
+        async for event in self.buffers.feed():
+            yield event
 
     def stream_state(self, task_id: str) -> BufferState:
         return self.buffers.state(task_id)
@@ -437,6 +552,27 @@ class Runtime(SettingsMixin, ModelsMixin):
         await self.store.aclose()
         if self._folder_lock is not None:
             self._folder_lock.release()
+
+
+def _attachment_parts(workspace: Path, files: list, provider: Provider) -> list[dict]:
+    budget = int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS))  # a quarter, ~4 chars a token
+    parts = []
+    for name in copy_attachments(workspace, files):
+        part: dict = {"type": "attachment", "name": name}
+        found = excerpt(workspace / name, budget) if budget > 0 else None
+        if found is not None:
+            part.update(text=found.text, chars=found.total_chars, kind=found.kind)
+            budget -= len(found.text)
+        parts.append(part)
+    return parts
+
+
+def _title(task: dict, parts: list[dict]) -> str | None:
+    """A provisional title from the first input, given at once when the person gave none."""
+    if task["title"]:
+        return None
+    line = " ".join(text_of(parts).split())
+    return (line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")) or None
 
 
 def _duplicate(row: dict) -> TurnHandle:

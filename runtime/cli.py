@@ -1,16 +1,20 @@
-"""Headless CLI: `hearth run | answer | tasks | show | models | mcp`, also `python -m runtime.cli`.
+"""Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore`, also
+`python -m runtime.cli`.
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
 (Ctrl-C pauses it; the same command resumes), `hearth models rm NAME` removes one.
 
-Exit codes: 0 completed, 2 usage or config error, 3 provider error, 4 the task waits for an answer (printed,
-with the `hearth answer` line that gives it), 5 another Hearth process owns the data folder, 130 stopped
-(Ctrl-C stops the turn, waits for finalize, then exits).
+Exit codes: 0 completed, 2 usage or config error (also: no backup to restore), 3 provider error, 4 the task
+waits for an answer (printed, with the `hearth answer` line that gives it), 5 another Hearth process owns the data
+folder, 6 the disk is full, 7 the database is damaged (`hearth check` found it so, or it cannot be read: `hearth
+restore --latest`), 8 the data folder is read-only or the database cannot be reached, 130 stopped (Ctrl-C stops
+the turn, waits for finalize, then exits). Errors are one plain line on stderr, never a traceback.
 
 In a terminal, `hearth run` asks approvals (y / n / always) and questions itself and goes on. One process owns
-a data folder: while the app runs, `tasks` and `show` read beside it and every command that would change
-something exits 5 with a sentence saying so (we chose refusing over remote-controlling the app).
+a data folder: while the app runs, `tasks`, `show`, `backup` and `check` read beside it and every command that
+would change something exits 5 with a sentence saying so (we chose refusing over remote-controlling the app).
+`backup`, `check` and `restore` work on the database file itself, so they also run when it fails to open.
 """
 
 from __future__ import annotations
@@ -18,18 +22,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
+import time
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError, DataFolderBusy, HearthError, ReadOnlyRuntime, RequestNotFound, TaskNotFound
+from .errors import (
+    ConfigError,
+    DataFolderBusy,
+    HearthError,
+    ReadOnlyRuntime,
+    RequestNotFound,
+    StorageCorrupt,
+    StorageError,
+    StorageFull,
+    TaskNotFound,
+)
 from .models.machine import human_bytes
 from .preload import start_preload
+from .redact import redact
 
 if TYPE_CHECKING:
     from .api import Runtime
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
+EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
 READ_COMMANDS = ("tasks", "show")
 
 
@@ -72,6 +90,13 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("name")
     imp = mcp.add_parser("import", help="import a Claude Desktop / Cursor config file")
     imp.add_argument("path")
+    backup = sub.add_parser("backup", help="copy the database (also while the app runs)")
+    backup.add_argument("path", nargs="?", help="a file or folder (default: backups/ in the data folder)")
+    sub.add_parser("check", help="check the database's integrity and summarize it")
+    restore = sub.add_parser("restore", help="replace the database with a backup (the current one is kept aside)")
+    which = restore.add_mutually_exclusive_group(required=True)
+    which.add_argument("--latest", action="store_true", help="the newest backup that is not damaged")
+    which.add_argument("path", nargs="?", help="a backup file")
     return p
 
 
@@ -124,7 +149,7 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
         return EXIT_STOPPED
     if ended.reason == EndReason.error:
-        print(f"error: {ended.error}", file=sys.stderr)
+        print(f"error: {ended.error}", file=sys.stderr)  # redacted by finalize
         return EXIT_PROVIDER
     if ended.reason == EndReason.waiting:
         req = (await rt.get_task(task_id)).pending_request or {}
@@ -329,6 +354,55 @@ async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+async def _backup(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
+    made = await Runtime.backup(args.home, args.path)
+    print(f"Backed up to {made.path} ({_size(made.size_bytes)}).")
+    return EXIT_OK
+
+
+async def _check(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
+    report = await Runtime.check(args.home)
+    print(f"Database: {report.database} ({_size(report.size_bytes)})")
+    print(f"Integrity: {'ok' if report.ok else 'DAMAGED'}")
+    for problem in report.problems:
+        print(f"  {problem}")
+    if report.ok:
+        print(f"Tasks: {report.tasks}, messages: {report.messages}")
+    last = report.last_backup
+    print(f"Last backup: {_when(last.created_at)}, {report.backups} kept" if last else "Last backup: none")
+    if report.ok:
+        return EXIT_OK
+    way_out = ("Restore the latest backup with: hearth restore --latest" if last
+               else "There is no backup; choose another data folder with --home.")
+    print(f"hearth: the database is damaged. {way_out}", file=sys.stderr)
+    return EXIT_CORRUPT
+
+
+async def _restore(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
+    if args.latest:
+        done = await Runtime.restore_latest_backup(args.home)
+    else:
+        done = await Runtime.restore_backup(args.home, args.path)
+    print(f"Restored the backup of {_when(done.backup.created_at)} ({done.backup.path}).")
+    if done.previous:
+        print(f"The database it replaced is kept as {done.previous}.")
+    return EXIT_OK
+
+
 async def _open(args: argparse.Namespace) -> Runtime:
     from .api import Runtime  # imported here: `main` starts loading the model first
 
@@ -342,6 +416,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    if args.command in ("backup", "check", "restore"):
+        return await {"backup": _backup, "check": _check, "restore": _restore}[args.command](args)
     rt = await _open(args)
     try:
         if args.command == "run":
@@ -368,17 +444,46 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv[cut + 1 :]
     if args.command == "run" and args.text and not args.task and not args.queued:
         start_preload(args.home, args.model)  # the model loads while the rest of Hearth imports
+    _plain_logging()
     try:
         return asyncio.run(_main(args))
-    except (ConfigError, TaskNotFound, RequestNotFound) as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except (DataFolderBusy, ReadOnlyRuntime) as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_BUSY
     except HearthError as exc:
-        print(f"hearth: {exc}", file=sys.stderr)
-        return EXIT_PROVIDER
+        print(f"hearth: {redact(str(exc))}", file=sys.stderr)
+        return _exit_code(exc)
+
+
+def _exit_code(exc: HearthError) -> int:
+    from .api import BackupNotFound
+
+    if isinstance(exc, (ConfigError, TaskNotFound, RequestNotFound, BackupNotFound)):
+        return EXIT_USAGE
+    if isinstance(exc, (DataFolderBusy, ReadOnlyRuntime)):
+        return EXIT_BUSY
+    if isinstance(exc, StorageFull):
+        return EXIT_DISK_FULL
+    if isinstance(exc, StorageCorrupt):
+        return EXIT_CORRUPT
+    if isinstance(exc, StorageError):
+        return EXIT_STORAGE
+    return EXIT_PROVIDER
+
+
+class _OneLine(logging.Formatter):
+    """`hearth: message (the error)`: a terminal gets what went wrong, not a traceback."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = f"hearth: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            text += f" ({record.exc_info[1]})"
+        return redact(text)
+
+
+def _plain_logging() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_OneLine())
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
 
 
 if __name__ == "__main__":

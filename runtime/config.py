@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, SettingsError
 
 BUILTIN_MODEL = "builtin/smollm2-135m"
+# How an MCP config names an environment variable: ${NAME} (Claude Code) or ${env:NAME} (VS Code, Cursor).
+_ENV_MENTION = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+# Variables every process needs and no config makes secret by mentioning them (`${HOME}/notes`).
+PROCESS_VARS = frozenset({"PATH", "HOME", "USER", "USERNAME", "LOGNAME", "SHELL", "PWD", "TMPDIR", "TEMP", "TMP",
+                          "LANG", "TERM", "USERPROFILE", "APPDATA", "LOCALAPPDATA", "SYSTEMROOT"})
+# Names of an MCP server's `env` entries whose values are credentials (redacted wherever they would show).
+_CREDENTIAL_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH|PAT\b", re.IGNORECASE)
 
 
 class ProviderConfig(BaseModel):
@@ -75,8 +84,44 @@ class Settings(BaseModel):
         known = ", ".join(p.id for p in self.providers) or "none"
         raise ConfigError(f"No provider {provider_id!r} in settings.json (configured: {known}).")
 
+    def secret_env_names(self) -> frozenset[str]:
+        """The environment variables these settings point to, whatever their names: each provider's
+        `api_key_ref: "env:NAME"`, and for each MCP server the names its `env` sets and the ones its config
+        mentions (`${NAME}`, `${env:NAME}`), except the basic PROCESS_VARS. No tool or MCP child inherits them."""
+        keys = {p.api_key_ref[4:] for p in self.providers if p.api_key_ref and p.api_key_ref.startswith("env:")}
+        named: set[str] = set()
+        for server in self.mcp_servers.values():
+            named.update(server.env)
+            for text in _strings(server.model_dump()):
+                named.update(_ENV_MENTION.findall(text))
+        return frozenset(keys | {n for n in named if n.upper() not in PROCESS_VARS})
+
+    def secret_values(self, environ: dict[str, str] | None = None) -> set[str]:
+        """Values that must never be shown: those of the variables above, and the credentials an MCP server's
+        config holds itself (`env` entries named like a key or token, `headers`). Provider keys from the keyring
+        are added by `keys.SecretStore` when it reads them."""
+        env = os.environ if environ is None else environ
+        values = {env[n] for n in self.secret_env_names() if env.get(n)}
+        for server in self.mcp_servers.values():
+            values.update(v for k, v in server.env.items() if _CREDENTIAL_NAME.search(k))
+            headers = (server.model_extra or {}).get("headers")
+            if isinstance(headers, dict):
+                values.update(str(v).removeprefix("Bearer ").strip() for v in headers.values())
+        return values
+
     def dump(self) -> dict:
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
+
+
+def _strings(value) -> list[str]:
+    """Every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def split_model_ref(ref: str) -> tuple[str, str]:
@@ -108,22 +153,38 @@ def load_settings(home: Path) -> Settings:
     except FileNotFoundError:
         return Settings()
     except OSError as exc:
-        raise ConfigError(f"Cannot read {path}: {exc.strerror}.") from exc
+        raise SettingsError(f"Cannot read {path}: {exc.strerror}.", path) from exc
     try:
         data = json.loads(raw) if raw.strip() else {}
     except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}."
+        raise SettingsError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}.", path
         ) from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a JSON object.")
+        raise SettingsError(f"{path} must hold a JSON object.", path)
     try:
         return Settings.model_validate(data)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in exc.errors()
         )
-        raise ConfigError(f"{path} has a problem: {problems}.") from None
+        raise SettingsError(f"{path} has a problem: {problems}.", path) from None
+
+
+def set_aside_settings(home: Path) -> Path | None:
+    """Move a broken settings.json aside as `settings.json.broken-<date>` (kept, never deleted), so Hearth
+    starts with the defaults. Returns where it went, or None when there was none."""
+    path = home / "settings.json"
+    if not path.exists():
+        return None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = path.with_name(f"settings.json.broken-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"settings.json.broken-{stamp}-{n}")
+    os.replace(path, target)
+    return target
 
 
 def save_settings(home: Path, settings: Settings) -> None:

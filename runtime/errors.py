@@ -33,6 +33,14 @@ class ConfigError(HearthError):
     """settings.json or an argument is wrong; the message names the problem."""
 
 
+class SettingsError(ConfigError):
+    """settings.json cannot be used; `path` is the file, so the app can offer to open or reset it."""
+
+    def __init__(self, message: str, path):
+        super().__init__(message)
+        self.path = path
+
+
 class ToolError(HearthError):
     """A tool refused or failed; the text goes back to the model and is shown to the person."""
 
@@ -75,3 +83,26 @@ class DownloadCancelled(ModelError):
     def __init__(self, name: str):
         super().__init__(f"The download of {name} was paused; pull it again to resume where it stopped.")
         self.name = name
+class StorageError(HearthError):
+    """The database in the data folder cannot be used. The message says what happened and what to do;
+    `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage")."""
+
+    def __init__(self, message: str, home: str):
+        super().__init__(message)
+        self.home = home
+
+
+class StorageFull(StorageError):
+    """The disk is full: free space, then retry."""
+
+
+class StorageCorrupt(StorageError):
+    """The database file is damaged: restore a backup, or choose another data folder."""
+
+
+class StorageReadOnly(StorageError):
+    """Hearth may not write to the data folder: make it writable, or choose another data folder."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot be reached (disk error, disconnected drive, busy, written by a newer Hearth)."""

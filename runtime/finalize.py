@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from .errors import HearthError
 from .events import EndReason, TaskState, TurnEnded
 from .parts import FinalRecord, settle_parts
+from .redact import redact
 
 if TYPE_CHECKING:
     from .agent.state import TurnContext
@@ -41,8 +42,8 @@ def error_text(exc: BaseException | None) -> str | None:
     if exc is None:
         return None
     if isinstance(exc, HearthError):
-        return str(exc)
-    return f"Internal error: {type(exc).__name__}: {exc}"
+        return redact(str(exc))
+    return redact(f"Internal error: {type(exc).__name__}: {exc}")
 
 
 async def finalize(services: TurnServices, ctx: TurnContext) -> None:
@@ -66,7 +67,8 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
     except Exception as exc:
         log.exception("finalize commit of turn %s failed", ctx.turn_id)
         reason = EndReason.error
-        error = "The turn could not be saved completely" + (f": {exc}" if isinstance(exc, HearthError) else ".")
+        error = "The turn could not be saved completely" + (f": {redact(str(exc))}" if isinstance(exc, HearthError)
+                                                           else ".")
         record.update(reason=reason.value, error=error, state=TaskState.idle.value, pending_request=None)
         try:
             await storage.fail_turn(record)

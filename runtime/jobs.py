@@ -11,6 +11,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from .redact import redact
+
 log = logging.getLogger(__name__)
 
 
@@ -33,7 +35,7 @@ class JobQueue:
             status = "cancelled"
             raise
         except Exception as exc:  # a job's failure is logged, never fatal
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            status, error = "failed", redact(f"{type(exc).__name__}: {exc}")
             log.warning("background job %s for task %s failed: %s", kind, task_id, error)
         finally:
             if self._on_record is not None:

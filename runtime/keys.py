@@ -12,6 +12,7 @@ import logging
 import os
 from pathlib import Path
 
+from . import redact
 from .errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class SecretStore:
         return self._read_fallback().get(name)
 
     def set(self, name: str, value: str) -> None:
+        redact.remember([value])
         if self.uses_keyring:
             import keyring
 
@@ -80,4 +82,5 @@ class SecretStore:
         if not value:
             where = f"the environment variable {name}" if scheme == "env" else f"the keyring entry {name!r}"
             raise ConfigError(f"No API key found in {where}. Add it in Settings → Providers.")
+        redact.remember([value])  # from now on it is cut out of every error text and log line
         return value

@@ -46,9 +46,13 @@ class DataFolderLock:
             pid = _read_pid(fd)
             os.close(fd)
             raise DataFolderBusy(str(home), pid) from None
-        os.ftruncate(fd, 0)
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.write(fd, str(os.getpid()).encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, str(os.getpid()).encode())
+        except OSError:  # e.g. a full disk: let go of the folder instead of holding it until exit
+            os.close(fd)
+            raise
         return cls(fd, path)
 
     def release(self) -> None:

@@ -22,7 +22,11 @@ from .tools.base import Tool
 
 
 class TurnStorage(Protocol):
-    async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]: ...
+    async def context_inputs(self, task_id: str) -> Any:
+        """The latest checkpoint, the messages after it and the usage anchor (store.repo.ContextInputs)."""
+
+    async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
+        """Persist a summary that replaces the task's messages with id <= `upto_message_id` in model inputs."""
 
     async def checkpoint(self, message_id: int, parts: list[dict[str, Any]]) -> None: ...
 
@@ -69,7 +73,7 @@ class AgentPort(Protocol):
 
     def mcp_sessions(self, cwd: Path) -> Any: ...
 
-    def context_budget(self, provider: Provider, model: str) -> int: ...
+    def context_window(self, provider: Provider, model: str) -> int: ...
 
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]: ...
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from collections.abc import Awaitable
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -19,6 +21,9 @@ from .models.library import ModelLibrary
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
+from .redact import redact, remember
+from .store.faults import guard as storage_faults
+from .store.repo import Store
 from .tools.mcp_consent import MCPConsents
 
 
@@ -28,7 +33,9 @@ class SettingsMixin:
     keys: SecretStore
     models: ModelLibrary
     _providers: dict[str, Provider]
+    _model_lists: dict  # provider id -> (when, its config, its models or the error text)
     mcp_consents: MCPConsents
+    store: Store
 
     def presets(self) -> tuple[Preset, ...]:
         return PRESETS
@@ -39,26 +46,64 @@ class SettingsMixin:
 
     async def list_models(self, provider_id: str) -> list[str]:
         """Models a configured provider offers; `ProviderError` with a readable message when unreachable."""
-        return await self.provider(provider_id).list_models()
+        return await _redacted(self.provider(provider_id).list_models())
 
-    async def all_models(self) -> dict[str, list[str] | str]:
-        """Provider id -> `provider_id/model` refs, or the error text when a provider is unreachable."""
+    async def all_models(self, timeout: float | None = None, max_age: float = 0.0) -> dict[str, list[str] | str]:
+        """Provider id -> `provider_id/model` refs, or the error text when a provider is unreachable. All
+        providers are asked at once, each for at most `timeout` seconds; answers younger than `max_age` seconds
+        are reused (a model picker opens often, servers change rarely)."""
+        now = time.monotonic()
+        cache = self._model_lists
 
         async def one(cfg: ProviderConfig) -> list[str] | str:
+            seen = cache.get(cfg.id)
+            if seen is not None and now - seen[0] < max_age and seen[1] == cfg:
+                return seen[2]
             try:
-                return [f"{cfg.id}/{m}" for m in await self.list_models(cfg.id)]
+                result = [f"{cfg.id}/{m}" for m in await asyncio.wait_for(self.list_models(cfg.id), timeout)]
+            except TimeoutError:
+                return f"{cfg.id} did not answer within {timeout:g} s."
             except (ProviderError, ConfigError) as exc:
-                return str(exc)
+                return str(exc)  # not kept: the next picker asks again
+            cache[cfg.id] = (time.monotonic(), cfg, result)
+            return result
 
         results = await asyncio.gather(*(one(p) for p in self.settings.providers))
         return {p.id: r for p, r in zip(self.settings.providers, results, strict=True)}
+
+    async def model_choices(self, timeout: float = 3.0, max_age: float = 60.0) -> list[dict]:
+        """What a model picker offers, in order: the default, models of recent tasks, then each provider's live
+        models; an unreachable provider is one entry with `available: False` and the reason. Entries:
+        {"ref", "provider", "group" ("default" | "recent" | provider id), "available", "reason"}."""
+        lists = await self.all_models(timeout, max_age)
+        tasks = await self.store.list_tasks()
+        out: list[dict] = []
+        seen: set[str] = set()
+
+        def add(ref: str, group: str, available: bool = True, reason: str | None = None) -> None:
+            if ref not in seen:
+                seen.add(ref)
+                out.append({"ref": ref, "provider": ref.partition("/")[0], "group": group,
+                            "available": available, "reason": reason})
+
+        add(self.settings.default_model, "default")
+        for task in tasks[:50]:
+            add(task["model"], "recent")
+        for provider_id, models in lists.items():
+            if isinstance(models, str):
+                out.append({"ref": None, "provider": provider_id, "group": provider_id, "available": False,
+                            "reason": models})
+            else:
+                for ref in models:
+                    add(ref, provider_id)
+        return out
 
     async def test_provider(self, cfg: ProviderConfig | dict) -> list[str]:
         """Try a provider configuration before saving it: the models it offers, or `ProviderError`."""
         cfg = cfg if isinstance(cfg, ProviderConfig) else ProviderConfig.model_validate(cfg)
         provider = build_provider(cfg, self.keys, self.models)
         try:
-            return await provider.list_models()
+            return await _redacted(provider.list_models())
         finally:
             await provider.aclose()
 
@@ -74,7 +119,9 @@ class SettingsMixin:
         for cfg in new.providers:
             if old.get(cfg.id) != cfg and cfg.id in self._providers:
                 await self._providers.pop(cfg.id).aclose()
-        save_settings(self.home, new)
+        with storage_faults(self.home):  # a full disk or a read-only folder: StorageFull / StorageReadOnly
+            save_settings(self.home, new)
+        remember(new.secret_values())
         self.settings = new
 
     # -- MCP servers: a server is launched only after the person saw its command line and agreed --
@@ -133,3 +180,11 @@ class SettingsMixin:
         new.mcp_servers.update(servers)
         await self.save_settings(new)
         return {name: MCPConsents.command_line(cfg) for name, cfg in servers.items()}
+
+
+async def _redacted(listing: Awaitable[list[str]]) -> list[str]:
+    """A server's error text may echo the key it was sent (some proxies do): never show that."""
+    try:
+        return await listing
+    except ProviderError as exc:
+        raise ProviderError(redact(exc.message), status_code=exc.status_code, retryable=exc.retryable) from None

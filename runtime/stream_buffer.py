@@ -18,6 +18,7 @@ import asyncio
 import time
 from array import array
 from bisect import bisect_right
+from collections import deque
 from collections.abc import AsyncIterator
 from enum import StrEnum
 
@@ -78,9 +79,10 @@ class _Run:
 
 
 class StreamBuffer:
-    def __init__(self, task_id: str, turn_id: str):
+    def __init__(self, task_id: str, turn_id: str, fanout=None):
         self.task_id = task_id
         self.turn_id = turn_id
+        self._fanout = fanout  # the registry's feeds of every task's non-delta events
         self.seq = 0
         self.ended = False
         self.ended_at: float | None = None
@@ -125,6 +127,8 @@ class StreamBuffer:
             self.ended_at = time.monotonic()
         if self._waiter is not None:
             self._wake()
+        if self._fanout is not None:
+            self._fanout(event)
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -133,15 +137,15 @@ class StreamBuffer:
 
     # -- reader side --
 
-    def read(self, after_seq: int = 0) -> list:
-        """Events after `after_seq`, deltas coalesced per run."""
+    def read(self, after_seq: int = 0, deltas: bool = True) -> list:
+        """Events after `after_seq`, deltas coalesced per run (or left out)."""
         if after_seq >= self.seq:
             return []
         i = max(bisect_right(self._firsts, after_seq) - 1, 0)
         out = []
         for entry in self._entries[i:]:
             if type(entry) is _Run:
-                if entry.last_seq <= after_seq:
+                if entry.last_seq <= after_seq or not deltas:
                     continue
                 cls = TextDelta if entry.kind == TEXT_KIND else ReasoningDelta
                 out.append(
@@ -157,14 +161,14 @@ class StreamBuffer:
                 out.append(entry)
         return out
 
-    async def subscribe(self, after_seq: int = 0) -> AsyncIterator:
+    async def subscribe(self, after_seq: int = 0, deltas: bool = True) -> AsyncIterator:
         pos = after_seq
         while True:
-            events = self.read(pos)
+            events = self.read(pos, deltas)
             for ev in events:
                 yield ev
-            if events:
-                pos = events[-1].seq
+            # Without deltas a read can be empty while seq moved on: remember how far it looked.
+            pos = max(pos, events[-1].seq) if events else (pos if deltas else self.seq)
             if self.ended and pos >= self.seq:
                 return
             if not events:
@@ -173,19 +177,28 @@ class StreamBuffer:
                 await asyncio.shield(self._waiter)
 
 
+class _Feed:
+    __slots__ = ("events", "waiter")
+
+    def __init__(self) -> None:
+        self.events: deque = deque()
+        self.waiter: asyncio.Future | None = None
+
+
 class BufferRegistry:
     """One buffer per task; evicts completed buffers by age or under a memory budget."""
 
     def __init__(self, *, ttl_seconds: float = 900.0, budget_bytes: int = 256 * 1024 * 1024):
         self._buffers: dict[str, StreamBuffer] = {}
         self._next: dict[str, asyncio.Future] = {}  # follow-subscribers waiting for a task's next turn
+        self._feeds: set[_Feed] = set()
         self._closed = False
         self.ttl_seconds = ttl_seconds
         self.budget_bytes = budget_bytes
 
     def reset(self, task_id: str, turn_id: str) -> StreamBuffer:
         self.evict()
-        buf = self._buffers[task_id] = StreamBuffer(task_id, turn_id)
+        buf = self._buffers[task_id] = StreamBuffer(task_id, turn_id, self._fan_out)
         waiter = self._next.pop(task_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
@@ -203,9 +216,31 @@ class BufferRegistry:
             await asyncio.shield(waiter)
         return None
 
+    async def feed(self) -> AsyncIterator:
+        """Every task's non-delta events from now on, in order, until the registry closes."""
+        feed = _Feed()
+        self._feeds.add(feed)
+        try:
+            while not self._closed:
+                while feed.events:
+                    yield feed.events.popleft()
+                feed.waiter = asyncio.get_running_loop().create_future()
+                await feed.waiter
+        finally:
+            self._feeds.discard(feed)
+
+    def _fan_out(self, event) -> None:
+        for feed in self._feeds:
+            feed.events.append(event)
+            if feed.waiter is not None and not feed.waiter.done():
+                feed.waiter.set_result(None)
+
     def close(self) -> None:
-        """End every follow-subscription (the runtime shuts down)."""
+        """End every follow-subscription and feed (the runtime shuts down)."""
         self._closed = True
+        for feed in self._feeds:
+            if feed.waiter is not None and not feed.waiter.done():
+                feed.waiter.set_result(None)
         for waiter in self._next.values():
             if not waiter.done():
                 waiter.set_result(None)

@@ -19,7 +19,8 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from .agent.context import build_context
+from .agent.compaction import Compactor
+from .agent.context import chars_per_token, tool_cap
 from .agent.loop import run_agent
 from .agent.prompt import SYSTEM_PROMPT
 from .agent.state import Checkpointer, TurnContext
@@ -98,12 +99,13 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     ctx.tool_specs = [tool_spec(t) for t in ctx.tools.values()]
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
-    messages, anchor = await services.storage.context_inputs(ctx.task_id)
-    budget = agent.context_budget(ctx.provider, ctx.model_name)
-    ctx.chat, ctx.chat_chars = await asyncio.to_thread(
-        build_context, SYSTEM_PROMPT, messages, ctx.input_message_id, budget, anchor
-    )
-    del messages
+    inputs = await services.storage.context_inputs(ctx.task_id)
+    window = agent.context_window(ctx.provider, ctx.model_name)
+    ctx.compactor = Compactor(services.storage, window, SYSTEM_PROMPT)
+    ctx.tool_cap = tool_cap(window)
+    ctx.ratio = chars_per_token(inputs.anchor)
+    await ctx.compactor.build(ctx, inputs)
+    del inputs
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.mcp_connecting))
     if ctx.mcp is not None:

@@ -11,7 +11,11 @@ continued after a crash or a restart sees exactly what was confirmed. Rules:
   here and by the live loop: tool output is framed as data and capped the same way live and rebuilt;
 - an interrupted side-effecting call tells the model to check the actual effect before retrying;
 - queued inputs are left out until their turn starts; answers to questions/approvals are carried by the
-  tool results, not repeated as user text.
+  tool results, not repeated as user text;
+- inputs that rewrite the conversation: `continue` (the previous, cut-off answer stays the assistant's last
+  message and an instruction asks to go on exactly there), `retry` of input X (everything after X is left out,
+  so the model answers X afresh) and `edit` of input X (X and everything after it are replaced by the new
+  text). The older attempts stay in the database and on screen.
 Compaction: when the estimated size exceeds the budget, the oldest messages are dropped (never the current
 input) and a note says how many. Each message is measured once, so the whole build is linear in the history;
 the turn runs it in a worker thread, off the event loop.
@@ -20,27 +24,36 @@ the turn runs it in a worker thread, off the event loop.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
-from ..tools.builtin import wrap_tool_output
+from ..tools.builtin import DEFAULT_WRAP_CAP, wrap_tool_output
 
 CHARS_PER_TOKEN = 4.0
+THRESHOLD = 0.8  # of the context window: a request above this is compacted (agent/compaction.py)
+TRIM_KEEP = 600  # characters kept at each end of an older step's tool output when the input is too big
+CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
 DENIED = "The person denied this tool call. Do not retry it unless they ask."
 
 
-def tool_message(part: dict) -> dict[str, Any]:
+def tool_cap(window: int) -> int:
+    """The most characters one tool output may take in a model input: a quarter of the window, at most 64 KiB."""
+    return min(DEFAULT_WRAP_CAP, int(window * CHARS_PER_TOKEN / 4))
+
+
+def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP) -> dict[str, Any]:
     """The chat message that carries a tool part's outcome to the model."""
-    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part)}
+    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part, cap)}
 
 
-def _tool_content(part: dict) -> str:
+def _tool_content(part: dict, cap: int) -> str:
     state = part.get("state")
     result = part.get("result")
     if state == "done":
-        return wrap_tool_output(part["name"], result or "")
+        return wrap_tool_output(part["name"], result or "", cap)
     if state == "error":
-        return wrap_tool_output(part["name"], f"Error: {result}")
+        return wrap_tool_output(part["name"], f"Error: {result}", cap)
     if state == "denied":
         return result or DENIED
     if state == "interrupted":
@@ -58,13 +71,34 @@ def _tool_content(part: dict) -> str:
 
 def _user_content(parts: list[dict]) -> str | None:
     texts = [p["text"] for p in parts if p.get("type") == "text" and p.get("text")]
-    files = [p["name"] for p in parts if p.get("type") == "attachment"]
-    if files:
-        texts.append("Attached files, now in the workspace: " + ", ".join(files))
+    files = [p for p in parts if p.get("type") == "attachment"]
+    texts.extend(_attachment_text(p) for p in files if p.get("text"))
+    others = [p["name"] for p in files if not p.get("text")]
+    if others:
+        texts.append("Attached files, now in the workspace: " + ", ".join(others))
     return "\n\n".join(texts) if texts else None
 
 
-def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None) -> list[dict]:
+def _attachment_text(part: dict) -> str:
+    """An attached file's text as the person's data, framed like tool output; a cut one says where the rest is."""
+    name = part["name"]
+    if part.get("chars") is None or part["chars"] > len(part["text"]):
+        whole = f" of {part['chars']:,}" if part.get("chars") else ""
+        note = (f"Attached file {name} (in the workspace). Only its first {len(part['text']):,}{whole} characters "
+                f"are below; read the rest with read_file.")
+    else:
+        note = f"Attached file {name} (in the workspace):"
+    safe = re.sub(r"</\s*attachment", "<\\/attachment", part["text"], flags=re.IGNORECASE)
+    return f'{note}\n<attachment name="{name}">\n{safe}\n</attachment>'
+
+
+
+def _rewind(parts: list[dict]) -> dict | None:
+    return next((p for p in parts if p.get("type") in ("continue", "retry", "edit")), None)
+
+
+def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None,
+               cap: int = DEFAULT_WRAP_CAP) -> list[dict]:
     latest: dict[str, dict] = {}
     for msg in messages:
         for part in msg["parts"]:
@@ -73,13 +107,28 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
 
     chat: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
     emitted: set[str] = set()
+    spans: dict[int, tuple[int, int]] = {}  # input message id -> chat length before and after it
     for msg in messages:
         if msg["status"] == "queued" and msg["id"] != current_input_id:
             continue
         if msg["role"] == "user":
+            start = len(chat)
+            rewind = _rewind(msg["parts"])
+            if rewind is not None and rewind["type"] == "continue":
+                chat.append({"role": "user", "content": CONTINUE})
+                continue
+            if rewind is not None and rewind.get("message_id") in spans:
+                before, after = spans[rewind["message_id"]]
+                cut = after if rewind["type"] == "retry" else before
+                del chat[cut:]
+                spans = {mid: span for mid, span in spans.items() if span[1] <= cut}
+                start = len(chat)
+            if rewind is not None and rewind["type"] == "retry":
+                continue
             content = _user_content(msg["parts"])
             if content is not None:
                 chat.append({"role": "user", "content": content})
+            spans[msg["id"]] = (start, len(chat))
             continue
         steps: dict[int, list[dict]] = {}
         for part in msg["parts"]:
@@ -96,7 +145,7 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
             chat.append(entry)
             for p in calls:
                 emitted.add(p["call_id"])
-                chat.append(tool_message(latest[p["call_id"]]))
+                chat.append(tool_message(latest[p["call_id"]], cap))
     return chat
 
 
@@ -148,12 +197,48 @@ def chars_per_token(anchor: dict | None) -> float:
     return max(1.0, min(8.0, anchor["input_chars"] / anchor["input_tokens"]))
 
 
-def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None,
-                  budget_tokens: int, anchor: dict | None) -> tuple[list[dict], int]:
+def system_message(prompt: str, summary: str | None) -> dict:
+    """The system message; a checkpoint's summary of the older history follows the instructions."""
+    if not summary:
+        return {"role": "system", "content": prompt}
+    return {"role": "system", "content": f"{prompt}\n\nSummary of the earlier conversation (the messages it "
+                                         f"replaces are no longer shown):\n{summary}"}
+
+
+def over(chars: int, ratio: float, window: int) -> bool:
+    """True when a request of `chars` characters would pass THRESHOLD of a `window`-token context."""
+    return chars / ratio > THRESHOLD * window
+
+
+def trim_old_tool_outputs(chat: list[dict], keep_from: int) -> int:
+    """Cut the tool messages before index `keep_from` to their start and end; returns the characters saved.
+    Deterministic: the same chat is always trimmed the same way."""
+    saved = 0
+    for i in range(1, min(keep_from, len(chat))):
+        m = chat[i]
+        content = m.get("content") or ""
+        if m["role"] == "tool" and len(content) > 3 * TRIM_KEEP:
+            cut = len(content) - 2 * TRIM_KEEP
+            short = f"{content[:TRIM_KEEP]}\n[... {cut} characters of an older tool output left out ...]\n" \
+                    f"{content[-TRIM_KEEP:]}"
+            saved += message_chars(m)
+            chat[i] = dict(m, content=short)
+            saved -= message_chars(chat[i])
+    return saved
+
+
+def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None, window: int,
+                  anchor: dict | None, summary: str | None = None) -> tuple[list[dict], int]:
     """The turn's starting chat and its size in characters: parts decoded (the store may hand them over as
-    JSON text), rebuilt, compacted to the budget. Pure; the turn runs it in a worker thread."""
+    JSON text), rebuilt after the checkpoint's `summary`, older tool outputs trimmed when it would not fit the
+    `window`. Pure (the same saved state gives the same chat); the turn runs it in a worker thread."""
     for msg in messages:
         if isinstance(msg["parts"], str):
             msg["parts"] = json.loads(msg["parts"])
-    chat = compact(build_chat(system_prompt, messages, current_input_id), budget_tokens, chars_per_token(anchor))
-    return chat, sum(message_chars(m) for m in chat)
+    chat = build_chat(system_prompt, messages, current_input_id, tool_cap(window))
+    chat[0] = system_message(system_prompt, summary)
+    chars = sum(message_chars(m) for m in chat)
+    if over(chars, chars_per_token(anchor), window):
+        last_step = max((i for i, m in enumerate(chat) if m["role"] == "assistant"), default=len(chat))
+        chars -= trim_old_tool_outputs(chat, last_step)
+    return chat, chars

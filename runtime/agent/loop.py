@@ -17,6 +17,7 @@ from ..errors import ToolError
 from ..events import InputRequested, Phase, Status, ToolState
 from ..parts import ToolPart
 from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, outgoing_messages
+from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.approvals import decide
 from ..tools.base import Effect, ToolContext
@@ -25,6 +26,7 @@ from .context import DENIED, message_chars, tool_call_entry, tool_message
 if TYPE_CHECKING:
     from .state import TurnContext
 
+WAITING = "Waiting for the model…"
 TRUNCATED = "The answer stopped at the model's length limit. Press Continue to let it go on."
 
 
@@ -33,11 +35,12 @@ async def run_agent(ctx: TurnContext) -> None:
     await resolve_answer(ctx)
     if ctx.pending_request is not None:
         return
-    ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running))
     specs = ctx.tool_specs
     quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
     for step in range(ctx.max_steps):
         ctx.check_abort()
+        # Until the first token the person sees what the turn waits for (a model loading, a busy server).
+        ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
         messages = outgoing_messages(ctx.chat, empty_tool_call_content=quirk)
         request = ModelRequest(model=ctx.model_name, messages=messages, tools=specs)
@@ -101,6 +104,8 @@ async def run_agent(ctx: TurnContext) -> None:
         if ctx.pending_request is not None:
             return
         ctx.dirty = True
+        if ctx.compactor is not None:  # the step's tool results may push the next request over the window
+            await ctx.compactor.fit(ctx, ctx.ratio)
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
@@ -176,10 +181,10 @@ async def execute(ctx: TurnContext, part: ToolPart) -> None:
 def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str) -> None:
     part.pop("awaiting", None)
     part["state"] = state.value
-    part["result"] = result
+    part["result"] = redact_known(result)  # a key a tool printed reaches neither the model nor the database
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    ctx.append_chat(tool_message(part))
+    ctx.append_chat(tool_message(part, ctx.tool_cap))
 
 
 async def resolve_answer(ctx: TurnContext) -> None:

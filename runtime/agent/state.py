@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import ToolCall, ToolState, Usage, UsageEvent, WarningEvent
 from ..parts import ToolPart
+from ..redact import redact
+from ..tools.builtin import DEFAULT_WRAP_CAP
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -22,8 +24,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Text is persisted at most this often; with the commit time a crash loses at most ~0.5 s of stream.
-CHECKPOINT_SECONDS = 0.4
+# Text is persisted at most this often: with the commit (slow on a busy disk) a crash loses < 0.5 s of stream.
+CHECKPOINT_SECONDS = 0.25
 _FOLD_EVERY = 256
 
 
@@ -77,6 +79,9 @@ class TurnContext:
         self.usage = Usage()
         self.chat: list[dict] = []
         self.chat_chars = 0  # size of `chat` in JSON characters, kept up to date by append_chat
+        self.ratio = 4.0  # characters per token of this task's requests (from the usage anchor)
+        self.compactor = None  # agent.compaction.Compactor: keeps the input inside the context window
+        self.tool_cap = DEFAULT_WRAP_CAP  # characters one tool output may take in the input (from the window)
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None
@@ -105,7 +110,8 @@ class TurnContext:
         self.buffer.publish(event)
 
     def warn(self, message: str, code: str | None = None) -> None:
-        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=redact(message),
+                                         code=code))
 
     def publish_tool(self, part: ToolPart) -> None:
         self.buffer.publish(
@@ -182,6 +188,7 @@ class Checkpointer:
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
         self._stopped = False
+        self._failures = 0
         self._task = asyncio.ensure_future(self._loop())
 
     def soon(self) -> None:
@@ -205,7 +212,10 @@ class Checkpointer:
             try:
                 await self.now()
             except Exception:
-                log.exception("checkpoint of turn %s failed", self._ctx.turn_id)
+                # Said once per turn: a full disk would otherwise repeat it every CHECKPOINT_SECONDS.
+                self._failures += 1
+                if self._failures == 1:
+                    log.exception("checkpoint of turn %s failed; retrying quietly", self._ctx.turn_id)
 
     async def close(self) -> None:
         """Stop, letting a write in flight finish: one landing after finalize would overwrite it."""

@@ -1,34 +1,45 @@
 """A provider for any OpenAI-compatible chat-completions server (Ollama, llama.cpp server, vLLM, LM Studio,
-OpenAI itself), on the `openai` SDK's `AsyncOpenAI`.
+OpenAI itself), on the `openai` SDK's `AsyncOpenAI` for requests, auth and typed HTTP errors.
 
 Decisions (the design contract is silent on them):
-- `openai` is imported on first use, in a worker thread, so neither startup nor the event loop (the Qt loop in
-  the app) pays its 0.6 s import. The client is built once per provider and reused; `aclose()` closes it.
+- `openai` (with `httpx2`, its transport, and `httpx_sse`) is imported on first use, in a worker thread, so
+  neither startup nor the event loop (the Qt loop in the app) pays the 0.6 s import. The client is built once
+  per provider and reused; `aclose()` closes it.
 - The SDK's automatic retries are off by default (`max_retries=0`): the agent loop decides about retrying, and
   a person waiting on a dead server should hear about it at once. Timeouts are explicit: `connect_timeout`
   for connecting, `read_timeout` per gap between chunks (and for writes and the pool).
-- The hot path is one `async for` over the SDK stream with a handful of attribute reads per chunk and one
-  tuple per delta; nothing is kept per chunk. Tool-call fragments are collected in lists per call and joined
-  once at the end.
+- The stream is read raw: the SDK's typed iterator builds a response object per chunk (~80 µs, most of a
+  fast server's cost), so the request goes through `with_streaming_response` (the SDK still raises its typed
+  errors, e.g. 401, before any line is read), `httpx_sse` decodes the events and `json.loads` turns each
+  one into plain dicts that are read straight into the provider's tuples. Nothing is kept per chunk;
+  tool-call fragments are collected in lists per call and joined once at the end. httpx-sse rather than the
+  SDK's own decoder: that one lives in the private `openai._streaming` and its interface has changed
+  between releases; httpx-sse is the maintained upstream it was copied from.
+- The fault semantics are the SDK iterator's, made explicit: `data: {"error": ...}` is an error from the
+  server, `[DONE]` ends the events (the rest of the body gets 0.1 s to arrive, so the connection can be
+  reused), a data line that is not JSON or a chunk that is not shaped like a chat-completion chunk is a
+  malformed stream, and a body that is not an event stream (an HTML page; httpx-sse, like the SSE spec,
+  wants Content-Type text/event-stream) means the base URL is wrong.
 - Order at the end of a step: (TOOL_CALLS, calls) if any, then (USAGE, usage) if the server sent usage (the
   last usage seen, so servers that repeat usage on every chunk are not counted twice), then
   (FINISH, reason).
 - A tool call without `index` (old Ollama sends each call whole, without index) starts a new call when it
   carries an id different from the current call's, and otherwise continues the current call (index 0 at
-  first). TOOL_START is yielded once per call, as soon as both its id and name are known.
+  first). TOOL_START is yielded once per call, as soon as both its id and name are known. Arguments sent as
+  a JSON object instead of a string are re-encoded.
 - A stream without a finish_reason is truncated and raises `ProviderError`, also when the server sent
   `[DONE]`; a stream with no chunk at all means the server does not speak streaming chat completions.
 - `temperature`, `max_tokens` and `seed` given to the constructor (settings.json's provider fields) are sent
   when a request has none of its own; unset, the server's defaults apply.
-- `asyncio.CancelledError` (and GeneratorExit) pass through untouched; `async with` on the SDK stream closes
-  the HTTP connection on cancellation, on an error and when the consumer stops early.
+- `asyncio.CancelledError` (and GeneratorExit) pass through untouched; `async with` on the SDK response
+  closes the HTTP connection on cancellation (Stop), on an error and when the consumer stops early.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,12 +57,25 @@ from runtime.providers.base import (
 )
 
 _DUMMY_KEY = "not-needed"  # AsyncOpenAI refuses to construct without a key; local servers ignore it
+_DRAIN_SECONDS = 0.1  # what follows [DONE] may take this long before the connection is dropped (as in the SDK)
+_SDK_STREAM_ERROR = "An error occurred during streaming"  # the SDK's text for an error event without a message
+# A chunk whose JSON is not shaped like a chat-completion chunk fails with one of these while being read.
+_SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError)
 
 
-def _import_openai() -> Any:
+_stack: tuple[Any, Any, Any] | None = None  # (openai, httpx2, httpx_sse) once fully imported
+
+
+def _import_stack() -> tuple[Any, Any, Any]:
+    global _stack
+    # httpx_sse (and with it legacy httpx) before openai: the SDK's error handlers look httpx up in sys.modules
+    # and fail if they find it half-imported by this thread while an SDK call fails on the loop.
+    import httpx2  # the SDK's transport: its exceptions reach us while we read the raw response
+    import httpx_sse
     import openai
 
-    return openai
+    _stack = (openai, httpx2, httpx_sse)
+    return _stack
 
 
 class OpenAICompatProvider:
@@ -82,6 +106,10 @@ class OpenAICompatProvider:
         self._max_retries = max_retries
         self._client: Any = None
         self._openai: Any = None
+        self._event_source: Any = None  # httpx_sse.EventSource
+        self._not_sse: tuple[type[BaseException], ...] = ()  # httpx_sse.SSEError: the body is no event stream
+        self._timeouts: tuple[type[BaseException], ...] = ()
+        self._transport_errors: tuple[type[BaseException], ...] = ()
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAICompatProvider(id={self.id!r}, base_url={self.base_url!r})"
@@ -90,11 +118,13 @@ class OpenAICompatProvider:
         client = self._client
         if client is not None:
             return client
-        openai = sys.modules.get("openai")
-        if openai is None or not hasattr(openai, "AsyncOpenAI"):  # absent, or still importing elsewhere
-            openai = await asyncio.to_thread(_import_openai)
+        openai, httpx2, httpx_sse = _stack or await asyncio.to_thread(_import_stack)
         if self._client is None:  # another caller may have built it while we imported
             self._openai = openai
+            self._event_source = httpx_sse.EventSource
+            self._not_sse = (httpx_sse.SSEError,)
+            self._timeouts = (httpx2.TimeoutException, openai.APITimeoutError)
+            self._transport_errors = (httpx2.RequestError, OSError)
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key,
@@ -118,9 +148,7 @@ class OpenAICompatProvider:
         except Exception as exc:
             raise self._map_error(exc, None) from exc
 
-    async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
-        # `on_queued` is unused: a server queues requests itself.
-        client = await self._get_client()
+    def _request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,
             "messages": request.messages,
@@ -138,55 +166,68 @@ class OpenAICompatProvider:
         seed = self.seed if request.seed is None else request.seed
         if seed is not None:
             kwargs["seed"] = seed
+        return kwargs
 
-        try:
-            sdk_stream = await client.chat.completions.create(**kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            raise self._map_error(exc, request.model) from exc
-
+    async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
+        # `on_queued` is unused: a server queues requests itself.
+        client = await self._get_client()
+        kwargs = self._request_kwargs(request)
+        loads = json.loads
         finish = None
         usage = None
-        chunk = None
+        seen = False  # a chunk arrived
         calls: list[list[Any]] = []  # per tool call: [call_id, name, [argument fragments], started]
+        api_response = None  # set once the SDK has sent the request and checked the status
         try:
-            async with sdk_stream:
-                async for chunk in sdk_stream:
-                    choices = chunk.choices
-                    if choices:
-                        choice = choices[0]
-                        delta = choice.delta
-                        text = delta.content
-                        if text:
-                            yield (TEXT, text)
-                        extra = delta.model_extra
-                        if extra:
-                            r = extra.get("reasoning_content") or extra.get("reasoning")
-                            if r and isinstance(r, str):
-                                yield (REASONING, r)
-                        if delta.tool_calls:
-                            for tc in delta.tool_calls:
-                                started = _add_tool_fragment(calls, tc)
-                                if started is not None:
-                                    yield started
-                        if choice.finish_reason:
-                            finish = choice.finish_reason
-                    u = chunk.usage
-                    if u is not None:
-                        usage = u
+            async with (
+                client.chat.completions.with_streaming_response.create(**kwargs) as api_response,
+                contextlib.aclosing(self._event_source(api_response.http_response).aiter_sse()) as events,
+            ):
+                async for sse in events:
+                    data = sse.data
+                    if data.startswith("[DONE]"):
+                        await _drain(events)
+                        break
+                    chunk = loads(data)
+                    seen = True
+                    try:
+                        error = chunk.get("error")
+                        if error:
+                            raise self._stream_error(error, request.model)
+                        choices = chunk.get("choices")
+                        if choices:
+                            choice = choices[0]
+                            delta = choice.get("delta")
+                            if delta:
+                                text = delta.get("content")
+                                if text:
+                                    yield (TEXT, text)
+                                r = delta.get("reasoning_content") or delta.get("reasoning")
+                                if r and isinstance(r, str):
+                                    yield (REASONING, r)
+                                tool_calls = delta.get("tool_calls")
+                                if tool_calls:
+                                    for tc in tool_calls:
+                                        started = _add_tool_fragment(calls, tc)
+                                        if started is not None:
+                                            yield started
+                            if choice.get("finish_reason"):
+                                finish = choice["finish_reason"]
+                        u = chunk.get("usage")
+                        if u is not None:
+                            usage = u
+                    except _SHAPE_ERRORS as exc:
+                        raise self._malformed(
+                            request.model, "a chunk is not shaped like a chat-completion chunk"
+                        ) from exc
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise self._map_error(exc, request.model, streaming=True) from exc
+            raise self._map_error(exc, request.model, streaming=api_response is not None) from exc
 
         if finish is None:
-            if chunk is None:
-                raise ProviderError(
-                    f"The server at {self.base_url} did not answer in the streaming chat-completions "
-                    f'protocol (it sent no chunks for model "{request.model}"). Check the base URL: '
-                    "for OpenAI-compatible servers it usually ends in /v1."
-                )
+            if not seen:
+                raise self._not_streaming(request.model)
             raise ProviderError(
                 f"The model server at {self.base_url} closed the stream before the answer was complete "
                 f'(model "{request.model}").'
@@ -195,72 +236,71 @@ class OpenAICompatProvider:
             out = []
             for i, (call_id, name, parts, _started) in enumerate(calls):
                 raw = "".join(parts)
-                args: dict[str, Any] | None
-                if raw.strip():
-                    try:
-                        args = json.loads(raw)
-                    except ValueError:
-                        args = None
-                    else:
-                        if not isinstance(args, dict):
-                            args = None
-                else:
+                args: Any = None  # None: the arguments are not a JSON object
+                if not raw.strip():
                     args = {}
+                else:
+                    with contextlib.suppress(ValueError):
+                        args = json.loads(raw)
+                    if not isinstance(args, dict):
+                        args = None
                 out.append(ToolCallRequest(call_id or f"call_{i}", name or "", raw, args))
             yield (TOOL_CALLS, out)
-        if usage is not None:
-            yield (
-                USAGE,
-                Usage(input_tokens=usage.prompt_tokens or 0, output_tokens=usage.completion_tokens or 0),
-            )
+        step_usage = _usage(usage)
+        if step_usage is not None:
+            yield (USAGE, step_usage)
         yield (FINISH, finish)
 
     # -- errors --------------------------------------------------------------------------------------------
 
     def _map_error(self, exc: BaseException, model: str | None, *, streaming: bool = False) -> ProviderError:
-        """A ProviderError a person understands, naming the server and the model."""
+        """A ProviderError a person understands, naming the server and the model. `streaming`: the response
+        had begun, so a broken connection means a cut-off answer rather than an unreachable server."""
         openai = self._openai
         url = self.base_url
-        what = f'model "{model}"' if model else "the model list"
+        what = _what(model)
         if isinstance(exc, ProviderError):
             return exc
-        if openai is not None:
-            if isinstance(exc, openai.APITimeoutError):
-                return ProviderError(
-                    f"The model server at {url} timed out ({what}): no answer within {self._read_timeout:g} s.",
-                    retryable=True,
-                )
-            if isinstance(exc, openai.APIConnectionError):
-                if streaming:  # the SDK wraps transport errors while reading the body too
-                    cause = exc.__cause__
-                    detail = f": {cause}" if cause is not None and str(cause) else ""
-                    return ProviderError(
-                        f"The model server at {url} closed the stream before the answer was complete ({what}){detail}.",
-                        retryable=True,
-                    )
-                return ProviderError(f"Cannot reach the model server at {url}. Is it running?", retryable=True)
-            if isinstance(exc, openai.APIStatusError):
-                return self._status_error(exc.status_code, _server_message(exc), model)
-            if isinstance(exc, openai.APIError):  # `data: {"error": ...}` inside a stream
-                return ProviderError(
-                    f"The model server at {url} sent an error in the stream ({what}): {_server_message(exc) or exc}"
-                )
+        if isinstance(exc, self._timeouts):
+            return ProviderError(
+                f"The model server at {url} timed out ({what}): no answer within {self._read_timeout:g} s.",
+                retryable=True,
+            )
         if isinstance(exc, json.JSONDecodeError):
+            return self._malformed(model, f"a data line is not JSON ({exc})")
+        if isinstance(exc, self._not_sse):
+            return self._not_streaming(model)
+        if streaming and isinstance(exc, self._transport_errors):
+            detail = f": {exc}" if str(exc) else ""
             return ProviderError(
-                f"The model server at {url} sent a malformed stream ({what}): a data line is not JSON ({exc})."
-            )
-        name = type(exc).__name__
-        if "Timeout" in name:  # a transport timeout the SDK did not wrap (mid-stream)
-            return ProviderError(
-                f"The model server at {url} timed out ({what}): no data within {self._read_timeout:g} s.",
+                f"The model server at {url} closed the stream before the answer was complete ({what}){detail}.",
                 retryable=True,
             )
-        if streaming and ("Protocol" in name or isinstance(exc, ConnectionError) or "Read" in name):
-            return ProviderError(
-                f"The model server at {url} closed the stream before the answer was complete ({what}): {exc or name}.",
-                retryable=True,
-            )
-        return ProviderError(f"The model server at {url} failed ({what}): {name}: {exc}")
+        if isinstance(exc, openai.APIConnectionError):
+            return ProviderError(f"Cannot reach the model server at {url}. Is it running?", retryable=True)
+        if isinstance(exc, openai.APIStatusError):
+            return self._status_error(exc.status_code, _server_text(exc.body, exc.message), model)
+        return ProviderError(f"The model server at {url} failed ({what}): {type(exc).__name__}: {exc}")
+
+    def _stream_error(self, error: Any, model: str) -> ProviderError:
+        """For `data: {"error": ...}` inside the stream (the text the SDK's APIError gave)."""
+        message = error.get("message") if isinstance(error, dict) else None
+        if not message or not isinstance(message, str):
+            message = _SDK_STREAM_ERROR
+        detail = _server_text(error, message) or message
+        return ProviderError(
+            f"The model server at {self.base_url} sent an error in the stream ({_what(model)}): {detail}"
+        )
+
+    def _malformed(self, model: str | None, reason: str) -> ProviderError:
+        return ProviderError(f"The model server at {self.base_url} sent a malformed stream ({_what(model)}): {reason}.")
+
+    def _not_streaming(self, model: str | None) -> ProviderError:
+        return ProviderError(
+            f"The server at {self.base_url} did not answer in the streaming chat-completions "
+            f'protocol (it sent no chunks for model "{model}"). Check the base URL: '
+            "for OpenAI-compatible servers it usually ends in /v1."
+        )
 
     def _status_error(self, status: int, detail: str, model: str | None) -> ProviderError:
         url = self.base_url
@@ -294,10 +334,19 @@ class OpenAICompatProvider:
         )
 
 
-def _add_tool_fragment(calls: list[list[Any]], tc: Any) -> tuple | None:
+async def _drain(events: AsyncIterator[Any]) -> None:
+    """Read what follows [DONE], normally only the end of the chunked body, so that the connection goes back to
+    the pool; a server that keeps the body open gets `_DRAIN_SECONDS`, then the connection is dropped."""
+    with contextlib.suppress(Exception):  # the answer is complete: a failure here must not turn it into an error
+        async with asyncio.timeout(_DRAIN_SECONDS):
+            async for _sse in events:
+                pass
+
+
+def _add_tool_fragment(calls: list[list[Any]], tc: dict[str, Any]) -> tuple | None:
     """Fold one tool-call delta into `calls`; return a TOOL_START tuple when a call becomes known."""
-    idx = tc.index
-    call_id = tc.id
+    idx = tc.get("index")
+    call_id = tc.get("id")
     if idx is None:  # old Ollama: no index; a new id starts a new call, otherwise continue the last one
         if not calls or (call_id and calls[-1][0] and call_id != calls[-1][0]):
             idx = len(calls)
@@ -308,21 +357,36 @@ def _add_tool_fragment(calls: list[list[Any]], tc: Any) -> tuple | None:
     call = calls[idx]
     if call_id and not call[0]:
         call[0] = call_id
-    fn = tc.function
-    if fn is not None:
-        if fn.name and not call[1]:
-            call[1] = fn.name
-        if fn.arguments:
-            call[2].append(fn.arguments)
+    fn = tc.get("function")
+    if fn:
+        name = fn.get("name")
+        if name and not call[1]:
+            call[1] = name
+        arguments = fn.get("arguments")
+        if arguments:
+            call[2].append(arguments if isinstance(arguments, str) else json.dumps(arguments))
     if not call[3] and call[1]:
         call[3] = True
         return (TOOL_START, idx, call[0] or f"call_{idx}", call[1])
     return None
 
 
-def _server_message(exc: Any) -> str:
-    """The server's own error text, short, if it sent one."""
-    body = getattr(exc, "body", None)
+def _usage(raw: Any) -> Usage | None:
+    """The step's token usage, or None when the server sent none (or something that is not usage)."""
+    if not isinstance(raw, dict):
+        return None
+    prompt, completion = raw.get("prompt_tokens") or 0, raw.get("completion_tokens") or 0
+    if not (isinstance(prompt, int) and isinstance(completion, int)):
+        return None
+    return Usage(input_tokens=prompt, output_tokens=completion)
+
+
+def _what(model: str | None) -> str:
+    return f'model "{model}"' if model else "the model list"
+
+
+def _server_text(body: Any, fallback: str | None) -> str:
+    """The error text in an error body (OpenAI-shaped or not), short; `fallback` when the body has none."""
     msg = None
     if isinstance(body, dict):
         err = body.get("error", body)
@@ -332,7 +396,7 @@ def _server_message(exc: Any) -> str:
     elif isinstance(body, str):
         msg = body
     if msg is None:
-        msg = getattr(exc, "message", None)
+        msg = fallback
     if not msg:
         return ""
     msg = " ".join(str(msg).split())

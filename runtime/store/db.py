@@ -2,7 +2,13 @@
 
 WAL (readers never wait for the writer), foreign keys on, `synchronous=FULL` so a committed input
 survives power loss, and a busy timeout so concurrent writers queue instead of failing. Alembic runs at
-every open, on the async engine's connection (a plain `command.upgrade()` inside a running loop fails).
+every open, on an async engine's connection (a plain `command.upgrade()` inside a running loop fails).
+
+Migrations are atomic and resumable: each revision and its version stamp commit in one transaction, so a
+crash or a kill in the middle of one leaves the database at the revision before it, and the next open
+simply runs it again. Python's sqlite3 module (and aiosqlite on top of it) only opens a transaction
+before INSERT/UPDATE/DELETE, so each CREATE TABLE would commit on its own; the migration engine therefore
+turns that off and sends its own `BEGIN IMMEDIATE`, which SQLite's transactional DDL honours.
 """
 
 from __future__ import annotations
@@ -11,8 +17,13 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from sqlalchemy import event
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.pool import NullPool
+
+from . import faults
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -27,7 +38,30 @@ def _pragmas(dbapi_conn, _record) -> None:
 def make_engine(path: Path) -> AsyncEngine:
     engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
     event.listen(engine.sync_engine, "connect", _pragmas)
+    faults.install(engine, path.parent)
     return engine
+
+
+def _driver_begins_nothing(dbapi_conn, _record) -> None:
+    dbapi_conn.isolation_level = None
+
+
+def _begin_immediate(conn) -> None:
+    # Takes the write lock at once, and makes the DDL that follows part of the transaction.
+    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _migration_engine(url: URL) -> AsyncEngine:
+    engine = create_async_engine(url, poolclass=NullPool)
+    event.listen(engine.sync_engine, "connect", _pragmas)
+    event.listen(engine.sync_engine, "connect", _driver_begins_nothing)
+    event.listen(engine.sync_engine, "begin", _begin_immediate)
+    faults.install(engine, _home(url))
+    return engine
+
+
+def _home(url: URL) -> Path:
+    return Path(url.database or ".").parent
 
 
 def alembic_config() -> Config:
@@ -43,5 +77,15 @@ def _upgrade(sync_conn, revision: str) -> None:
 
 
 async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
-    async with engine.begin() as conn:
-        await conn.run_sync(_upgrade, revision)
+    """Upgrade the database of `engine` to `revision`, one transaction per revision (see above)."""
+    migrations = _migration_engine(engine.url)
+    try:
+        async with migrations.connect() as conn:
+            await conn.run_sync(_upgrade, revision)
+    except CommandError as exc:
+        if "Can't locate revision" not in str(exc):
+            raise
+        raise faults.unavailable(_home(engine.url), "it was written by a newer version of Hearth. Update Hearth, "
+                                                    "or choose another data folder.") from None
+    finally:
+        await migrations.dispose()

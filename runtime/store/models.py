@@ -23,6 +23,7 @@ class Base(DeclarativeBase):
 
 class TaskRow(Base):
     __tablename__ = "tasks"
+    __table_args__ = (Index("ix_tasks_updated", "updated_at"),)  # the task list, newest first
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)
@@ -38,6 +39,10 @@ class TaskRow(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     pending_request: Mapped[dict | None] = mapped_column(JSON)
     tool_rules: Mapped[dict] = mapped_column(JSON, default=dict)
+    # The task's todo list ({"content", "status": pending|in_progress|done}), also its approved plan.
+    todos: Mapped[list | None] = mapped_column(JSON)
+    # For a task created with planning on: None (no plan yet), "proposed" (waiting for the person), "approved".
+    plan_status: Mapped[str | None] = mapped_column(String(16))
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[float] = mapped_column(Float)
@@ -57,6 +62,7 @@ class MessageRow(Base):
     role: Mapped[str] = mapped_column(String(16))
     parts: Mapped[list] = mapped_column(JSON, default=list)
     # complete | streaming (the assistant message of a running turn) | queued (input waiting its turn)
+    # | discarded (a queued input the person dropped: an empty tombstone, so ids are never reused)
     status: Mapped[str] = mapped_column(String(16), server_default="complete")
     client_msg_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)
@@ -104,7 +110,10 @@ class SubagentRow(Base):
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"), index=True)
     goal: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))  # its ending: completed | aborted | interrupted | error
+    definition: Mapped[str | None] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
+    tool_calls: Mapped[list | None] = mapped_column(JSON)
     result: Mapped[str | None] = mapped_column(Text)
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
@@ -122,6 +131,21 @@ class UsageAnchorRow(Base):
     message_id: Mapped[int | None] = mapped_column(Integer)
     input_tokens: Mapped[int] = mapped_column(Integer)
     input_chars: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+class CheckpointRow(Base):
+    """A summary of a task's older history: the messages with id <= `upto_message_id` are replaced by
+    `summary` in every later model input (they stay in the messages table and on screen)."""
+
+    __tablename__ = "context_checkpoints"
+    __table_args__ = (Index("ix_checkpoints_task", "task_id", "upto_message_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    upto_message_id: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,16 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..parts import FinalRecord, settle_parts
 from .db import make_engine
 from .db import migrate as migrate_db
-from .models import JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
+from .models import CheckpointRow, JobRow, MessageRow, StepRow, SubagentRow, TaskRow, TurnRow, UsageAnchorRow
 
 DB_NAME = "hearth.sqlite3"
+
+
+@dataclass
+class ContextInputs:
+    messages: list[dict[str, Any]]
+    anchor: dict[str, Any] | None
+    checkpoint: dict[str, Any] | None  # {"id", "upto_message_id", "summary"}: the older history, summarized
 
 
 class DuplicateMessage(Exception):
@@ -40,7 +48,11 @@ class Store:
         path = home / DB_NAME
         engine = make_engine(path)
         if migrate:
-            await migrate_db(engine)
+            try:
+                await migrate_db(engine)
+            except BaseException:
+                await engine.dispose()
+                raise
         return cls(engine, path)
 
     async def aclose(self) -> None:
@@ -82,12 +94,22 @@ class Store:
 
     # -- messages --
 
-    async def messages(self, task_id: str) -> list[dict[str, Any]]:
+    async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[dict[str, Any]]:
+        """A task's messages in order. With `limit`: the newest `limit` ones (before `before`), or the oldest
+        ones after `after` — a page, read through the (task_id, id) index."""
+        query = select(MessageRow.__table__).where(MessageRow.task_id == task_id, MessageRow.status != "discarded")
+        if before is not None:
+            query = query.where(MessageRow.id < before)
+        if after is not None:
+            query = query.where(MessageRow.id > after)
+        newest_first = limit is not None and after is None
+        query = query.order_by(MessageRow.id.desc() if newest_first else MessageRow.id)
+        if limit is not None:
+            query = query.limit(limit)
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(MessageRow.__table__).where(MessageRow.task_id == task_id).order_by(MessageRow.id)
-            )
-            return [_row(r) for r in rows]
+            rows = [_row(r) for r in await conn.execute(query)]
+        return rows[::-1] if newest_first else rows
 
     async def find_client_message(self, task_id: str, client_msg_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:
@@ -101,7 +123,8 @@ class Store:
         return _row(r) if r else None
 
     async def add_input(
-        self, task_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None
+        self, task_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
+        title: str | None = None,
     ) -> tuple[int, tuple[int, list[dict], int] | None]:
         """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
         starts for the oldest queued input of the task, which is this one unless older queued inputs wait (a
@@ -119,6 +142,10 @@ class Store:
                     )
                 ).inserted_primary_key[0]
                 started = await self._start_oldest_queued(conn, task_id, turn_id, now) if turn_id else None
+                if title:
+                    await conn.execute(
+                        update(TaskRow).where(TaskRow.id == task_id, TaskRow.title.is_(None)).values(title=title)
+                    )
         except IntegrityError:
             seen = await self.find_client_message(task_id, client_msg_id) if client_msg_id else None
             if seen is None:
@@ -145,13 +172,29 @@ class Store:
         await conn.execute(update(MessageRow).where(MessageRow.id == first.id).values(status="complete"))
         return first.id, first.parts, await self._start_turn(conn, task_id, turn_id, first.id, now)
 
+    async def copy_messages(self, source_id: str, target_id: str) -> int:
+        """Copy a task's finished messages into another task (a fork), in order; returns how many."""
+        async with self.engine.begin() as conn:
+            rows = await conn.execute(
+                select(MessageRow.role, MessageRow.parts, MessageRow.created_at)
+                .where(MessageRow.task_id == source_id, MessageRow.status.in_(("complete", "streaming")))
+                .order_by(MessageRow.id)
+            )
+            values = [{"task_id": target_id, "role": r.role, "parts": r.parts, "status": "complete",
+                       "created_at": r.created_at} for r in rows]
+            if values:
+                await conn.execute(insert(MessageRow), values)
+        return len(values)
+
     async def discard_queued(self, task_id: str, message_id: int) -> bool:
-        """Delete a queued input that has not started; False when there is none with that id."""
+        """Discard a queued input that has not started (its text is dropped); False when there is none with that
+        id. The row stays as an empty tombstone: message ids only ever grow, so a reader that asks for the
+        messages after the newest id it knows never misses one (SQLite reuses a deleted highest rowid)."""
         async with self.engine.begin() as conn:
             result = await conn.execute(
-                delete(MessageRow).where(
-                    MessageRow.id == message_id, MessageRow.task_id == task_id, MessageRow.status == "queued"
-                )
+                update(MessageRow)
+                .where(MessageRow.id == message_id, MessageRow.task_id == task_id, MessageRow.status == "queued")
+                .values(status="discarded", parts=[], client_msg_id=None)
             )
         return result.rowcount > 0
 
@@ -189,11 +232,12 @@ class Store:
             r = (await conn.execute(select(TurnRow.__table__).where(TurnRow.id == turn_id))).first()
         return _row(r) if r else None
 
-    async def turns(self, task_id: str) -> list[dict[str, Any]]:
+    async def turns(self, task_id: str, turn_ids: list[str] | None = None) -> list[dict[str, Any]]:
+        query = select(TurnRow.__table__).where(TurnRow.task_id == task_id)
+        if turn_ids is not None:
+            query = query.where(TurnRow.id.in_(turn_ids))
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(TurnRow.__table__).where(TurnRow.task_id == task_id).order_by(TurnRow.started_at)
-            )
+            rows = await conn.execute(query.order_by(TurnRow.started_at))
             return [_row(r) for r in rows]
 
     async def steps(self, turn_id: str) -> list[dict[str, Any]]:
@@ -203,20 +247,40 @@ class Store:
             )
             return [_row(r) for r in rows]
 
-    async def context_inputs(self, task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        """A task's messages and usage anchor, read on one connection (this is on the turn's critical path).
-        Parts come as JSON text: the turn decodes them in a worker thread, off the event loop."""
+    async def context_inputs(self, task_id: str) -> ContextInputs:
+        """What a turn's model input is rebuilt from, read on one connection (this is on the turn's critical
+        path): the latest context checkpoint, the messages after it, the usage anchor. Parts come as JSON text:
+        the turn decodes them in a worker thread, off the event loop."""
         m = MessageRow.__table__.c
+        c = CheckpointRow.__table__.c
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts"))
-                .where(m.task_id == task_id).order_by(m.id)
-            )
-            messages = [_row(r) for r in rows]
+            cp = (
+                await conn.execute(
+                    select(c.id, c.upto_message_id, c.summary).where(c.task_id == task_id)
+                    .order_by(c.upto_message_id.desc(), c.id.desc()).limit(1)
+                )
+            ).first()
+            query = select(m.id, m.role, m.status, type_coerce(m.parts, Text).label("parts")).where(
+                m.task_id == task_id, m.status != "discarded")
+            if cp is not None:
+                query = query.where(m.id > cp.upto_message_id)
+            messages = [_row(r) for r in await conn.execute(query.order_by(m.id))]
             r = (
                 await conn.execute(select(UsageAnchorRow.__table__).where(UsageAnchorRow.task_id == task_id))
             ).first()
-        return messages, (_row(r) if r else None)
+        return ContextInputs(messages, _row(r) if r else None, _row(cp) if cp else None)
+
+    async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
+        async with self.engine.begin() as conn:
+            await conn.execute(insert(CheckpointRow).values(
+                task_id=task_id, turn_id=turn_id, upto_message_id=upto_message_id, summary=summary,
+                created_at=time.time()))
+
+    async def checkpoints(self, task_id: str) -> list[dict[str, Any]]:
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(CheckpointRow.__table__).where(CheckpointRow.task_id == task_id)
+                                      .order_by(CheckpointRow.id))
+            return [_row(r) for r in rows]
 
     async def finalize_turn(self, rec: FinalRecord) -> None:
         """Finalize's commit: the message and its parts, the turn row and the task, in one transaction."""

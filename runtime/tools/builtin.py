@@ -8,6 +8,7 @@ frames it as data so text inside a file or a command's output is not taken as in
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from runtime.tools.base import Tool
 from runtime.tools.files import EditFile, ListFiles, ReadFile, SearchFiles, WriteFile
@@ -40,5 +41,6 @@ def wrap_tool_output(name: str, text: str, cap: int = DEFAULT_WRAP_CAP) -> str:
     return f'<tool_output name="{safe_name}">\n{DATA_NOTE.format(name=safe_name)}\n{body}\n</tool_output>'
 
 
-def builtin_tools() -> list[Tool]:
-    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), SearchFiles(), RunShell()]
+def builtin_tools(hidden_env: Collection[str] = ()) -> list[Tool]:
+    """The built-in tools; `run_shell` never passes the variables in `hidden_env` on (see `clean_env`)."""
+    return [ReadFile(), WriteFile(), EditFile(), ListFiles(), SearchFiles(), RunShell(hidden_env=hidden_env)]

@@ -17,9 +17,10 @@ concurrently; `await ready()` in the `mcp_connecting` phase returns the tools th
   during startup (with the tail of its stderr), no answer in time, unreachable url. A tool whose input schema is
   unusable (root not `type: object`, or not a valid JSON Schema) is left out with a warning; the server's other
   tools stay. Connect errors come as nested ExceptionGroups; they are flattened and the most telling leaf named.
-- Stdio servers get `clean_env()` plus their own `env`; cwd is the config's extra `cwd`, else the `cwd` argument,
-  else the home folder; stderr goes to a temporary file, read only to explain a failure. HTTP servers use
-  streamable HTTP on `url`, with optional `headers` (extra key). Consent (`approved`) gates both kinds.
+- Stdio servers get `clean_env()` (never a variable the settings point to: `hidden_env`) plus their own `env`;
+  cwd is the config's extra `cwd`, else the `cwd` argument, else the home folder; stderr goes to a temporary
+  file, read only to explain a failure. HTTP servers use streamable HTTP on `url`, with optional `headers` (extra
+  key). Consent (`approved`) gates both kinds.
 - Tools are named `server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters; a long or clashing name gets
   a hash suffix. Effect is always `external`: a server's own read-only hints are not trusted.
 - Calls run with `call_timeout`. Cancelling the task awaiting `run()` cancels the call task; the SDK sends
@@ -41,7 +42,7 @@ import inspect
 import logging
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,10 @@ class MCPTurnSessions:
     """The MCP sessions of one turn: `start()`, `await ready()`, the tools' `run()`, `await aclose()`."""
 
     def __init__(self, servers: dict[str, MCPServerConfig], *, approved: Callable[[str, MCPServerConfig], bool],
-                 connect_timeout: float = 10.0, call_timeout: float = 300.0, cwd: str | Path | None = None):
+                 connect_timeout: float = 10.0, call_timeout: float = 300.0, cwd: str | Path | None = None,
+                 hidden_env: Collection[str] = ()):
         self.servers = dict(servers)
+        self.hidden_env = frozenset(hidden_env)  # never inherited by a server (its own `env` is still given)
         self.approved = approved
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
@@ -278,7 +281,8 @@ class MCPTurnSessions:
         cfg, extra = srv.cfg, srv.cfg.model_extra or {}
         if cfg.command:
             srv.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env={**clean_env(), **cfg.env},
+            env = {**clean_env(hidden=self.hidden_env), **cfg.env}
+            params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=env,
                                            cwd=str(extra.get("cwd") or self.cwd or Path.home()))
             return Client(stdio_client(params, errlog=srv.errlog))
         headers = extra.get("headers")

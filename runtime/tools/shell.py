@@ -15,7 +15,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from runtime.errors import ToolError
@@ -28,13 +28,16 @@ KILL_GRACE = 0.5
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
-def clean_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of the environment without anything that looks like a secret or belongs to Hearth."""
+def clean_env(environ: Mapping[str, str] | None = None, hidden: Collection[str] = ()) -> dict[str, str]:
+    """A copy of the environment for a child process: without the variables named in `hidden` (those the
+    settings point to: `Settings.secret_env_names()`), Hearth's own (HEARTH_*), and anything whose name looks
+    like a secret. Names compare case-insensitively, as Windows does."""
     env = os.environ if environ is None else environ
+    drop = {name.upper() for name in hidden}
     return {
         k: v
         for k, v in env.items()
-        if not k.upper().startswith("HEARTH_") and not any(m in k.upper() for m in SECRET_MARKERS)
+        if (u := k.upper()) not in drop and not u.startswith("HEARTH_") and not any(m in u for m in SECRET_MARKERS)
     }
 
 
@@ -165,9 +168,11 @@ class RunShell:
     }
     effect = Effect.external
 
-    def __init__(self, cap: int = OUTPUT_CAP, default_timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, cap: int = OUTPUT_CAP, default_timeout: float = DEFAULT_TIMEOUT,
+                 hidden_env: Collection[str] = ()):
         self.cap = cap
         self.default_timeout = default_timeout
+        self.hidden_env = frozenset(hidden_env)  # see clean_env
 
     def _timeout(self, args: dict[str, Any]) -> tuple[float, str]:
         value = args.get("timeout_seconds")
@@ -201,7 +206,7 @@ class RunShell:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            env=clean_env(),
+            env=clean_env(hidden=self.hidden_env),
         ))
         stopped = await _wait_through_cancel(starting)
         try:

@@ -39,9 +39,9 @@ async def test_20000_deltas_keep_the_ui_responsive(launch):
     tick = asyncio.ensure_future(ticker())
     t0 = time.perf_counter()
     type_and_send(panel, "go")
-    await until(lambda: panel.observer is not None, what="observer")
     observer = panel.observer
-    await until(lambda: not ctl.rt.is_running(task.id), timeout=60, what="turn end")
+    await until(lambda: panel.conversation.assistant_items() and not ctl.rt.is_running(task.id)
+                and panel.live_turn is None, timeout=60, what="turn end")
     elapsed = time.perf_counter() - t0
     streaming = False
     await tick

@@ -91,7 +91,7 @@ async def test_attachments_by_drop_are_sent_and_copied(launch, tmp_path):
     type_and_send(panel, "read this")
     await wait_turns(ctl, panel)
     messages = await ctl.rt.messages(task.id)
-    assert {"type": "attachment", "name": "note.txt"} in messages[0].parts
+    assert {"type": "attachment", "name": "note.txt", "text": "hello", "chars": 5, "kind": "text"} in messages[0].parts
     info = await ctl.rt.get_task(task.id)
     assert (Path(info.workspace) / "note.txt").read_text() == "hello"
     assert panel.composer.attachments == []
@@ -100,8 +100,7 @@ async def test_attachments_by_drop_are_sent_and_copied(launch, tmp_path):
 async def test_new_task_dialog_creates_the_task_with_fixed_settings(launch):
     ctl = await launch(ScriptedModel([["Hello!"]]))
     dlg = ctl.window.new_task("Say hello")
-    index = dlg.model.findData(ctl.bridge.settings.default_model)
-    assert index == 0  # the default (bundled) model is preselected
+    assert dlg.model.ref() == ctl.bridge.settings.default_model  # the default (bundled) model is preselected
     dlg.model.setEditText(MODEL)
     dlg.approval.setCurrentIndex(dlg.approval.findData("auto_edit"))
     dlg.planning.setChecked(True)

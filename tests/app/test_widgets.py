@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QPalette, QTextFormat
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
@@ -25,10 +25,24 @@ def test_markdown_renders_and_highlights_code():
     code = [b for b in _blocks(doc) if b.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)]
     assert [b.text() for b in code] == ["def f(x):", "    return 1  # note"]
     assert code[0].blockFormat().background().color().name() == theme.colors()["code"]
-    colours = {r.format.foreground().color().name() for r in code[0].layout().formats()}
-    assert theme.colors()["kw"] in colours  # `def` is a keyword
-    comment = {r.format.foreground().color().name() for r in code[1].layout().formats()}
-    assert theme.colors()["comment"] in comment
+    colours = _colours(code[0])
+    assert colours["def"] == theme.colors()["kw"]  # Pygments: `def` is a keyword, `f` a function name
+    assert colours["f"] == theme.colors()["fn"]
+    assert _colours(code[1])["# note"] == theme.colors()["comment"]
+    links = [b for b in _blocks(doc) if b.text() == "Copy code"]
+    assert len(links) == 1 and view.code_blocks == ["def f(x):\n    return 1  # note"]
+    view.anchorClicked.emit(QUrl("copy:0"))
+    assert QApplication.clipboard().text() == "def f(x):\n    return 1  # note"
+
+
+def _colours(block) -> dict[str, str]:
+    out = {}
+    it = block.begin()
+    while not it.atEnd():
+        frag = it.fragment()
+        out[frag.text()] = frag.charFormat().foreground().color().name()
+        it += 1
+    return out
 
 
 def _blocks(doc):

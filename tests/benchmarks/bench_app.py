@@ -1,18 +1,25 @@
-"""Desktop app benchmarks, in one run (issue 4):
+"""Desktop app benchmarks, in one run, side by side with the runtime-only figures (load average printed):
 
-(a) launch → first paint: `python -m app` in a fresh process (offscreen), from just before the process starts
-    to the main window's first paint event; goal <= 1.0 s. Also reports launch → runtime ready, and which
-    heavy modules were already imported at first paint (should be none);
-(b) event-loop lag while 20,000 text deltas stream at full speed into an open task panel: the worst and
-    99th-percentile lag of a 5 ms ticker, batches handed to the panel vs frames elapsed, Markdown renders.
+(a) launch → first paint: `python -m app` in a fresh process (offscreen), on an empty data folder and on one
+    with 1,000 tasks; goal <= 1.0 s. Also launch → runtime ready, and heavy modules imported at first paint;
+(b) event-loop lag while 20,000 text deltas stream at full speed into an open task panel;
+(c) opening a long task: 250 / 1,000 / 2,000 / 10,000 messages → last page painted (goal <= 150 ms at 2,000,
+    flat across sizes) and RSS added (goal <= 60 MB); beside it, the runtime reading that page and the whole task;
+(d) 500 short turns in one open task: the last 50 ÷ the first 50 (goal <= 1.2) and RSS growth (goal <= 30 MB),
+    beside the same 500 turns without a window;
+(e) event-loop lag p99 while 4 tasks stream ~500 tokens/s each, one of them visible (goal <= 16 ms);
+(f) a full garbage collection with a 2,000-message task open, with and without `gc.freeze()` after start-up.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_app.py [--rounds 5] [--deltas 20000]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_app.py [--reps 3] [--quick]
+
+Each figure is min / median / max over the reps.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -27,97 +34,266 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-def bench_launch(rounds: int) -> None:
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def spread(values: list[float], scale: float = 1.0, unit: str = "s", digits: int = 3) -> str:
+    v = [x * scale for x in values]
+    return f"{min(v):.{digits}f} / {statistics.median(v):.{digits}f} / {max(v):.{digits}f} {unit}"
+
+
+def bench_launch(reps: int, tasks: int) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("HEARTH_HOME", None)
-    paints, readies, heavy = [], [], set()
-    for _ in range(rounds):
+    for count in (0, tasks):
+        paints, readies, heavy = [], [], set()
         with tempfile.TemporaryDirectory() as home:
-            t0 = time.time()
-            done = subprocess.run(
-                [sys.executable, "-m", "app", "--home", home, "--no-tray", "--report-startup", "exit"],
-                capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
-            )
-            if done.returncode != 0:
-                raise SystemExit(f"app failed: {done.stderr[-2000:]}")
-            report = json.loads(done.stdout.strip().splitlines()[-1])
-            paints.append(report["first_paint"] - t0)
-            readies.append(report["ready"] - t0)
-            heavy.update(report["heavy_at_paint"])
-    med = statistics.median(paints)
-    print(f"(a) launch → first paint: median {med:.3f} s (min {min(paints):.3f}, max {max(paints):.3f}) over "
-          f"{rounds} launches; goal <= 1.0 s: {'OK' if med <= 1.0 else 'MISSED'}")
-    print(f"    launch → runtime ready: median {statistics.median(readies):.3f} s; heavy modules at first paint: "
-          f"{sorted(heavy) or 'none'}")
+            if count:
+                subprocess.run([sys.executable, "-m", "tests.support.seed", "--home", home, "--messages", "0",
+                                "--tasks", str(count)], cwd=ROOT, env=env, check=True, capture_output=True)
+            for _ in range(reps):
+                t0 = time.time()
+                done = subprocess.run(
+                    [sys.executable, "-m", "app", "--home", home, "--no-tray", "--report-startup", "exit"],
+                    capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+                )
+                if done.returncode != 0:
+                    raise SystemExit(f"app failed: {done.stderr[-2000:]}")
+                report = json.loads(done.stdout.strip().splitlines()[-1])
+                paints.append(report["first_paint"] - t0)
+                readies.append(report["ready"] - t0)
+                heavy.update(report["heavy_at_paint"])
+        print(f"(a) launch → first paint, {count:,} tasks: {spread(paints)} (goal <= 1.0 s); → runtime ready and "
+              f"sidebar filled: {spread(readies)}; heavy modules at first paint: {sorted(heavy) or 'none'}")
+
+
+async def _app(home: str, providers: dict):
+    from app.controller import HearthApp
+
+    ctl = HearthApp(home, providers=providers, use_tray=False)
+    await ctl.start()
+    return ctl
 
 
 async def _stream(deltas: int) -> dict:
     from app.bridge import FRAME
-    from app.controller import HearthApp
     from tests.support.fast_model import FastModel
 
     fast = FastModel(deltas)
     with tempfile.TemporaryDirectory() as home:
-        ctl = HearthApp(home, providers={"fast": fast}, use_tray=False)
-        await ctl.start()
+        ctl = await _app(home, {"fast": fast})
         try:
             task = await ctl.bridge.create_task(title="Firehose", model="fast/x")
             await ctl.window.reload_tasks()
             panel = ctl.window.open_task(task.id)
             await panel.loaded.wait()
-            lags: list[float] = []
-            running = True
-
-            async def ticker():
-                while running:
-                    t = time.perf_counter()
-                    await asyncio.sleep(0.005)
-                    lags.append(time.perf_counter() - t - 0.005)
-
-            tick = asyncio.ensure_future(ticker())
-            t0 = time.perf_counter()
-            await ctl.bridge.send(task.id, "go")
-            await panel.sync()
+            lags = await _lags_while(ctl.bridge.send(task.id, "go"), lambda: ctl.rt.wait_idle(task.id))
             observer = panel.observer
-            await ctl.rt.wait_idle(task.id)
-            elapsed = time.perf_counter() - t0
-            running = False
-            await tick
-            messages = await ctl.rt.messages(task.id)
-            turn_id = next(m.turn_id for m in messages if m.role == "assistant")
-            while panel.turn_text(turn_id) != "".join(fast.chunks):
-                await asyncio.sleep(0.01)
-            view = panel.conversation.turn_entry(turn_id).block.parts[0]
-            lags.sort()
-            return {
-                "elapsed": elapsed, "worst": lags[-1], "p99": lags[int(len(lags) * 0.99)],
-                "median": lags[len(lags) // 2], "batches": observer.flushes if observer else 0,
-                "events": observer.events if observer else 0, "frames": elapsed / FRAME, "renders": view.renders,
-            }
+            return {"lags": lags, "batches": observer.flushes, "events": observer.events,
+                    "frames": lags["elapsed"] / FRAME}
         finally:
             await ctl.shutdown()
 
 
-def bench_stream(deltas: int) -> None:
-    import qasync
-    from PySide6.QtWidgets import QApplication
+async def _lags_while(start, until_done) -> dict:
+    """Loop lag of a 5 ms ticker from `start` until `until_done()` returns."""
+    lags: list[float] = []
+    running = True
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setQuitOnLastWindowClosed(False)
-    r = qasync.run(_stream(deltas))
-    print(f"(b) {deltas:,} deltas streamed into an open panel in {r['elapsed']:.2f} s: loop lag median "
-          f"{r['median'] * 1000:.1f} ms, p99 {r['p99'] * 1000:.1f} ms, worst {r['worst'] * 1000:.1f} ms; "
-          f"{r['events']:,} coalesced events → {r['batches']} batches in {r['frames']:.0f} frames "
-          f"(<= 1 per frame: {'OK' if r['batches'] <= r['frames'] + 2 else 'MISSED'}), {r['renders']} renders")
+    async def ticker():
+        while running:
+            t = time.perf_counter()
+            await asyncio.sleep(0.005)
+            lags.append(time.perf_counter() - t - 0.005)
+
+    tick = asyncio.ensure_future(ticker())
+    t0 = time.perf_counter()
+    await start
+    await until_done()
+    elapsed = time.perf_counter() - t0
+    running = False
+    await tick
+    lags.sort()
+    return {"elapsed": elapsed, "worst": lags[-1], "p99": lags[int(len(lags) * 0.99)]}
+
+
+async def _open_long(sizes: list[int], reps: int) -> list[str]:
+    from tests.support.seed import seed_long_task
+
+    lines = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as home:
+            ctl = await _app(home, {})
+            try:
+                task_id = await seed_long_task(ctl.rt, size, model=ctl.rt.settings.default_model)
+                await ctl.window.reload_tasks()
+                opens, rss, page_reads, full_reads = [], [], [], []
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    await ctl.rt.messages(task_id, limit=31)
+                    page_reads.append(time.perf_counter() - t)
+                    t = time.perf_counter()
+                    await ctl.rt.messages(task_id)
+                    full_reads.append(time.perf_counter() - t)
+                    ctl.window.close_panel()
+                    ctl.view_states.clear()
+                    await asyncio.sleep(0.2)
+                    gc.collect()
+                    before = rss_mb()
+                    t = time.perf_counter()
+                    panel = ctl.window.open_task(task_id)
+                    await panel.loaded.wait()
+                    panel.conversation.viewport().repaint()
+                    opens.append(time.perf_counter() - t)
+                    await asyncio.sleep(0.2)
+                    gc.collect()
+                    rss.append(rss_mb() - before)
+                    panel_items = len(panel.conversation.items)
+                lines.append(f"(c) open {size:>6,} messages → last page painted {spread(opens, 1000, 'ms', 0)}, "
+                             f"RSS added {spread(rss, 1, 'MB', 1)}, {panel_items} messages rendered | runtime: "
+                             f"page read {spread(page_reads, 1000, 'ms', 1)}, "
+                             f"whole task {spread(full_reads, 1000, 'ms', 0)}")
+            finally:
+                await ctl.shutdown()
+    return lines
+
+
+async def _turns(n: int) -> str:
+    from runtime.api import Runtime
+    from runtime.providers.scripted import ScriptedModel
+
+    def model():
+        return ScriptedModel([[f"Answer {i}: fine, **done**."] for i in range(n)])
+
+    async def run(send, idle) -> tuple[list[float], float]:
+        gc.collect()
+        before = rss_mb()
+        times = []
+        for i in range(n):
+            t = time.perf_counter()
+            await send(f"question {i}")
+            await idle()
+            times.append(time.perf_counter() - t)
+        gc.collect()
+        return times, rss_mb() - before
+
+    with tempfile.TemporaryDirectory() as home:
+        rt = await Runtime.open(home, providers={"scripted": model()})
+        task = await rt.create_task(model="scripted/x")
+        bare, bare_rss = await run(lambda text: rt.send(task.id, text), lambda: rt.wait_idle(task.id))
+        await rt.aclose()
+    with tempfile.TemporaryDirectory() as home:
+        ctl = await _app(home, {"scripted": model()})
+        try:
+            task = await ctl.bridge.create_task(title="Many turns", model="scripted/x")
+            await ctl.window.reload_tasks()
+            panel = ctl.window.open_task(task.id)
+            await panel.loaded.wait()
+
+            async def idle():
+                await ctl.rt.wait_idle(task.id)
+                while panel.live or panel.composer.running:
+                    await asyncio.sleep(0.002)
+
+            times, grew = await run(lambda text: ctl.bridge.send(task.id, text), idle)
+            rendered = len(panel.conversation.items)
+        finally:
+            await ctl.shutdown()
+    ratio = sum(times[-50:]) / sum(times[:50])
+    bare_ratio = sum(bare[-50:]) / sum(bare[:50])
+    return (f"(d) {n} turns in one open task: first 50 {sum(times[:50]):.2f} s, last 50 {sum(times[-50:]):.2f} s, "
+            f"ratio {ratio:.2f} (goal <= 1.2), RSS +{grew:.1f} MB (goal <= 30), {rendered} messages rendered | "
+            f"runtime only: {sum(bare):.2f} s in all, ratio {bare_ratio:.2f}, RSS +{bare_rss:.1f} MB")
+
+
+async def _four_streams(tokens: int) -> str:
+    from runtime.providers.scripted import ScriptedModel
+
+    models = {f"m{i}": ScriptedModel([[f"t{j} " for j in range(tokens)]], chunk_delay=0.002) for i in range(4)}
+    with tempfile.TemporaryDirectory() as home:
+        ctl = await _app(home, models)
+        try:
+            tasks = [await ctl.bridge.create_task(title=f"Stream {i}", model=f"m{i}/x") for i in range(4)]
+            await ctl.window.reload_tasks()
+            panel = ctl.window.open_task(tasks[0].id)
+            await panel.loaded.wait()
+
+            async def start():
+                for t in tasks:
+                    await ctl.bridge.send(t.id, "go")
+
+            async def all_idle():
+                for t in tasks:
+                    await ctl.rt.wait_idle(t.id)
+
+            lags = await _lags_while(start(), all_idle)
+        finally:
+            await ctl.shutdown()
+    rate = 4 * tokens / lags["elapsed"]
+    return (f"(e) 4 tasks streaming ({rate / 4:.0f} tokens/s each), one visible: loop lag p99 "
+            f"{lags['p99'] * 1000:.1f} ms (goal <= 16), worst {lags['worst'] * 1000:.1f} ms")
+
+
+async def _gc() -> str:
+    from tests.support.seed import seed_long_task
+
+    with tempfile.TemporaryDirectory() as home:
+        ctl = await _app(home, {})
+        try:
+            task_id = await seed_long_task(ctl.rt, 2000, model=ctl.rt.settings.default_model)
+            await ctl.window.reload_tasks()
+            panel = ctl.window.open_task(task_id)
+            await panel.loaded.wait()
+            plain = []
+            for _ in range(5):
+                t = time.perf_counter()
+                gc.collect()
+                plain.append(time.perf_counter() - t)
+            gc.freeze()
+            frozen = []
+            for _ in range(5):
+                t = time.perf_counter()
+                gc.collect()
+                frozen.append(time.perf_counter() - t)
+            gc.unfreeze()
+            objects = len(gc.get_objects())
+        finally:
+            await ctl.shutdown()
+    return (f"(f) full gc with a 2,000-message task open ({objects:,} tracked objects): "
+            f"{spread(plain, 1000, 'ms', 1)}; after gc.freeze(): {spread(frozen, 1000, 'ms', 1)}")
 
 
 def main() -> None:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--deltas", type=int, default=20_000)
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     args = parser.parse_args()
-    bench_launch(args.rounds)
-    bench_stream(args.deltas)
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    bench_launch(args.reps, 100 if args.quick else 1000)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setQuitOnLastWindowClosed(False)
+
+    async def in_app() -> None:
+        r = await _stream(args.deltas)
+        lag = r["lags"]
+        print(f"(b) {args.deltas:,} deltas into an open panel in {lag['elapsed']:.2f} s: loop lag p99 "
+              f"{lag['p99'] * 1000:.1f} ms, worst {lag['worst'] * 1000:.1f} ms; {r['events']:,} coalesced events → "
+              f"{r['batches']} batches in {r['frames']:.0f} frames")
+        sizes = [250, 1000] if args.quick else [250, 1000, 2000, 10_000]
+        for line in await _open_long(sizes, args.reps):
+            print(line)
+        print(await _turns(100 if args.quick else 500))
+        print(await _four_streams(1000 if args.quick else 5000))
+        print(await _gc())
+
+    qasync.run(in_app())
+    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

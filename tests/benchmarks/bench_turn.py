@@ -1,7 +1,8 @@
 """Turn-runtime benchmarks, side by side in one run (issue 2).
 
 (a) a 20,000-chunk stream from the loopback server: bare `openai` client loop vs a full Hearth turn
-    (send → stream → checkpoints → finalize), alternating rounds; goal: ratio of medians <= 1.05;
+    (send → stream → checkpoints → finalize), alternating rounds; goal: ratio of medians <= 0.5 since the
+    provider reads the stream raw (issue 12; bench_provider_overhead.py has it beside the previous typed path);
 (b) time from `send()` to the first request byte at the server; goal <= 15 ms;
 (c) replay of a finished 20,000-delta turn to a new subscriber; goal <= 100 ms.
 
@@ -84,7 +85,7 @@ async def bench_stream(url: str, rounds: int, chunks: int) -> None:
     for i, what in ((0, "wall"), (1, "CPU ")):
         b, t = statistics.median(x[i] for x in bare), statistics.median(x[i] for x in turn)
         print(f"(a) {chunks:,}-chunk stream, {what}: bare openai loop {b * 1000:8.1f} ms   Hearth turn "
-              f"{t * 1000:8.1f} ms   ratio {t / b:.3f}   (goal <= 1.05; medians of {rounds})")
+              f"{t * 1000:8.1f} ms   ratio {t / b:.3f}   (goal <= 0.5; medians of {rounds})")
     r = statistics.median(replays)
     print(f"(c) replay of a finished {chunks:,}-delta turn: {r * 1000:.2f} ms, {len(events)} events (goal <= 100 ms)")
 

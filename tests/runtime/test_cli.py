@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 
+from tests.support.disks import fill, immutable, tmpfs
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -78,3 +79,29 @@ async def test_ctrl_c_stops_the_turn_and_exits_130(home):
         assert code == 130, err
         code, out, _ = await _result(await _cli("tasks", home=home))
         assert "aborted" in out
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hearth: ") and "Traceback" not in err, err
+    return lines[0]
+
+
+async def test_storage_faults_exit_with_their_codes_in_one_plain_line(home, tmp_path):
+    code, _, err = await _result(await _cli("tasks", home=home))
+    assert code == 0, err
+    (home / "hearth.sqlite3").write_bytes(os.urandom(8192))
+    code, _, err = await _result(await _cli("tasks", home=home))
+    assert code == 7 and "damaged" in _one_line(err)
+
+    with tmpfs(tmp_path / "disk", "1m") as disk:
+        filler = await asyncio.to_thread(fill, disk)
+        code, _, err = await _result(await _cli("run", "hi", home=disk))
+        assert code == 6 and "full" in _one_line(err)
+        filler.unlink()
+
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    with immutable(ro):
+        code, _, err = await _result(await _cli("tasks", home=ro))
+    assert code == 8 and "cannot write" in _one_line(err)

@@ -80,6 +80,8 @@ async def test_discard_removes_a_queued_input_before_it_runs(home):
         assert [_inputs(r)[-1] for r in model.requests] == ["keep"]
         assert [m.text for m in await rt.messages(task.id) if m.role == "user"] == ["first", "keep"]
         assert keep.message_id in [m.id for m in await rt.messages(task.id)]
+        # Ids only grow: the answer written after the discard does not take the discarded input's id.
+        assert (await rt.messages(task.id))[-1].id > drop.message_id
     finally:
         await rt.aclose()
 

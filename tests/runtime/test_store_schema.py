@@ -51,6 +51,8 @@ async def test_pragmas_and_indexes(tmp_path):
             "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE task_id = 'x' ORDER BY id"
         )
         assert "ix_messages_task_order" in " ".join(str(r) for r in plan)
+        plan = await conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT * FROM tasks ORDER BY updated_at DESC")
+        assert "ix_tasks_updated" in " ".join(str(r) for r in plan)
     await store.aclose()
 
 

@@ -56,12 +56,17 @@ async def test_turn_streams_persists_and_completes(rt, model):
     assert len(steps) == 1 and steps[0]["finish_reason"] == "stop"
 
 
-async def test_title_job_names_an_untitled_task(rt, model):
+async def test_an_untitled_task_is_named_by_its_first_input_at_once(rt, model):
+    model.add_steps(["slow ", Delay(0.5), "answer"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "Plan   my\nweek in Lisbon")
+    assert (await rt.get_task(task.id)).title == "Plan my week in Lisbon"  # before the turn has ended
+    await rt.send(task.id, "and Porto", queue=True)
     await rt.wait_idle(task.id)
-    await rt.jobs.drain()
     assert (await rt.get_task(task.id)).title == "Plan my week in Lisbon"
+    named = await rt.create_task(title="Mine", model=MODEL)
+    await rt.send(named.id, "something else")
+    assert (await rt.get_task(named.id)).title == "Mine"
 
 
 async def test_tool_call_result_goes_back_to_the_model(rt, model):

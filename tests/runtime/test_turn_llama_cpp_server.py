@@ -30,7 +30,6 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -91,24 +90,6 @@ def llama_server(tmp_path_factory):
             proc.wait(10)
 
 
-class _Completions:
-    """`client.chat.completions` with the two adjustments; records what it sent."""
-
-    def __init__(self, inner, sent: list[dict]):
-        self._inner = inner
-        self._sent = sent
-
-    async def create(self, **kwargs):
-        messages = kwargs["messages"]
-        kwargs["messages"] = [
-            dict(m, content="") if m.get("role") == "assistant" and m.get("content") is None else m for m in messages
-        ]
-        if kwargs.get("tools") and messages[-1]["role"] == "user":
-            kwargs["tool_choice"] = {"type": "function", "function": {"name": FORCED_TOOL}}
-        self._sent.append(kwargs)
-        return await self._inner.create(**kwargs)
-
-
 class ServerQuirks(OpenAICompatProvider):
     """Hearth's OpenAI-compatible provider, with the two request adjustments of the module docstring."""
 
@@ -116,10 +97,16 @@ class ServerQuirks(OpenAICompatProvider):
         super().__init__(*args, **kwargs)
         self.sent: list[dict] = []  # the adjusted request bodies, in order
 
-    async def _get_client(self):
-        client = await super()._get_client()
-        completions = _Completions(client.chat.completions, self.sent)
-        return SimpleNamespace(chat=SimpleNamespace(completions=completions), models=client.models)
+    def _request_kwargs(self, request):
+        kwargs = super()._request_kwargs(request)
+        messages = kwargs["messages"]
+        kwargs["messages"] = [
+            dict(m, content="") if m.get("role") == "assistant" and m.get("content") is None else m for m in messages
+        ]
+        if kwargs.get("tools") and messages[-1]["role"] == "user":
+            kwargs["tool_choice"] = {"type": "function", "function": {"name": FORCED_TOOL}}
+        self.sent.append(kwargs)
+        return kwargs
 
 
 def write_settings(home: Path, base_url: str) -> None:

@@ -134,7 +134,7 @@ async def shots(out: Path) -> None:
         await _settle(0.8)
         for card in panel.conversation.cards():
             card.toggle.setChecked(True)
-        reasoning = [w for e in panel.conversation.entries.values() for w in getattr(
+        reasoning = [w for e in panel.conversation.items.values() for w in getattr(
             getattr(e, "block", None), "parts", {}).values() if hasattr(w, "toggle") and hasattr(w, "view")]
         for r in reasoning:
             r.toggle.setChecked(True)
@@ -175,9 +175,65 @@ async def shots(out: Path) -> None:
         win.open_task(ids["finished"])
         await _settle(0.8)
         win.grab().save(str(out / "07-dark-theme.png"))
+        theme.apply("light")
+        await everyday_shots(ctl, out, ids)
         await ctl.shutdown()
+        await broken_settings_shot(tmp / "broken", out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def everyday_shots(ctl, out: Path, ids: dict[str, str]) -> None:
+    """A long task, a continued answer, an approval after it was given, the model picker."""
+    from tests.support.seed import seed_long_task
+
+    win = ctl.window
+    long_id = await seed_long_task(ctl.rt, 2000, title="Reading group notes, all year", model="scripted/demo")
+    await win.reload_tasks()
+    panel = win.open_task(long_id)
+    await _settle(0.8)
+    panel.conversation.verticalScrollBar().setValue(0)
+    await _settle(1.0)
+    win.grab().save(str(out / "09-long-task-paged.png"))
+
+    model = ctl._providers["scripted"]
+    model.add_steps(["The three colours of the French flag are blue, white"], [" and red."])
+    task = await ctl.bridge.create_task(title="Flags", model="scripted/demo")
+    await ctl.bridge.send(task.id, "Which colours are on the French flag?")
+    await ctl.rt.wait_idle(task.id)
+    await ctl.bridge.continue_task(task.id)
+    await ctl.rt.wait_idle(task.id)
+    await win.reload_tasks()
+    win.open_task(task.id)
+    await _settle(0.8)
+    win.grab().save(str(out / "10-continued-answer.png"))
+
+    panel = win.open_task(ids["approval"])
+    await _settle(0.5)
+    model.add_steps(["Done: the installers are in archive/."])
+    panel.waiting.approve.click()
+    await _settle(1.5)
+    win.grab().save(str(out / "11-approval-after.png"))
+
+    dialog = win.new_task("Plan a weekend in Lisbon")
+    await _settle(1.0)
+    dialog.model.showPopup()
+    await _settle(0.4)
+    dialog.model.view().window().grab().save(str(out / "13-model-picker-list.png"))
+    dialog.model.hidePopup()
+    dialog.close()
+
+
+async def broken_settings_shot(home: Path, out: Path) -> None:
+    from app.controller import HearthApp
+
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "settings.json").write_text('{"providers": [{"id": "ollama", "kind": "openai",}]}')
+    ctl = HearthApp(home, use_tray=False)
+    await ctl.start()
+    await _settle(0.5)
+    ctl.window.grab().save(str(out / "12-broken-settings.png"))
+    await ctl.shutdown()
 
 
 def main() -> int:

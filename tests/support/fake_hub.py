@@ -18,6 +18,7 @@ one file, and a CDN host on another port, as the real Hub has.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import socket
@@ -246,3 +247,30 @@ def tiny_gguf(path: Path, *, payload_bytes: int = 3 << 20, name: str = "tiny") -
 
 def env_with_hub(hub: FakeHub) -> dict[str, str]:
     return {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+def main() -> None:
+    """Serve one file from a separate process: `python -m tests.support.fake_hub REPO FILE PATH [--drop N]
+    [--throttle BYTES_PER_S]`;
+    prints `READY <endpoint>`, serves until stdin closes, then prints the CDN GETs' Range headers."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("repo")
+    parser.add_argument("file")
+    parser.add_argument("path", type=Path)
+    parser.add_argument("--drop", type=int, action="append", default=[], help="cut the next body after N bytes")
+    parser.add_argument("--throttle", type=float, help="bytes per second")
+    args = parser.parse_args()
+    with FakeHub() as hub:
+        hub.add(args.repo, args.file, args.path)
+        hub.drop_after(*args.drop)
+        hub.faults.throttle = args.throttle
+        print(f"READY {hub.endpoint}", flush=True)
+        sys.stdin.read()
+        print("RANGES", json.dumps([h.get("range") for h in hub.cdn_gets()]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

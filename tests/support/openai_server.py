@@ -77,7 +77,8 @@ class Reply:
     `data: {"error": {"message": error_event}}`; hang: never answer (until the client leaves); stall_after:
     send headers and that many chunks, then go silent; html: a 200 HTML page; close_early: close the
     connection after the chunks, without finish, [DONE] or the end of the chunked body;
-    connection_close: send the body delimited by closing the connection instead of chunked encoding.
+    connection_close: send the body delimited by closing the connection instead of chunked encoding;
+    ensure_ascii=False: non-ASCII text goes out as raw UTF-8 (as llama.cpp's server sends it), not as \\u escapes.
     """
 
     chunks: list[str] = field(default_factory=lambda: ["ok"])
@@ -99,6 +100,7 @@ class Reply:
     fragment: int = 7
     omit_index: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    ensure_ascii: bool = True
 
     @classmethod
     def many(cls, n: int, text: str = "tok ", **kw: Any) -> Reply:
@@ -393,13 +395,16 @@ def _events(reply: Reply, model: str) -> list[bytes]:
         sent += 1
         return True
 
+    def text_json(text: str) -> bytes:
+        return json.dumps(text, ensure_ascii=reply.ensure_ascii).encode()
+
     for text in reply.reasoning:
-        if not add(pre + b'{"%s":%s}' % (reply.reasoning_field.encode(), json.dumps(text).encode()) + post_null):
+        if not add(pre + b'{"%s":%s}' % (reply.reasoning_field.encode(), text_json(text)) + post_null):
             return out
     for text in reply.chunks:
         ev = cache.get(text)
         if ev is None:
-            ev = cache[text] = pre + b'{"content":%s}' % json.dumps(text).encode() + post_null
+            ev = cache[text] = pre + b'{"content":%s}' % text_json(text) + post_null
         if not add(ev):
             return out
     for i, (call_id, name, args) in enumerate(reply.tool_calls):

@@ -45,10 +45,10 @@ def persisted_text(messages, turn_id: str) -> str:
 
 
 def assistant_entries(panel) -> int:
-    return len([k for k in panel.conversation.entries if k[0] == "a"])
+    return len(panel.conversation.assistant_items())
 
 
 async def wait_turns(ctl, panel, count: int = 1, timeout: float = 15.0) -> None:
     """Until the panel shows `count` finished turns and nothing runs."""
     await until(lambda: assistant_entries(panel) >= count and not ctl.rt.is_running(panel.task_id)
-                and panel.live_turn is None, timeout=timeout, what=f"{count} finished turn(s)")
+                and panel.settled, timeout=timeout, what=f"{count} finished turn(s)")

@@ -1,0 +1,165 @@
+"""The everyday path in the window: Continue carries on one answer, approvals update one card, retry and edit,
+copy, long pastes, empty input."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QLabel
+
+from app.conversation import AssistantItem
+from runtime.agent.context import CONTINUE
+from runtime.providers.base import FINISH, TEXT
+from runtime.providers.scripted import Call, Delay, ScriptedModel
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
+
+
+class CutOff(ScriptedModel):
+    """Answers its first request with a step that stops at the length limit."""
+
+    async def stream(self, request, *, on_queued=None):
+        if not self.requests:
+            self.requests.append(request)
+            yield (TEXT, "Red, green")
+            yield (FINISH, "length")
+            return
+        async for item in super().stream(request, on_queued=on_queued):
+            yield item
+
+
+def _markers(panel) -> list[str]:
+    return [w.text() for item in panel.conversation.assistant_items() for w in item.findChildren(QLabel)
+            if w.text().startswith("↳")]
+
+
+async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
+    model = CutOff([[" and blue."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Colours", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Name three colours.")
+    await wait_turns(ctl, panel)
+    banner = panel.conversation.banners()[0]
+    assert "length limit" in banner.label.text() and banner.button.isVisibleTo(panel)
+    QTest.mouseClick(banner.button, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    first, second = panel.conversation.assistant_items()
+    assert first.block.text() + second.block.text() == "Red, green and blue."
+    assert _markers(panel) == ["↳ continued"]
+    bubbles = [m for m in panel.conversation.messages if m.role == "user"]
+    assert [panel.conversation.items[m.id].height() for m in bubbles][1] == 0  # no "Continue." from the person
+    last = model.requests[-1].messages
+    assert [m["role"] for m in last[-2:]] == ["assistant", "user"] and last[-1]["content"] == CONTINUE
+    assert last[-2]["content"] == "Red, green"
+
+
+async def test_continue_after_a_stop_goes_on_from_the_partial_answer(launch):
+    model = ScriptedModel([["Once upon a time ", Delay(30)], ["there was a fox."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Story", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "A story.")
+    await until(lambda: panel.live_turn and "Once upon" in panel.live[panel.live_turn].text, what="partial")
+    QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel)
+    assert (await ctl.rt.get_task(task.id)).last_reason == "aborted"
+    await ctl.bridge.continue_task(task.id)
+    await wait_turns(ctl, panel, 2)
+    texts = [i.block.text() for i in panel.conversation.assistant_items()]
+    assert "".join(texts) == "Once upon a time there was a fox."
+    assert model.requests[-1].messages[-2]["content"] == "Once upon a time "
+
+
+async def test_approving_updates_the_one_card_in_place(launch):
+    model = ScriptedModel([["I will write it.", Call("write_file", {"path": "a.txt", "content": "hi"})],
+                           ["Written."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Approve", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "write a.txt")
+    await until(lambda: panel.waiting is not None and panel.settled, what="approval asked")
+    assert "waiting for you" in panel.conversation.assistant_items()[0].footer.text()
+    cards = panel.conversation.cards()
+    assert [c.state for c in cards] == ["pending"] and cards[0].waiting
+    QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    await until(lambda: [c.state for c in panel.conversation.cards()] == ["done"], what="the same card done")
+    assert panel.conversation.cards()[0] is cards[0]  # updated in place, never a second card
+    assert panel.waiting is None
+    assert all("waiting for you" not in i.footer.text() for i in panel.conversation.assistant_items())
+
+
+async def test_retry_and_edit_from_the_conversation(launch):
+    model = ScriptedModel([["About cats."], ["More about cats."], ["About dogs."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Pets", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Tell me about cats.")
+    await wait_turns(ctl, panel)
+    item = panel.conversation.assistant_items()[-1]
+    assert item.retry.isVisibleTo(panel)
+    QTest.mouseClick(item.retry, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    assert _markers(panel) == ["↳ another answer"]
+    assert [m["role"] for m in model.requests[-1].messages] == ["system", "user"]  # the old answer left out
+
+    user = next(w for m in panel.conversation.messages if m.role == "user" and m.text
+                for w in [panel.conversation.items[m.id]])
+    edit = next(b for b in user.findChildren(type(panel.composer.send)) if b.text() == "Edit")
+    QTest.mouseClick(edit, Qt.MouseButton.LeftButton)
+    assert panel.composer.is_editing and panel.composer.edit.toPlainText() == "Tell me about cats."
+    panel.composer.edit.setPlainText("Tell me about dogs.")
+    QTest.keyClick(panel.composer.edit, Qt.Key.Key_Return)
+    await wait_turns(ctl, panel, 3)
+    sent = model.requests[-1].messages
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["Tell me about dogs."]
+    assert panel.conversation.assistant_items()[-1].block.text() == "About dogs."
+
+
+async def test_copy_an_answer_and_empty_input_cannot_be_sent(launch):
+    ctl = await launch(ScriptedModel([["# Plan\n\n**Step one.**"]]))
+    task = await ctl.bridge.create_task(title="Copy", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    assert not panel.composer.send.isEnabled()
+    panel.composer.edit.setPlainText("   \n  ")
+    assert not panel.composer.send.isEnabled()
+    QTest.keyClick(panel.composer.edit, Qt.Key.Key_Return)
+    assert await ctl.rt.messages(task.id) == []
+    type_and_send(panel, "plan")
+    await wait_turns(ctl, panel)
+    item: AssistantItem = panel.conversation.assistant_items()[0]
+    QTest.mouseClick(item.copy, Qt.MouseButton.LeftButton)
+    assert QApplication.clipboard().text() == "# Plan\n\n**Step one.**"
+
+
+async def test_a_long_paste_becomes_an_attachment_whose_text_reaches_the_model(launch):
+    model = ScriptedModel([["Got it."]])
+    model.context_tokens = 100_000
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Paste", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    pasted = "".join(f"row {i}: value {i * 7}\n" for i in range(400))
+    mime = QMimeData()
+    mime.setText(pasted)
+    panel.composer.edit.insertFromMimeData(mime)
+    assert panel.composer.edit.toPlainText() == ""
+    assert len(panel.composer.attachments) == 1 and panel.composer.send.isEnabled()
+    type_and_send(panel, "summarise this")
+    await wait_turns(ctl, panel)
+    content = model.requests[-1].messages[-1]["content"]
+    assert content.startswith("summarise this") and "row 399: value 2793" in content
+    short = QMimeData()
+    short.setText("just a line")
+    panel.composer.edit.insertFromMimeData(short)
+    assert panel.composer.edit.toPlainText() == "just a line" and panel.composer.attachments == []
+
+
+async def test_a_long_wait_says_what_it_waits_for(launch):
+    ctl = await launch(ScriptedModel([[Delay(0.8), "Here."]]))
+    task = await ctl.bridge.create_task(title="Wait", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "hello?")
+    await until(lambda: "Waiting for the model" in panel.phase.text() and panel.phase.isVisibleTo(panel),
+                what="the wait explained")
+    await wait_turns(ctl, panel)
+    assert panel.phase.isHidden()

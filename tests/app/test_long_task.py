@@ -1,0 +1,166 @@
+"""A conversation whose cost follows the screen: long tasks open at their last page, scroll back in pages, stream
+live while the person reads far up; a sidebar of 1,000 tasks; queued inputs left over from a quit."""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtWidgets import QWidget
+
+from app.conversation import MAX_ITEMS, PAGE, AssistantItem
+from runtime.providers.scripted import Delay, ScriptedModel
+from tests.support.qt_helpers import MODEL, open_task, until, wait_turns
+from tests.support.seed import seed_long_task, seed_tasks
+
+
+def _rendered_ids(panel) -> list[int]:
+    return [m.id for m in panel.conversation.messages]
+
+
+async def _scroll_to_top_once(panel) -> None:
+    conv = panel.conversation
+    first = _rendered_ids(panel)[0]
+    conv.verticalScrollBar().setValue(0)
+    await until(lambda: _rendered_ids(panel)[0] != first or not conv.has_older, what="an older page")
+
+
+async def test_a_2000_message_task_opens_at_its_last_page_with_the_saved_text(launch):
+    ctl = await launch()
+    task_id = await seed_long_task(ctl.rt, 2000)
+    panel = await open_task(ctl, task_id)
+    everything = await ctl.rt.messages(task_id)
+    shown = _rendered_ids(panel)
+    assert len(shown) <= PAGE and shown == [m.id for m in everything[-len(shown):]]
+    assert panel.conversation.has_older and not panel.conversation.has_newer
+    by_id = {m.id: m for m in everything}
+    for mid, item in panel.conversation.items.items():
+        if isinstance(item, AssistantItem):
+            assert item.block.text() == by_id[mid].text  # byte-identical to what was saved
+    bar = panel.conversation.verticalScrollBar()
+    assert bar.value() == bar.maximum()  # the newest message is in view
+
+
+async def test_scrolling_up_reads_the_whole_task_in_order_and_keeps_the_window_small(launch):
+    ctl = await launch()
+    task_id = await seed_long_task(ctl.rt, 400)
+    panel = await open_task(ctl, task_id)
+    seen: list[int] = list(_rendered_ids(panel))
+    while panel.conversation.has_older:
+        await _scroll_to_top_once(panel)
+        ids = _rendered_ids(panel)
+        seen = [i for i in ids if i < seen[0]] + seen
+        assert len(panel.conversation.items) <= MAX_ITEMS
+    everything = [m.id for m in await ctl.rt.messages(task_id)]
+    assert seen == everything
+    # At the top, the newest messages are gone from the window; "jump to latest" brings them back.
+    assert panel.conversation.has_newer and panel.conversation.jump.isVisibleTo(panel.conversation)
+    panel.conversation.jump.click()
+    await until(lambda: _rendered_ids(panel)[-1] == everything[-1], what="back at the latest page")
+    assert not panel.conversation.has_newer
+
+
+async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
+    model = ScriptedModel([["Fresh ", Delay(0.4), "answer ", Delay(0.4), "arrives."]])
+    ctl = await launch(model)
+    task_id = await seed_long_task(ctl.rt, 400)
+    panel = await open_task(ctl, task_id)
+    for _ in range(5):
+        await _scroll_to_top_once(panel)
+    assert panel.conversation.has_newer
+    await ctl.bridge.send(task_id, "one more question")
+    await until(lambda: panel.live_turn is not None, what="the live turn")
+    turn_id = panel.live_turn
+    await until(lambda: panel.live[turn_id].text.startswith("Fresh"), what="live text kept while not rendered")
+    assert panel.conversation.live_item(turn_id) is None  # not rendered: the person reads far above
+    await until(lambda: panel.conversation.jump.isVisibleTo(panel.conversation), what="jump to latest")
+    panel.conversation.jump.click()
+    await until(lambda: panel.conversation.live_item(turn_id) is not None, what="the live item")
+    await wait_turns(ctl, panel)
+    messages = await ctl.rt.messages(task_id, limit=1)
+    assert panel.turn_text(turn_id) == messages[-1].text == "Fresh answer arrives."
+
+
+async def test_queued_inputs_left_by_a_quit_offer_send_now_and_discard(launch, home):
+    model = ScriptedModel([["busy ", Delay(30)]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Queue", model=MODEL)
+    await ctl.bridge.send(task.id, "first")
+    keep = await ctl.bridge.send(task.id, "keep me", queue=True)
+    drop = await ctl.bridge.send(task.id, "drop me", queue=True)
+    await ctl.shutdown()
+
+    ctl = await launch(ScriptedModel([["kept and answered"]]))
+    panel = await open_task(ctl, task.id)
+    bubbles = {mid: panel.conversation.items[mid] for mid in (keep.message_id, drop.message_id)}
+    buttons = {mid: {b.text(): b for b in w.findChildren(type(panel.composer.send))} for mid, w in bubbles.items()}
+    assert set(buttons[keep.message_id]) >= {"Send now", "Discard"}
+    buttons[drop.message_id]["Discard"].click()
+    await until(lambda: drop.message_id not in panel.conversation.items, what="discarded")
+    buttons[keep.message_id]["Send now"].click()
+    await wait_turns(ctl, panel, 2)
+    messages = await ctl.rt.messages(task.id)
+    assert [m.text for m in messages if m.role == "user"] == ["first", "keep me"]
+    assert messages[-1].text == "kept and answered"
+    assert all(m.status != "queued" for m in messages)
+
+
+async def test_a_thousand_task_sidebar_is_a_list_model_not_a_thousand_widgets(launch):
+    ctl = await launch()
+    await seed_tasks(ctl.rt, 1000)
+    await ctl.window.reload_tasks()
+    sidebar = ctl.window.sidebar
+    assert sidebar.model.rowCount() == 1000
+    assert len(sidebar.list.viewport().findChildren(QWidget)) < 5
+    sidebar.list.setCurrentIndex(sidebar.model.index(500))
+    await until(lambda: ctl.window.panel is not None, what="a panel for the clicked row")
+    assert ctl.window.panel.task_id == sidebar.model.tasks[500].id
+
+
+async def test_a_stale_task_list_never_closes_a_new_tasks_panel(launch):
+    ctl = await launch()
+    window = ctl.window
+    real = ctl.bridge.list_tasks
+    stale = await real()  # read before the new task exists
+
+    async def slow_stale():
+        await asyncio.sleep(0.3)
+        return stale
+
+    ctl.bridge.list_tasks = slow_stale
+    old_reload = asyncio.ensure_future(window.reload_tasks())
+    ctl.bridge.list_tasks = real
+    await asyncio.sleep(0.01)
+    info = await ctl.bridge.create_task(title="Brand new", model=MODEL)
+    await window.reload_tasks()
+    window.open_task(info.id)
+    await old_reload  # lands last, with the older list
+    assert window.panel is not None and window.panel.task_id == info.id
+    assert info.id in window.tasks
+
+
+async def test_scroll_position_and_open_cards_survive_a_switch_and_a_window_reopen(launch):
+    ctl = await launch()
+    long_id = await seed_long_task(ctl.rt, 300)
+    other = await ctl.bridge.create_task(title="Other", model=MODEL)
+    panel = await open_task(ctl, long_id)
+    await _scroll_to_top_once(panel)
+    card = panel.conversation.cards()[1]
+    card.toggle.setChecked(True)
+    await asyncio.sleep(0.3)  # text lays out after it is shown; the view keeps the place meanwhile
+    anchor = panel.view_state()
+    assert anchor[0] is not None and card.call_id in anchor[2]
+
+    await open_task(ctl, other.id)
+    panel = await open_task(ctl, long_id)
+    await asyncio.sleep(0.3)
+    assert panel.view_state()[:2] == anchor[:2]
+    assert card.call_id in panel.conversation.expanded_calls()
+
+    ctl.hide_window()
+    ctl.show_main()
+    await until(lambda: ctl.window.panel is not None and ctl.window.panel.loaded.is_set(), what="reopened")
+    panel = ctl.window.panel
+    assert panel.task_id == long_id
+    await asyncio.sleep(0.3)
+    assert panel.view_state()[:2] == anchor[:2]
+    assert card.call_id in panel.conversation.expanded_calls()

@@ -1,0 +1,85 @@
+"""When the data folder fails, the window says so in a sentence and every way out works: free space and retry,
+restore the latest backup, choose another data folder. Real faults: a full tmpfs, a damaged file, a read-only
+mount (root, as in CI)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from app.controller import HearthApp
+from runtime.api import Runtime
+from runtime.providers.scripted import ScriptedModel
+from runtime.store.repo import DB_NAME
+from tests.support.disks import fill, remount, tmpfs
+from tests.support.qt_helpers import until
+
+
+async def _start(home) -> HearthApp:
+    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False)
+    await ctl.start()
+    return ctl
+
+
+async def test_a_full_disk_shows_free_space_and_retry(tmp_path):
+    with tmpfs(tmp_path / "disk", "1m") as home:
+        filler = await asyncio.to_thread(fill, home)
+        ctl = await _start(home)
+        try:
+            window = ctl.window
+            assert window.stack.currentWidget() is window.problem
+            assert window.problem.title.text() == "The disk is full"
+            assert "Traceback" not in window.problem.text.text()
+            assert set(window.problem.buttons) == {"Retry", "Choose another data folder…", "Quit"}
+            window.problem.buttons["Retry"].click()  # still full: the page stays
+            await asyncio.sleep(0.3)
+            assert ctl.bridge is None and window.stack.currentWidget() is window.problem
+            filler.unlink()
+            window.problem.buttons["Retry"].click()
+            await until(lambda: ctl.bridge is not None, what="started once there was room")
+            assert window.stack.currentWidget() is window.welcome
+        finally:
+            await ctl.shutdown()
+
+
+async def test_a_damaged_database_offers_the_latest_backup_and_restores_it(home):
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    task = await rt.create_task(title="Keep me", model="scripted/x")
+    await rt.aclose()
+    await Runtime.backup(home)
+    (home / DB_NAME).write_bytes(os.urandom(32 * 1024))
+    ctl = await _start(home)
+    try:
+        window = ctl.window
+        assert window.problem.title.text() == "Hearth's database is damaged"
+        await until(lambda: "latest backup is from" in window.problem.note.text(), what="the backup described")
+        window.problem.buttons["Restore the latest backup"].click()
+        await until(lambda: ctl.bridge is not None, what="started from the backup")
+        await window.reload_tasks()
+        assert [t.title for t in window.tasks.values()] == ["Keep me"]
+        assert task.id in window.tasks
+        assert list(home.glob(f"{DB_NAME}.broken-*"))  # the damaged file is kept aside
+    finally:
+        await ctl.shutdown()
+
+
+async def test_a_read_only_folder_offers_another_data_folder(tmp_path):
+    with tmpfs(tmp_path / "disk") as home:
+        rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+        await rt.aclose()
+        remount(home, "ro")
+        try:
+            ctl = await _start(home)
+            try:
+                window = ctl.window
+                assert window.problem.title.text() == "Hearth cannot write its data"
+                assert "Choose another data folder…" in window.problem.buttons
+                other = tmp_path / "elsewhere"
+                other.mkdir()
+                ctl.use_data_folder(str(other))  # what the folder dialog hands over
+                await until(lambda: ctl.bridge is not None, what="started in the other folder")
+                assert (other / DB_NAME).exists()
+            finally:
+                await ctl.shutdown()
+        finally:
+            remount(home, "rw")

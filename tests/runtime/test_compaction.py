@@ -1,0 +1,152 @@
+"""Long work inside a small context window: summaries persisted as checkpoints, old tool outputs trimmed first,
+mid-turn compaction, facts kept across summaries, and a rebuild that does not depend on the process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from runtime.agent.compaction import SUMMARIZE
+from runtime.api import Runtime
+from runtime.events import EndReason, Usage
+from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
+from runtime.tools.base import Effect, FunctionTool
+
+WINDOW = 2000  # tokens; the fake model counts 4 characters a token
+
+
+class SmallModel:
+    """A model with a 2,000-token window that refuses bigger requests. Asked to summarize, it keeps every
+    "FACT:" line it is shown (a faithful summarizer); otherwise it answers with a paragraph, or calls a tool
+    when the input asks for one."""
+
+    id = "small"
+    context_tokens = WINDOW
+
+    def __init__(self):
+        self.requests: list[list[dict]] = []
+        self.summaries = 0
+        self.too_big: list[int] = []
+
+    async def stream(self, request, *, on_queued=None):
+        size = len(json.dumps(request.messages)) // 4
+        if size > WINDOW:
+            self.too_big.append(size)
+        self.requests.append(json.loads(json.dumps(request.messages)))
+        if request.messages[0]["content"] == SUMMARIZE:
+            self.summaries += 1
+            facts = []
+            for line in request.messages[1]["content"].splitlines():
+                fact = line[line.find("FACT:"):] if "FACT:" in line else None
+                if fact and fact not in facts:
+                    facts.append(fact)
+            yield (TEXT, "\n".join(facts) or "Nothing to keep.")
+        elif "use the tool" in (request.messages[-1].get("content") or "") and request.messages[-1]["role"] == "user":
+            yield (TOOL_START, 0, f"c{len(self.requests)}", "dump")
+            yield (TOOL_CALLS, [ToolCallRequest(f"c{len(self.requests)}", "dump", "{}", {})])
+        else:
+            yield (TEXT, "Noted. " + "This is a fairly long answer that fills the context. " * 6)
+        yield (USAGE, Usage(input_tokens=size, output_tokens=50))
+        yield (FINISH, "stop")
+
+    async def list_models(self):
+        return ["small"]
+
+    async def aclose(self):
+        pass
+
+
+async def _dump(args, ctx):
+    return "\n".join(f"row {i}: " + "data " * 8 for i in range(300))  # ~14,000 characters
+
+
+DUMP = FunctionTool(name="dump", description="Prints a lot.", parameters={"type": "object", "properties": {}},
+                    effect=Effect.read_only, fn=_dump)
+
+
+async def _turn(rt, task_id, text):
+    await rt.send(task_id, text)
+    await rt.wait_idle(task_id)
+    return (await rt.get_task(task_id)).last_reason
+
+
+async def test_a_200_turn_task_stays_inside_the_window_and_keeps_an_early_fact(home, tmp_path):
+    model = SmallModel()
+    rt = await Runtime.open(home, providers={"small": model})
+    task = await rt.create_task(model="small/m")
+    for i in range(150):
+        text = "FACT: my cat is called Miso." if i == 2 else f"Message {i}: tell me more about topic {i}, please."
+        assert await _turn(rt, task.id, text) == "completed"
+    checkpoints = await rt.store.checkpoints(task.id)
+    assert len(checkpoints) >= 3 and model.summaries >= 3
+    assert all("FACT: my cat is called Miso." in c["summary"] for c in checkpoints)
+    # A copy of the data folder as it is between two turns: the next request must not depend on the process.
+    await Runtime.backup(home, tmp_path / "copy" / "hearth.sqlite3")
+    assert await _turn(rt, task.id, "Message 150: and now?") == "completed"
+    same_process = model.requests[-1]
+    await rt.aclose()
+    copy = tmp_path / "copy"
+    shutil.copytree(home / "workspaces", copy / "workspaces")
+    other = SmallModel()
+    rt2 = await Runtime.open(copy, providers={"small": other})
+    try:
+        assert await _turn(rt2, task.id, "Message 150: and now?") == "completed"
+        assert json.dumps(other.requests[0]) == json.dumps(same_process)  # byte-identical after a restart
+    finally:
+        await rt2.aclose()
+    rt = await Runtime.open(home, providers={"small": model})
+    try:
+        for i in range(151, 200):
+            assert await _turn(rt, task.id, f"Message {i}: go on about topic {i}.") == "completed"
+        last = model.requests[-1]
+        assert "FACT: my cat is called Miso." in json.dumps(last)  # summarized in turn 3, still there at 200
+        assert model.too_big == []  # no request ever passed the window
+        raw = sum(len(json.dumps(m.parts)) for m in await rt.messages(task.id)) // 4
+        assert raw > 5 * WINDOW  # the raw history is many windows long
+        events = [e async for e in rt.subscribe(task.id)]
+        assert events[-1].reason == EndReason.completed
+    finally:
+        await rt.aclose()
+
+
+async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_the_turn_going(home):
+    model = SmallModel()
+    rt = await Runtime.open(home, providers={"small": model}, tools=[DUMP])
+    try:
+        task = await rt.create_task(model="small/m")
+        assert await _turn(rt, task.id, "FACT: the report is due Friday.") == "completed"
+        for i in range(6):
+            assert await _turn(rt, task.id, f"Step {i}: use the tool") == "completed"
+        assert model.too_big == []
+        tool_results = [m["content"] for m in model.requests[-1] if m["role"] == "tool"]
+        assert tool_results and all(len(c) < 3000 for c in tool_results)  # cut to their start and end
+        assert any("older tool output left out" in c for r in model.requests for m in r if m["role"] == "tool"
+                   for c in [m.get("content") or ""])
+        messages = await rt.messages(task.id)
+        markers = [p for m in messages for p in m.parts if p.get("type") == "marker"]
+        assert any(p["marker"] == "compacted" for p in markers)  # the conversation shows where it happened
+        assert "FACT: the report is due Friday." in json.dumps(model.requests[-1])
+    finally:
+        await rt.aclose()
+
+
+class BrokenSummarizer(SmallModel):
+    async def stream(self, request, *, on_queued=None):
+        if request.messages[0]["content"] == SUMMARIZE:
+            raise RuntimeError("the model crashed")
+            yield  # pragma: no cover
+        async for item in super().stream(request, on_queued=on_queued):
+            yield item
+
+
+async def test_a_failing_summary_falls_back_to_dropping_old_messages(home):
+    model = BrokenSummarizer()
+    rt = await Runtime.open(home, providers={"small": model})
+    try:
+        task = await rt.create_task(model="small/m")
+        for i in range(40):
+            assert await _turn(rt, task.id, f"Message {i} about something or other.") == "completed"
+        assert model.too_big == [] and await rt.store.checkpoints(task.id) == []
+        assert "earlier messages were left out" in json.dumps(model.requests[-1])
+    finally:
+        await rt.aclose()

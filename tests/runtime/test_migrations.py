@@ -1,0 +1,128 @@
+"""Migrations are atomic per revision and resumable; an older database upgrades with its data."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+
+from runtime.store.db import alembic_config
+from runtime.store.repo import DB_NAME, Store
+from tests.reliability.migration_kill_harness import make_old_folder
+
+
+class Crash(Exception):
+    pass
+
+
+SCRIPT = ScriptDirectory.from_config(alembic_config())
+HEAD = SCRIPT.get_current_head()
+REVISIONS = [[r.revision] for r in SCRIPT.walk_revisions()]
+
+
+def _tables(path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {r[0] for r in db.execute("select name from sqlite_master where type = 'table'")}
+    finally:
+        db.close()
+
+
+def _version(path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [r[0] for r in db.execute("select version_num from alembic_version")]
+    finally:
+        db.close()
+
+
+async def _open_failing_at(home, k: int) -> bool:
+    """Open the store with a failure before its k-th statement or commit; True when the failure happened."""
+    seen = 0
+
+    def point(*_args, **_kw):
+        nonlocal seen
+        seen += 1
+        if seen == k:
+            raise Crash
+
+    event.listen(Engine, "before_cursor_execute", point)
+    event.listen(Engine, "commit", point)
+    try:
+        store = await Store.open(home)
+        await store.aclose()
+        return False
+    except Crash:
+        return True
+    finally:
+        event.remove(Engine, "before_cursor_execute", point)
+        event.remove(Engine, "commit", point)
+
+
+async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_opens(tmp_path):
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    k = 0
+    while True:
+        k += 1
+        home = tmp_path / f"k{k}"
+        home.mkdir()
+        if not await _open_failing_at(home, k):
+            break
+        # Nothing half-made: either no table of ours yet, or whole revisions with their stamp.
+        tables = _tables(home / DB_NAME) - {"alembic_version"}
+        first = {"jobs", "tasks", "messages", "usage_anchors", "turns", "steps", "subagents"}
+        assert tables in (set(), first, first | {"context_checkpoints"}), k
+        store = await Store.open(home)
+        await store.aclose()
+        assert _version(home / DB_NAME) == [head]
+    assert k > 20  # every statement of the first open was a failure point
+
+
+async def test_upgrade_from_0001_keeps_the_data_and_resumes_after_a_failure(tmp_path):
+    home = tmp_path / "old"
+    home.mkdir()
+    counts = make_old_folder(home, 50)
+    assert _version(home / DB_NAME) == ["0001_initial"]
+    k = 1
+    while await _open_failing_at(home, k):
+        assert _version(home / DB_NAME) in REVISIONS
+        k += 1
+    assert k > 3
+    assert _version(home / DB_NAME) == [HEAD]
+    store = await Store.open(home)
+    try:
+        tasks = await store.list_tasks()
+        assert len(tasks) == counts["tasks"] == 50
+        assert tasks[0]["updated_at"] > tasks[-1]["updated_at"]
+        assert len(await store.messages(tasks[0]["id"])) == 2
+    finally:
+        await store.aclose()
+
+
+async def test_a_revision_and_its_stamp_commit_together(tmp_path):
+    """A failure at a revision's version stamp leaves none of its DDL behind, and the next open runs it again."""
+    home = tmp_path / "h"
+    home.mkdir()
+    make_old_folder(home, 5)
+
+    def fail_on_stamp(conn, cursor, statement, *_args):
+        if statement.startswith("UPDATE alembic_version"):
+            raise Crash
+
+    event.listen(Engine, "before_cursor_execute", fail_on_stamp)
+    try:
+        with pytest.raises(Crash):
+            await Store.open(home)
+    finally:
+        event.remove(Engine, "before_cursor_execute", fail_on_stamp)
+    assert _version(home / DB_NAME) == ["0001_initial"]
+    db = sqlite3.connect(home / DB_NAME)
+    indexes = {r[0] for r in db.execute("select name from sqlite_master where type = 'index'")}
+    db.close()
+    assert "ix_tasks_updated" not in indexes
+    store = await Store.open(home)
+    await store.aclose()
+    assert _version(home / DB_NAME) == [HEAD]
