@@ -5,6 +5,8 @@ small model's first-token list is kept beside it; threads follow the physical co
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from runtime.agent.prompt import SYSTEM_PROMPT
@@ -42,7 +44,7 @@ def fresh():
 async def test_the_prefix_is_saved_then_restored_by_a_fresh_model_with_the_same_answer(home, fresh):
     library = ModelLibrary(home)
     reference = await answer(LlamaCppProvider("plain"))  # no cache: the whole prompt evaluated
-    unload_models()
+    await asyncio.to_thread(unload_models)
 
     first = LlamaCppProvider("builtin", library=library)
     assert await answer(first) == reference
@@ -51,7 +53,7 @@ async def test_the_prefix_is_saved_then_restored_by_a_fresh_model_with_the_same_
     assert saved.stat().st_size > 1_000_000  # the KV state of the ~300-token prefix
     assert list(library.kv_cache.glob("*-message-ban.json"))  # the small model's first-token list, kept
 
-    unload_models()  # a fresh Llama, as in a new process
+    await asyncio.to_thread(unload_models)  # a fresh Llama, as in a new process
     again = LlamaCppProvider("builtin", library=library)
     assert await answer(again) == reference
     assert again._model.prefix_status == "restored"
@@ -63,7 +65,7 @@ async def test_a_damaged_cache_file_is_evaluated_again(home, fresh):
     reference = await answer(LlamaCppProvider("builtin", library=library))
     (saved,) = library.kv_cache.glob("*.kv")
     saved.write_bytes(saved.read_bytes()[: 4096])
-    unload_models()
+    await asyncio.to_thread(unload_models)
     provider = LlamaCppProvider("builtin", library=library)
     assert await answer(provider) == reference
     assert provider._model.prefix_status == "saved"  # the broken file was replaced
@@ -78,5 +80,37 @@ async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_core
     assert llm.n_threads == llm.n_threads_batch == physical_cores()
     await answer(provider)
     assert provider._model.prefix_status == "warm"
-    unload_models()
+    await asyncio.to_thread(unload_models)
     assert await LlamaCppProvider("builtin", library=library).warm("smollm2-135m", SYSTEM, TOOLS) == "restored"
+
+
+def test_hearth_runs_preload_thread_warms_the_default_model(home, fresh):
+    from runtime.preload import start_preload
+    from runtime.providers.llama_models import models
+
+    start_preload(home, None).join(120)  # hearth run's: the default model, the runtime's own prompt and tools
+    (loaded,) = models.values()
+    assert loaded.prefix_status == "saved" and list(ModelLibrary(home).kv_cache.glob("*.kv"))
+
+
+async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
+    import json
+
+    from runtime.api import Runtime
+
+    for expected in ("saved", "restored"):  # the second time as a new process would: a fresh Llama
+        rt = await Runtime.open(home)
+        try:
+            assert await rt.preload_default_model() is True
+            assert rt.provider("builtin")._model.prefix_status == expected
+        finally:
+            await rt.aclose()
+        await asyncio.to_thread(unload_models)
+    settings = {"providers": [{"id": "remote", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+                "default_model": "remote/some-model"}
+    (home / "settings.json").write_text(json.dumps(settings))
+    rt = await Runtime.open(home)
+    try:
+        assert await rt.preload_default_model() is False  # not a local model: nothing to load, no error
+    finally:
+        await rt.aclose()
