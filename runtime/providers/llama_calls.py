@@ -31,6 +31,7 @@ from runtime.errors import ProviderError
 from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ToolCallRequest
 from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate
 from runtime.providers.llama_models import quiet_llama_cpp
+from runtime.providers.llama_prefix import prepare_prefix
 from runtime.providers.llama_tools import cached_grammar, parse_args
 
 if TYPE_CHECKING:
@@ -167,7 +168,7 @@ class Sampler:
                     self.reason = "stop"
                     return
                 self.sampled.append(token)
-                job.count_output(1)
+                job.meter.output += 1
                 text = decoder.decode(llm.detokenize([token], special=True))
                 if text:
                     yield text
@@ -186,8 +187,9 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
     prompt = chat.render(request.messages, tools)
     tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
     head = [m for m in request.messages[:1] if m.get("role") == "system"]
-    job.prepare_prefix(tokens, functions, head, tools)
-    job.count_prompt(len(tokens))
+    if job.prefix_cache is not None:
+        prepare_prefix(job.model, job.prefix_cache, tokens, functions, head, tools)
+    job.meter.prompt = len(tokens)
 
     if request.tool_choice == "required":  # no free writing: the call starts at once
         marker = MARKERS[chat.format]
@@ -208,7 +210,7 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
             rest = detector.flush()
             if rest:
                 job.emit((TEXT, rest))
-            job.finish_step(free.reason or "stop")
+            job.finish(free.reason or "stop")
             return
         # The call's text so far is dropped for llama3_json (the grammar writes the whole object), kept as the
         # marker for the others (the grammar writes what follows it).
@@ -232,4 +234,4 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
     if not started:
         job.emit((TOOL_START, 0, call_id, name))
     job.emit((TOOL_CALLS, [ToolCallRequest(call_id=call_id, name=name, arguments=arguments, args=args)]))
-    job.finish_step("length" if args is None and constrained.reason == "length" else "tool_calls")
+    job.finish("length" if args is None and constrained.reason == "length" else "tool_calls")

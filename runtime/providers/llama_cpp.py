@@ -65,8 +65,8 @@ from runtime.providers.llama_models import (
     models,
     unload_models,
 )
-from runtime.providers.llama_prefix import PrefixCache, warm_prefix
-from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job, message_ban
+from runtime.providers.llama_prefix import PrefixCache, message_ban, warm_prefix
+from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job
 
 __all__ = [
     "BUNDLED_MODEL_NAME",
