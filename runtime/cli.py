@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
     if args.command == "run" and args.text and not args.task and not args.queued:
-        start_preload(args.home, args.model)  # the model loads while the rest of Hearth imports
+        start_preload(args.home, args.model, args.text)  # the model loads while the rest of Hearth imports
     _plain_logging()
     try:
         return asyncio.run(_main(args))

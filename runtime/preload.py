@@ -16,9 +16,10 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def start_preload(home: str | Path | None, model_ref: str | None) -> threading.Thread:
-    """Load `model_ref` (or the default model) and warm its prompt prefix, when it is a local llama.cpp model.
-    Anything that goes wrong is left for the turn to report."""
+def start_preload(home: str | Path | None, model_ref: str | None, first_input: str | None = None) -> threading.Thread:
+    """Load `model_ref` (or the default model) and warm its prompt prefix, when it is a local llama.cpp model;
+    with `first_input` (a new task's first message) the whole first prompt. Anything that goes wrong is left
+    for the turn to report."""
 
     def run() -> None:
         try:
@@ -39,7 +40,10 @@ def start_preload(home: str | Path | None, model_ref: str | None) -> threading.T
                 return
             provider = build_provider(cfg, SecretStore(folder), ModelLibrary(folder))
             tools = [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]]  # what AgentKit offers
-            provider.warm_sync(name, [{"role": "system", "content": SYSTEM_PROMPT}], tools)
+            messages = [{"role": "system", "content": SYSTEM_PROMPT}]
+            if first_input:
+                messages.append({"role": "user", "content": first_input})
+            provider.warm_sync(name, messages, tools)
         except Exception as exc:
             log.info("preloading the model failed: %s", exc)
 

@@ -74,14 +74,26 @@ def prepare_prefix(model: LoadedModel, cache: PrefixCache, prompt: list[int], fu
 
 
 def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], tools: list[dict]) -> str:
-    """Ahead of the first send: the static prefix of the prompt these system messages and tools give."""
+    """Ahead of the first send: the static prefix of the prompt these system messages and tools give. When the
+    messages go on past the system message (`hearth run` knows its input before the turn starts), the rest of
+    the prompt is evaluated too, so that the turn's first step finds its whole prompt in the KV cache."""
     functions = [t.get("function", t) for t in tools if t.get("type", "function") == "function"]
     head = [m for m in messages[:1] if m.get("role") == "system"]
     kind, render, add_bos = prompt_renderer(model, functions, tools)
     llm = model.llm
-    prefix = static_prefix(model, kind, render, head, tools,
-                           lambda text: llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
-    return cache.prepare(model, prefix, prefix)
+
+    def tokenize(text: str) -> list[int]:
+        return llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    prefix = static_prefix(model, kind, render, head, tools, tokenize)
+    status = cache.prepare(model, prefix, prefix)
+    if len(messages) > len(head):
+        prompt = tokenize(render(messages))
+        cached = common_prefix(llm.input_ids[: llm.n_tokens], prompt)
+        if cached >= len(prefix) and cached < len(prompt):
+            llm.n_tokens = cached
+            llm.eval(prompt[cached:])
+    return status
 
 
 def static_prefix(model: LoadedModel, kind: str, render: Callable[[list[dict]], str], head: list[dict], tools: Any,

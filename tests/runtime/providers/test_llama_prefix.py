@@ -20,7 +20,8 @@ from runtime.tools.interactive import interactive_tools
 
 pytestmark = pytest.mark.slow_model
 
-TOOLS = [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()] if t.name in ("read_file", "ask_user")]
+TOOLS_ALL = [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]]  # what the runtime offers
+TOOLS = [t for t in TOOLS_ALL if t["function"]["name"] in ("read_file", "ask_user")]
 SYSTEM = [{"role": "system", "content": SYSTEM_PROMPT}]
 
 
@@ -84,13 +85,19 @@ async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_core
     assert await LlamaCppProvider("builtin", library=library).warm("smollm2-135m", SYSTEM, TOOLS) == "restored"
 
 
-def test_hearth_runs_preload_thread_warms_the_default_model(home, fresh):
+def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt(home, fresh):
     from runtime.preload import start_preload
     from runtime.providers.llama_models import models
+    from runtime.providers.llama_tools import render_tool_prompt
 
-    start_preload(home, None).join(120)  # hearth run's: the default model, the runtime's own prompt and tools
+    # hearth run's: the default model, the runtime's own prompt and tools, and the first input it already knows
+    start_preload(home, None, "What is 2+2?").join(120)
     (loaded,) = models.values()
     assert loaded.prefix_status == "saved" and list(ModelLibrary(home).kv_cache.glob("*.kv"))
+    messages = [*SYSTEM, {"role": "user", "content": "What is 2+2?"}]
+    prompt = render_tool_prompt(messages, [t["function"] for t in TOOLS_ALL], bare=True)
+    tokens = loaded.llm.tokenize(prompt.encode("utf-8"), special=True)
+    assert list(loaded.llm.input_ids[: loaded.llm.n_tokens]) == tokens  # the turn's whole first prompt, evaluated
 
 
 async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
