@@ -371,12 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
+    preload = None
     if args.command == "run" and args.text and not args.task and not args.queued:
-        start_preload(args.home, args.model, args.text)  # the model loads while the rest of Hearth imports
+        preload = start_preload(args.home, args.model, args.text)  # the model loads while Hearth imports
     _plain_logging()
     try:
         return asyncio.run(_main(args))
     except HearthError as exc:
+        if preload is not None:
+            preload.abandon()  # also lets llama-cpp-python give stderr back before the message
         print(f"hearth: {redact(str(exc))}", file=sys.stderr)
         return _exit_code(exc)
 

@@ -16,10 +16,24 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def start_preload(home: str | Path | None, model_ref: str | None, first_input: str | None = None) -> threading.Thread:
+class Preload:
+    """The preloading thread. `abandon()` when the command fails before its turn: it stops the warm-up and waits
+    for the model load to end, because llama-cpp-python points the process's stdout and stderr at /dev/null
+    while it loads a model (`verbose=False`), and the error would be printed into nothing."""
+
+    def __init__(self, thread: threading.Thread, stop: threading.Event):
+        self.thread, self.stop = thread, stop
+
+    def abandon(self, timeout: float = 30.0) -> None:
+        self.stop.set()
+        self.thread.join(timeout)
+
+
+def start_preload(home: str | Path | None, model_ref: str | None, first_input: str | None = None) -> Preload:
     """Load `model_ref` (or the default model) and warm its prompt prefix, when it is a local llama.cpp model;
     with `first_input` (a new task's first message) the whole first prompt. Anything that goes wrong is left
     for the turn to report."""
+    stop = threading.Event()
 
     def run() -> None:
         try:
@@ -43,10 +57,10 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             messages = [{"role": "system", "content": SYSTEM_PROMPT}]
             if first_input:
                 messages.append({"role": "user", "content": first_input})
-            provider.warm_sync(name, messages, tools)
+            provider.warm_sync(name, messages, tools, stop)
         except Exception as exc:
             log.info("preloading the model failed: %s", exc)
 
     thread = threading.Thread(target=run, name="hearth-preload")
     thread.start()
-    return thread
+    return Preload(thread, stop)

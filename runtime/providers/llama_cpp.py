@@ -48,6 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -194,19 +195,22 @@ class LlamaCppProvider:
         model = await self._ensure_model(name)
         return await asyncio.to_thread(self._warm_loaded, model, messages, tools)
 
-    def warm_sync(self, name: str | None, messages: list[dict], tools: list[dict]) -> str:
-        """`warm()` for a thread of its own (blocks): `hearth run` starts it before the rest of Hearth imports."""
+    def warm_sync(self, name: str | None, messages: list[dict], tools: list[dict],
+                  stop: threading.Event | None = None) -> str:
+        """`warm()` for a thread of its own (blocks): `hearth run` starts it before the rest of Hearth imports.
+        Setting `stop` ends it early (after the model load, which cannot be interrupted)."""
         file, identity = self._resolve(name)
         model = load_sync((os.path.realpath(file), self.n_ctx, self.chat_format, self.n_threads), identity)
-        return self._warm_loaded(model, messages, tools)
+        return self._warm_loaded(model, messages, tools, stop)
 
-    def _warm_loaded(self, model: LoadedModel, messages: list[dict], tools: list[dict]) -> str:
+    def _warm_loaded(self, model: LoadedModel, messages: list[dict], tools: list[dict],
+                     stop: threading.Event | None = None) -> str:
         with model.mutex:
-            if model.closed or not tools:
+            if model.closed or not tools or (stop is not None and stop.is_set()):
                 return "skipped"
             if model.small:
                 message_ban(model, self._prefix_cache)
-            return warm_prefix(model, self._prefix_cache, messages, tools)
+            return warm_prefix(model, self._prefix_cache, messages, tools, stop)
 
     async def _ensure_model(self, name: str | None = None) -> LoadedModel:
         file, identity = self._resolve(name)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 PROBES = ("Hello!", "What is in the file notes.txt?")
 MIN_PREFIX_TOKENS = 64  # shorter prefixes evaluate faster than a file is read
 KEEP_FILES = 12
+EVAL_PIECE = 128  # tokens evaluated between checks of a stop request
 
 
 def common_prefix(a: Any, b: Any) -> int:
@@ -73,7 +75,8 @@ def prepare_prefix(model: LoadedModel, cache: PrefixCache, prompt: list[int], fu
         return "skipped"
 
 
-def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], tools: list[dict]) -> str:
+def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], tools: list[dict],
+                stop: threading.Event | None = None) -> str:
     """Ahead of the first send: the static prefix of the prompt these system messages and tools give. When the
     messages go on past the system message (`hearth run` knows its input before the turn starts), the rest of
     the prompt is evaluated too, so that the turn's first step finds its whole prompt in the KV cache."""
@@ -86,14 +89,24 @@ def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], to
         return llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
     prefix = static_prefix(model, kind, render, head, tools, tokenize)
-    status = cache.prepare(model, prefix, prefix)
-    if len(messages) > len(head):
+    status = cache.prepare(model, prefix, prefix, stop)
+    if len(messages) > len(head) and status != "stopped":
         prompt = tokenize(render(messages))
         cached = common_prefix(llm.input_ids[: llm.n_tokens], prompt)
         if cached >= len(prefix) and cached < len(prompt):
             llm.n_tokens = cached
-            llm.eval(prompt[cached:])
+            evaluate(llm, prompt[cached:], stop)
     return status
+
+
+def evaluate(llm: Any, tokens: list[int], stop: threading.Event | None) -> bool:
+    """`llm.eval(tokens)` in pieces, checking `stop` between them; False (and nothing kept) when stopped."""
+    for at in range(0, len(tokens), EVAL_PIECE):
+        if stop is not None and stop.is_set():
+            llm.reset()
+            return False
+        llm.eval(tokens[at : at + EVAL_PIECE])
+    return True
 
 
 def static_prefix(model: LoadedModel, kind: str, render: Callable[[list[dict]], str], head: list[dict], tools: Any,
@@ -111,14 +124,15 @@ class PrefixCache:
     def __init__(self, folder: Path | None):
         self.folder = folder
 
-    def prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int]) -> str:
+    def prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int],
+                stop: threading.Event | None = None) -> str:
         """Make the model's KV cache hold `prefix` (the start of `prompt`) before `prompt` is evaluated:
-        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved) or 'skipped'. The outcome is
-        also kept in `model.prefix_status`."""
-        model.prefix_status = status = self._prepare(model, prompt, prefix)
+        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved), 'skipped', or 'stopped'
+        (`stop` was set while evaluating). The outcome is also kept in `model.prefix_status`."""
+        model.prefix_status = status = self._prepare(model, prompt, prefix, stop)
         return status
 
-    def _prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int]) -> str:
+    def _prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int], stop: threading.Event | None) -> str:
         llm, n = model.llm, len(prefix)
         if self.folder is None or n < MIN_PREFIX_TOKENS or prompt[:n] != prefix:
             return "skipped"
@@ -132,7 +146,8 @@ class PrefixCache:
                 os.utime(path)  # recently used: kept longest
             return "restored"
         llm.reset()
-        llm.eval(prefix)
+        if not evaluate(llm, prefix, stop):
+            return "stopped"
         self._save(llm, path, prefix)
         return "saved"
 

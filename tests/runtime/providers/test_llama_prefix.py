@@ -91,7 +91,7 @@ def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt
     from runtime.providers.llama_tools import render_tool_prompt
 
     # hearth run's: the default model, the runtime's own prompt and tools, and the first input it already knows
-    start_preload(home, None, "What is 2+2?").join(120)
+    start_preload(home, None, "What is 2+2?").thread.join(120)
     (loaded,) = models.values()
     assert loaded.prefix_status == "saved" and list(ModelLibrary(home).kv_cache.glob("*.kv"))
     messages = [*SYSTEM, {"role": "user", "content": "What is 2+2?"}]
