@@ -134,11 +134,7 @@ live_jobs: weakref.WeakSet[_Stoppable] = weakref.WeakSet()  # generations in fli
 
 
 def quiet_llama_cpp() -> Any:
-    """`import llama_cpp`, with the library's logger silenced, and its OpenMP threads set to sleep between
-    computations (unless the person set OMP_WAIT_POLICY): spinning, they took the CPU from everything else, and
-    on two busy cores SmolLM2 generated 4-12 tokens/s with 2 threads instead of 25-34 (measured with another
-    process's load; 1 thread went from 15-23 to 25-41)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read once, when llama.cpp's OpenMP starts
+    """`import llama_cpp`, with the library's logger silenced."""
     import llama_cpp
 
     with contextlib.suppress(Exception):
