@@ -1,10 +1,10 @@
-"""(d) Download throughput: Hearth's pull (huggingface_hub's metadata + resumable http_get, sha256 computed on the
-way, verified, placed in the cache) vs huggingface_hub's own `hf_hub_download` of the same file, from the same
-loopback Hub (tests/support/fake_hub.py, in its own process), alternating, each download in a fresh process
-and timed around the download call only. Twice: unpaced (the loopback runs as fast as the CPUs let it, so
-this measures CPU cost: on 2 cores the server, the client and Hearth's sha256 share them), and paced at a
-1 Gbit/s link (what a fast home connection delivers). Then a resume: the connection is cut at 60 % and the
-pull resumes with a Range request.
+"""(d) Download throughput: Hearth's pull (huggingface_hub's metadata + resumable http_get, sha256 computed on the way,
+verified, placed in the cache) vs huggingface_hub's own `hf_hub_download` of the same file, from the same loopback
+Hub (tests/support/fake_hub.py, in its own process), alternating, each download in a fresh process and timed around
+the download call only (huggingface_hub already imported in both). Twice: unpaced (the loopback runs as fast as the
+CPUs let it, so this measures CPU cost: on 2 cores the server, the client and Hearth's sha256 share them), and paced
+at a 1 Gbit/s link (what a fast home connection delivers). Then a resume: the connection is cut at 60 % and the pull
+resumes with a Range request.
 
     python tests/benchmarks/bench_downloads.py [--size-mb 1024] [--rounds 3]
 
@@ -24,9 +24,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+SUPPORT = ROOT / "tests" / "support"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(SUPPORT))  # fake_hub by its own name: a stray `tests` package elsewhere cannot shadow it
 
-from tests.support.fake_hub import tiny_gguf  # noqa: E402
+from fake_hub import tiny_gguf  # noqa: E402
 
 REPO, FILE = "bench/Bench-GGUF", "bench-Q4_K_M.gguf"
 PY = sys.executable
@@ -42,6 +44,8 @@ def child(kind: str, endpoint: str, folder: str) -> None:
         hf_hub_download(REPO, FILE, cache_dir=folder, endpoint=endpoint, token=False)
     else:
         import asyncio
+
+        import huggingface_hub.file_download  # noqa: F401  imported before the clock starts, as above
 
         from runtime.api import Runtime
 
@@ -59,7 +63,7 @@ def child(kind: str, endpoint: str, folder: str) -> None:
 
 
 def serve(path: Path, *drops: int, throttle: float | None = None) -> tuple[subprocess.Popen, str]:
-    args = [PY, "-m", "tests.support.fake_hub", REPO, FILE, str(path), *(f"--drop={d}" for d in drops)]
+    args = [PY, str(SUPPORT / "fake_hub.py"), REPO, FILE, str(path), *(f"--drop={d}" for d in drops)]
     if throttle:
         args.append(f"--throttle={throttle}")
     proc = subprocess.Popen(args, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
