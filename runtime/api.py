@@ -37,7 +37,9 @@ from .errors import (
     ChatNotFound,
     ConfigError,
     DataFolderBusy,
+    DownloadCancelled,
     HearthError,
+    ModelError,
     ProviderError,
     ReadOnlyRuntime,
     RequestNotFound,
@@ -57,6 +59,9 @@ from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
 from .locks import DataFolderLock, TaskLocks
+from .models.library import ModelLibrary
+from .models.progress import DownloadProgress, format_progress
+from .models_api import CatalogModel, InstalledModel, ModelsMixin
 from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -75,15 +80,16 @@ from .turns_api import TurnsMixin
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "ChatInfo", "ChatNotFound", "CheckReport",
-    "ConfigError", "DataFolderBusy", "EndReason", "Event", "HearthError", "MCPToolChange", "MessageInfo",
-    "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored",
-    "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull",
-    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "resolve_home",
+    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "ChatInfo", "ChatNotFound",
+    "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled", "DownloadProgress", "EndReason", "Event",
+    "HearthError", "InstalledModel", "MCPToolChange", "MessageInfo", "ModelError", "PermissionRule", "Preset",
+    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
+    "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly",
+    "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "format_progress", "resolve_home",
 ]
 
 
-class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin):
+class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin, ModelsMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -95,9 +101,12 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self.locks = TaskLocks()
         self.aborts = AbortRegistry()
         self.jobs = JobQueue(store.record_job)
+        self.models = ModelLibrary(home)
+        self._pulls = {}
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
-        self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents)
+        self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
+                            self.models)
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self.task_turns = self._host(store, self.kit, self._task_row)
         self.chats = Chats(self, ChatStore(store.engine))

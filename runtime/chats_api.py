@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import split_model_ref
 from .errors import ChatNotFound, ConfigError, TaskBusy
@@ -23,11 +23,28 @@ from .infos import ChatInfo, MessageInfo, TaskInfo, TurnHandle
 from .kit import Prepared
 
 if TYPE_CHECKING:
-    from .api import Runtime
+    from .abort import AbortRegistry
+    from .config import Settings
     from .host import TurnHost
     from .kit import AgentKit
     from .providers.base import Provider
     from .store.chats import ChatStore
+    from .store.repo import Store
+
+
+class Facade(Protocol):
+    """What chats use of `api.Runtime` (which the layers keep this module from importing)."""
+
+    settings: Settings
+    store: Store
+    kit: AgentKit
+    aborts: AbortRegistry
+    _providers: dict[str, Provider]
+
+    def _writable(self) -> None: ...
+    def _host(self, store: Any, agent: Any, owner_row: Any, noun: str = ...) -> TurnHost: ...
+    async def create_task(self, **kwargs: Any) -> TaskInfo: ...
+    async def get_task(self, task_id: str) -> TaskInfo: ...
 
 
 class ChatKit:
@@ -57,7 +74,7 @@ class ChatKit:
 
 
 class Chats:
-    def __init__(self, rt: Runtime, store: ChatStore):
+    def __init__(self, rt: Facade, store: ChatStore):
         self._rt = rt
         self.store = store
         self.turns: TurnHost = rt._host(store, ChatKit(rt.kit), self._row, noun="Chat")

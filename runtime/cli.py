@@ -1,6 +1,10 @@
 """Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore`, also
 `python -m runtime.cli`.
 
+`hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
+memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
+(Ctrl-C pauses it; the same command resumes), `hearth models rm NAME` removes one.
+
 Exit codes: 0 completed, 2 usage or config error (also: no backup to restore), 3 provider error, 4 the task
 waits for an answer (printed, with the `hearth answer` line that gives it), 5 another Hearth process owns the data
 folder, 6 the disk is full, 7 the database is damaged (`hearth check` found it so, or it cannot be read: `hearth
@@ -22,8 +26,9 @@ import logging
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from .api import BackupNotFound, Runtime
+from .cli_models import add_models_parser, models_command
 from .errors import (
     ConfigError,
     DataFolderBusy,
@@ -35,8 +40,11 @@ from .errors import (
     StorageFull,
     TaskNotFound,
 )
-from .events import EndReason
+from .preload import start_preload
 from .redact import redact
+
+if TYPE_CHECKING:
+    from .api import Runtime
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
@@ -63,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("tasks", help="list tasks")
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id")
-    sub.add_parser("models", help="list the models of configured and detected local servers")
+    add_models_parser(sub)
     mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
     mcp.add_parser("list", help="configured servers, their command lines and consent")
     add = mcp.add_parser("add", help="add a stdio server: hearth mcp add NAME -- COMMAND [ARGS...]")
@@ -105,6 +113,8 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
 
 async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     """Stream the task's turns until it is idle; in a terminal, answer what it asks on the way."""
+    from .events import EndReason
+
     loop = asyncio.get_running_loop()
     stopped = False
     stopping: set[asyncio.Task] = set()
@@ -243,21 +253,6 @@ async def _show(rt: Runtime, task_id: str) -> int:
     return EXIT_OK
 
 
-async def _models(rt: Runtime) -> int:
-    configured, detected = await asyncio.gather(rt.all_models(), rt.detect_local_servers())
-    for provider_id, models in configured.items():
-        if isinstance(models, str):
-            print(f"{provider_id}: unavailable: {models}")
-        else:
-            print("\n".join(models) if models else f"{provider_id}: no models")
-    known = {p.base_url for p in rt.settings.providers}
-    for preset in rt.presets():
-        if preset.id in detected and preset.base_url not in known:
-            models = ", ".join(detected[preset.id])
-            print(f"\nDetected {preset.label} at {preset.base_url} (not configured yet): {models}")
-    return EXIT_OK
-
-
 def _confirm(line: str, yes: bool) -> bool:
     print(f"Command line: {line}")
     if yes:
@@ -305,12 +300,16 @@ def _when(ts: float) -> str:
 
 
 async def _backup(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
     made = await Runtime.backup(args.home, args.path)
     print(f"Backed up to {made.path} ({_size(made.size_bytes)}).")
     return EXIT_OK
 
 
 async def _check(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
     report = await Runtime.check(args.home)
     print(f"Database: {report.database} ({_size(report.size_bytes)})")
     print(f"Integrity: {'ok' if report.ok else 'DAMAGED'}")
@@ -329,6 +328,8 @@ async def _check(args: argparse.Namespace) -> int:
 
 
 async def _restore(args: argparse.Namespace) -> int:
+    from .api import Runtime
+
     if args.latest:
         done = await Runtime.restore_latest_backup(args.home)
     else:
@@ -340,10 +341,13 @@ async def _restore(args: argparse.Namespace) -> int:
 
 
 async def _open(args: argparse.Namespace) -> Runtime:
+    from .api import Runtime  # imported here: `main` starts loading the model first
+
     try:
         return await Runtime.open(args.home)
     except DataFolderBusy:
-        if args.command not in READ_COMMANDS:
+        reads = args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
+        if not reads:
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -360,7 +364,7 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "tasks":
             return await _tasks(rt)
         if args.command == "models":
-            return await _models(rt)
+            return await models_command(rt, args)
         if args.command == "mcp":
             return await _mcp(rt, args)
         return await _show(rt, args.task_id)
@@ -375,15 +379,22 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
+    preload = None
+    if args.command == "run" and args.text and not args.task and not args.queued:
+        preload = start_preload(args.home, args.model, args.text)  # the model loads while Hearth imports
     _plain_logging()
     try:
         return asyncio.run(_main(args))
     except HearthError as exc:
+        if preload is not None:
+            preload.abandon()  # also lets llama-cpp-python give stderr back before the message
         print(f"hearth: {redact(str(exc))}", file=sys.stderr)
         return _exit_code(exc)
 
 
 def _exit_code(exc: HearthError) -> int:
+    from .api import BackupNotFound
+
     if isinstance(exc, (ConfigError, TaskNotFound, RequestNotFound, BackupNotFound)):
         return EXIT_USAGE
     if isinstance(exc, (DataFolderBusy, ReadOnlyRuntime)):

@@ -46,6 +46,9 @@ class ProviderConfig(BaseModel):
     # The context window in tokens, for every model of this provider or per model name; unset, it is asked from
     # the server where the server says (providers/context_window.py).
     context_window: int | dict[str, int] | None = None
+    # A server quirk: llama.cpp's server rejects `"content": null` on an assistant message that only calls
+    # tools (HTTP 500), which the OpenAI API allows; with this set such messages carry "" instead.
+    empty_tool_call_content: bool = False
 
     @field_validator("api_key_ref")
     @classmethod

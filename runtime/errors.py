@@ -81,6 +81,16 @@ class ReadOnlyRuntime(HearthError):
         )
 
 
+class ModelError(HearthError):
+    """A model could not be found, downloaded, added or removed; the message says why and what to do."""
+
+
+class DownloadCancelled(ModelError):
+    """A download was stopped by the person; its partial file is kept so the next pull resumes it."""
+
+    def __init__(self, name: str):
+        super().__init__(f"The download of {name} was paused; pull it again to resume where it stopped.")
+        self.name = name
 class StorageError(HearthError):
     """The database in the data folder cannot be used. The message says what happened and what to do;
     `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage")."""

@@ -14,14 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent.prompt import PLANNING
+from .agent.prompt import PLANNING, SYSTEM_PROMPT
 from .agent.subagents import Delegate, load_definitions
 from .config import Settings
 from .keys import SecretStore
+from .models.library import ModelLibrary
 from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
-from .tools.base import Effect, Tool
+from .tools.base import Effect, Tool, tool_spec
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.mcp_consent import MCPConsents
@@ -45,7 +46,8 @@ class Prepared:
 
 class AgentKit:
     def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
-                 providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents):
+                 providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents,
+                 library: ModelLibrary | None = None):
         self.home = home
         self._settings = settings
         self._keys = keys
@@ -53,6 +55,8 @@ class AgentKit:
         self._extra_tools = tools
         self._consents = consents
         self._defaulted: set[tuple[str, str]] = set()  # (provider, model) told about the assumed window
+        self._library = library  # installed local models, served by a llama_cpp provider without model_path
+
     @property
     def max_steps(self) -> int:
         return self._settings().max_steps
@@ -61,7 +65,7 @@ class AgentKit:
         provider = self.providers.get(provider_id)
         if provider is None:
             cfg = self._settings().provider(provider_id)
-            provider = self.providers[provider_id] = build_provider(cfg, self._keys)
+            provider = self.providers[provider_id] = build_provider(cfg, self._keys, self._library)
         return provider
 
     async def sandbox(self) -> tuple[SandboxStatus, Sandbox | None]:
@@ -92,6 +96,13 @@ class AgentKit:
             notes.insert(0, PLANNING)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
+    async def first_prompt(self) -> tuple[list[dict], list[dict]]:
+        """The system message and tools a new task's first step sends (MCP tools aside): the static prefix a
+        local model's prompt cache is warmed with (models_api, preload.py). It must match the turn's to help."""
+        prepared = await self.prepare({}, [])
+        system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
+        return [system], [tool_spec(t) for t in prepared.tools.values()]
+
     def mcp_sessions(self, cwd: Path):
         """This turn's MCP sessions, or None when no server is configured."""
         settings = self._settings()
@@ -113,7 +124,8 @@ class AgentKit:
         found = await ask(model) if ask is not None else None
         if found is not None:
             return found[0], None
-        tokens = getattr(provider, "context_tokens", None)
+        sized = getattr(provider, "context_tokens_for", None)  # a local provider serving several models
+        tokens = sized(model) if sized is not None else getattr(provider, "context_tokens", None)
         if tokens:
             return int(tokens), None
         note = None

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from .config import MCPServerConfig, ProviderConfig, Settings, save_settings
 from .errors import ConfigError, ProviderError
 from .keys import SecretStore
+from .models.library import ModelLibrary
 from .providers import build_provider
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset, detect_local_servers
@@ -30,6 +31,7 @@ class SettingsMixin:
     home: Path
     settings: Settings
     keys: SecretStore
+    models: ModelLibrary
     _providers: dict[str, Provider]
     _model_lists: dict  # provider id -> (when, its config, its models or the error text)
     mcp_consents: MCPConsents
@@ -99,7 +101,7 @@ class SettingsMixin:
     async def test_provider(self, cfg: ProviderConfig | dict) -> list[str]:
         """Try a provider configuration before saving it: the models it offers, or `ProviderError`."""
         cfg = cfg if isinstance(cfg, ProviderConfig) else ProviderConfig.model_validate(cfg)
-        provider = build_provider(cfg, self.keys)
+        provider = build_provider(cfg, self.keys, self.models)
         try:
             return await _redacted(provider.list_models())
         finally:

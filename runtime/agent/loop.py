@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..errors import ToolError
 from ..events import InputRequested, Phase, Status, ToolState
 from ..parts import ToolPart
-from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, outgoing_messages
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.base import Effect, ToolContext
@@ -37,12 +37,14 @@ async def run_agent(ctx: TurnContext) -> None:
     await resolve_answer(ctx)
     if ctx.pending_request is not None:
         return
+    quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
     for step in range(ctx.max_steps):
         ctx.check_abort()
         # Until the first token the person sees what the turn waits for (a model loading, a busy server).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
-        request = ModelRequest(model=ctx.model_name, messages=with_notes(ctx), tools=ctx.tool_specs)
+        messages = outgoing_messages(with_notes(ctx), empty_tool_call_content=quirk)
+        request = ModelRequest(model=ctx.model_name, messages=messages, tools=ctx.tool_specs)
         request_chars = ctx.chat_chars
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,

@@ -5,16 +5,19 @@ from __future__ import annotations
 from ..config import ProviderConfig
 from ..errors import ConfigError
 from ..keys import SecretStore
+from ..models.library import ModelLibrary
 from .base import Provider
 
 
-def build_provider(cfg: ProviderConfig, keys: SecretStore) -> Provider:
+def build_provider(cfg: ProviderConfig, keys: SecretStore, library: ModelLibrary | None = None) -> Provider:
+    """The provider a settings entry describes. `library`: the data folder's installed models, served by a
+    `llama_cpp` provider without a `model_path` beside the bundled model."""
     if cfg.kind == "openai":
         if not cfg.base_url:
             raise ConfigError(f"Provider {cfg.id!r} needs a base_url (for example http://127.0.0.1:11434/v1).")
         from .openai_compat import OpenAICompatProvider
 
-        return OpenAICompatProvider(
+        provider = OpenAICompatProvider(
             cfg.id,
             cfg.base_url,
             keys.resolve(cfg.api_key_ref),
@@ -23,12 +26,15 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore) -> Provider:
             seed=cfg.seed,
             context_window=cfg.context_window,
         )
+        provider.empty_tool_call_content = cfg.empty_tool_call_content  # applied by the agent loop
+        return provider
     if cfg.kind == "llama_cpp":
         from .llama_cpp import LlamaCppProvider
 
         return LlamaCppProvider(
             cfg.id,
             cfg.model_path,
+            library=library,
             n_ctx=cfg.n_ctx,
             chat_format=cfg.chat_format,
             temperature=cfg.temperature,

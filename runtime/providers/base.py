@@ -45,9 +45,26 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
+
+
+def outgoing_messages(messages: list[dict[str, Any]], *, empty_tool_call_content: bool) -> list[dict[str, Any]]:
+    """The chat messages as a server with the `empty_tool_call_content` quirk accepts them: an assistant message
+    that only calls tools carries `"content": ""` instead of null (llama.cpp's server rejects null). Only those
+    messages are copied; without the quirk the list is returned as it is."""
+    if not empty_tool_call_content:
+        return messages
+    return [
+        dict(m, content="") if m.get("role") == "assistant" and m.get("content") is None and m.get("tool_calls")
+        else m
+        for m in messages
+    ]
 
 
 class Provider(Protocol):
+    """`empty_tool_call_content` (optional attribute, default False): the agent loop sends tool-call-only
+    assistant messages with "" content (`outgoing_messages`); set from the provider's settings entry."""
+
     id: str
 
     def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None) -> AsyncIterator[tuple]:

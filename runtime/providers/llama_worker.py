@@ -7,19 +7,20 @@
   model's `threading.Lock` while it generates, and calls `on_finished` on the loop when it has exited.
 - `stop` (a `threading.Event`) is checked between tokens: inside llama.cpp's sampling loop as a stopping
   criterion, and after every chunk. A prompt-evaluation batch cannot be interrupted.
-- Tool calls follow the `chatml-function-calling` protocol step by step with `Llama.create_completion` (see
-  `llama_tools.py`). First the choice between a message and a call: the model's own preference between the
-  first tokens of `message:` and `functions.` (one token at temperature 0, all others masked), then the
-  function's name under a grammar. (A single grammar for both branches, sampled greedily as llama-cpp-python
-  does, favours the branch with more sub-word prefixes, `f`, `function`, ...: SmolLM2 then answered "hello"
-  or "What is the capital of France?" with write_file. Measured on 10 plain and 6 tool prompts with the
-  runtime's system prompt and tools: 3/10 plain prompts got a message that way, 9/10 this way, 6/6 tool
-  prompts got a call both ways.) Then the arguments, sampled under a grammar built from the tool's JSON
-  schema, so even a 135M model emits valid JSON. One call per step by default (`max_tool_calls`): offered a
-  second one, SmolLM2 repeats the first (the library never returns a second call either: its follow-up
-  choice keeps the ':' and matches no tool name); with more allowed, an exact repeat within a step ends the
-  step. A first call that exactly repeats a call whose results end the conversation becomes a message
-  instead: with the result in hand, SmolLM2 otherwise calls the same tool again until the step limit.
+- A model of 1 B parameters or more whose GGUF template has a known call format takes its tool steps on that
+  template (`llama_calls.py`). Other tool calls follow the `chatml-function-calling` protocol step by step with
+  `Llama.create_completion` (see `llama_tools.py`). First the choice between a message and a call: the model's own
+  preference between the first tokens of `message:` and `functions.` (one token at temperature 0, all others
+  masked), then the function's name under a grammar. (A single grammar for both branches, sampled greedily as
+  llama-cpp-python does, favours the branch with more sub-word prefixes, `f`, `function`, ...: SmolLM2 then answered
+  "hello" or "What is the capital of France?" with write_file. Measured on 10 plain and 6 tool prompts with the
+  runtime's system prompt and tools: 3/10 plain prompts got a message that way, 9/10 this way, 6/6 tool prompts got
+  a call both ways.) Then the arguments, sampled under a grammar built from the tool's JSON schema, so even a 135M
+  model emits valid JSON. One call per step by default (`max_tool_calls`): offered a second one, SmolLM2 repeats the
+  first (the library never returns a second call either: its follow-up choice keeps the ':' and matches no tool
+  name); with more allowed, an exact repeat within a step ends the step. A first call that exactly repeats a call
+  whose results end the conversation becomes a message instead: with the result in hand, SmolLM2 otherwise calls the
+  same tool again until the step limit.
 - Small models (`LoadedModel.small`, such as the bundled SmolLM2-135M) get their own variant of the protocol.
   Measured with the runtime's system prompt and tools on 10 plain prompts ("hello", "What is the capital of
   France?", ...) and 6 tool prompts, at temperature 0 and at 0.2 with two seeds: sensible answers to the plain
@@ -60,7 +61,10 @@ from typing import Any
 
 from runtime.events import Usage
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from runtime.providers.llama_calls import run_template_step
+from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
+from runtime.providers.llama_prefix import PrefixCache, message_ban, prepare_prefix
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -70,7 +74,6 @@ from runtime.providers.llama_tools import (
     chat_messages,
     choose_branch,
     current_turn,
-    format_tokens,
     not_first,
     parse_args,
     render_tool_prompt,
@@ -100,8 +103,10 @@ class Job:
         temperature: float = DEFAULT_TEMPERATURE,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         seed: int | None = None,
+        prefix_cache: PrefixCache | None = None,
     ):
         self.loop = loop
+        self.prefix_cache = prefix_cache
         self.model = model
         self.request = request
         self.max_tool_calls = max(1, max_tool_calls)
@@ -117,7 +122,7 @@ class Job:
         self._notified = False
         self._waiter: asyncio.Future[None] | None = None
         self.thread = threading.Thread(target=self._run, name="hearth-llama-cpp", daemon=False)
-        self._meter = Meter(self.stop)
+        self.meter = Meter(self.stop)
 
     # -- loop side --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -181,20 +186,23 @@ class Job:
     def _sampling(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed}
 
-    def _finish(self, reason: str) -> None:
+    def emit(self, item: Any) -> None:  # what the template path (llama_calls.py) sends
+        self._put(item)
+
+    def finish(self, reason: str) -> None:
         if self.stop.is_set():
             return  # cancelled: the consumer is gone, and a half step must not look finished
-        self._put((USAGE, Usage(input_tokens=self._meter.prompt, output_tokens=self._meter.output)))
+        self._put((USAGE, Usage(input_tokens=self.meter.prompt, output_tokens=self.meter.output)))
         self._put((FINISH, reason))
 
     def _run_chat(self) -> None:
         llm = self.model.llm
-        self._meter.begin()
+        self.meter.begin()
         chunks = llm.create_chat_completion(
             messages=chat_messages(self.request.messages),
             stream=True,
             max_tokens=self.max_tokens,
-            logits_processor=[self._meter.logits_processor],
+            logits_processor=[self.meter.logits_processor],
             **self._sampling(),
         )
         reason = None
@@ -210,7 +218,7 @@ class Job:
                     break
         finally:
             chunks.close()
-        self._finish(reason or "stop")
+        self.finish(reason or "stop")
 
     def _complete(
         self,
@@ -230,7 +238,7 @@ class Job:
         if temperature is not None:
             sampling["temperature"] = temperature
         sampling["repeat_penalty"] = repeat_penalty
-        self._meter.begin()
+        self.meter.begin()
         chunks = llm.create_completion(
             prompt=prompt,
             stream=True,
@@ -238,7 +246,7 @@ class Job:
             stop=stop,
             grammar=grammar,
             logits_processor=[logits_processor] if logits_processor is not None else None,
-            stopping_criteria=self._meter.stopping_criterion,
+            stopping_criteria=self.meter.stopping_criterion,
             **sampling,
         )
         out: list[str] = []
@@ -289,13 +297,12 @@ class Job:
         """The step is a message: its text streams as it is sampled. A small model writes it right after the
         assistant header, its first token neither a branch token nor one starting with `<`: after `message:`
         it copies the format instructions that follow `message:` in the system prompt."""
-        budget = max(1, self.max_tokens - self._meter.output)
+        budget = max(1, self.max_tokens - self.meter.output)
         if not self.model.small:
             _, why = self._complete(prompt + "message:\n", max_tokens=budget, stop=["<|im_end|>"], emit_text=True)
         else:
             model = self.model
-            if model.message_ban is None:
-                model.message_ban = format_tokens(model.llm, branch_tokens(model.llm) or ())
+            message_ban(model, self.prefix_cache)
             _, why = self._complete(
                 prompt,
                 max_tokens=budget,
@@ -305,13 +312,17 @@ class Job:
                 repeat_penalty=SMALL_REPEAT_PENALTY,
             )
         if why is not None:
-            self._finish(why)
+            self.finish(why)
 
     def _run_tools(self) -> None:
         tools = self.request.tools
         functions = [t.get("function", t) for t in tools if t.get("type", "function") == "function"]
         by_name = {f["name"]: f for f in functions if f.get("name")}
         messages, small, llm = self.request.messages, self.model.small, self.model.llm
+        chat = None if small else chat_of(self.model)
+        if chat is not None:  # a real model with its own template and call format
+            run_template_step(self, chat, [by_name[name] for name in by_name])
+            return
         base = render_tool_prompt(messages, functions, bare=small)
         if small and messages and messages[-1].get("role") == "tool":
             self._message(base)  # a small model answers with the results in hand
@@ -323,8 +334,12 @@ class Job:
         if len(turn) < len(messages):
             source = render_tool_prompt(turn, functions, bare=True)
             tokens = llm.tokenize(base.encode("utf-8"), special=True)
-            self._meter.prompt = len(tokens)  # the step's input is the conversation
+            self.meter.prompt = len(tokens)  # the step's input is the conversation
             snapshot = KvSnapshot.take(llm, tokens, llm.tokenize(source.encode("utf-8"), special=True))
+        if snapshot is None and self.prefix_cache is not None:  # a first turn: its static prefix may be on disk
+            head = [m for m in messages[:1] if m.get("role") == "system"]
+            prompt = llm.tokenize(source.encode("utf-8"), special=True)
+            prepare_prefix(self.model, self.prefix_cache, prompt, functions, head, tools)
         try:
             name, chosen = self._choose(source, list(by_name))  # 1. a message, or which function to call
             if not chosen or (name is not None and self._calls(source, name, by_name)):
@@ -355,7 +370,7 @@ class Job:
             schema = by_name[name].get("parameters") or {"type": "object"}
             args, why = self._complete(
                 prompt,
-                max_tokens=max(1, budget - self._meter.output),
+                max_tokens=max(1, budget - self.meter.output),
                 stop=["<|im_end|>"],
                 grammar=cached_grammar(llama_cpp, schema=schema),
                 repeat_penalty=SMALL_REPEAT_PENALTY if self.model.small else 1.0,
@@ -365,7 +380,7 @@ class Job:
             args = args.strip()
             parsed = parse_args(args)
             key = call_key(name, args)
-            if not calls and key in answered and self._meter.output < budget:
+            if not calls and key in answered and self.meter.output < budget:
                 return False
             if calls and key in seen:  # small models repeat the same call: that ends the step
                 break
@@ -373,7 +388,7 @@ class Job:
                 self._put((TOOL_START, len(calls), call_id, name))
             calls.append(ToolCallRequest(call_id=call_id, name=name, arguments=args, args=parsed))
             seen.add(key)
-            if parsed is None or self._meter.output >= budget:
+            if parsed is None or self.meter.output >= budget:
                 reason = "length" if parsed is None and why == "length" else reason
                 break
             if len(calls) >= self.max_tool_calls:
@@ -387,5 +402,5 @@ class Job:
             if name not in by_name:
                 break
         self._put((TOOL_CALLS, calls))
-        self._finish(reason)
+        self.finish(reason)
         return True

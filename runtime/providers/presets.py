@@ -18,13 +18,14 @@ class Preset:
     base_url: str | None = None
     needs_key: bool = False
     local: bool = True
+    empty_tool_call_content: bool = False  # ProviderConfig's quirk flag for servers that need it
 
 
 PRESETS: tuple[Preset, ...] = (
     Preset("builtin", "Bundled model (SmolLM2-135M, offline)", "llama_cpp"),
     Preset("ollama", "Ollama", "openai", "http://127.0.0.1:11434/v1"),
     Preset("lmstudio", "LM Studio", "openai", "http://127.0.0.1:1234/v1"),
-    Preset("llamacpp", "llama.cpp server", "openai", "http://127.0.0.1:8080/v1"),
+    Preset("llamacpp", "llama.cpp server", "openai", "http://127.0.0.1:8080/v1", empty_tool_call_content=True),
     Preset("vllm", "vLLM", "openai", "http://127.0.0.1:8000/v1"),
     Preset("openai", "OpenAI", "openai", "https://api.openai.com/v1", needs_key=True, local=False),
     Preset("openrouter", "OpenRouter", "openai", "https://openrouter.ai/api/v1", needs_key=True, local=False),

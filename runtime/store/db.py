@@ -1,8 +1,9 @@
 """Engine, pragmas and migrations.
 
 WAL (readers never wait for the writer), foreign keys on, `synchronous=FULL` so a committed input
-survives power loss, and a busy timeout so concurrent writers queue instead of failing. Alembic runs at
-every open, on an async engine's connection (a plain `command.upgrade()` inside a running loop fails).
+survives power loss, and a busy timeout so concurrent writers queue instead of failing. Alembic runs at an
+open whose database is not at the newest revision (`head_revision`, read from the scripts without importing
+alembic), on an async engine's connection (a plain `command.upgrade()` inside a running loop fails).
 
 Migrations are atomic and resumable: each revision and its version stamp commit in one transaction, so a
 crash or a kill in the middle of one leaves the database at the revision before it, and the next open
@@ -13,19 +14,24 @@ turns that off and sends its own `BEGIN IMMEDIATE`, which SQLite's transactional
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from alembic import command
-from alembic.config import Config
-from alembic.util import CommandError
 from sqlalchemy import event
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from . import faults
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).with_name("migrations")
+_REVISION = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(.+)$", re.MULTILINE)
 
 
 def _pragmas(dbapi_conn, _record) -> None:
@@ -65,19 +71,59 @@ def _home(url: URL) -> Path:
 
 
 def alembic_config() -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     return cfg
 
 
 def _upgrade(sync_conn, revision: str) -> None:
+    from alembic import command
+
     cfg = alembic_config()
     cfg.attributes["connection"] = sync_conn
     command.upgrade(cfg, revision)
 
 
+def head_revision() -> str | None:
+    """The newest revision, read from the scripts' `revision = ...` / `down_revision = ...` lines without
+    importing alembic (with mako and pygments ~0.15 s of every start); None when the history is not a plain
+    chain (a merge, an unusual script): alembic decides then."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for script in (MIGRATIONS / "versions").glob("*.py"):
+        found = dict(_REVISION.findall(script.read_text(encoding="utf-8")))
+        if "revision" not in found:
+            continue
+        try:
+            revision, down = ast.literal_eval(found["revision"]), ast.literal_eval(found.get("down_revision", "None"))
+        except (ValueError, SyntaxError):
+            return None
+        if not isinstance(revision, str) or not (down is None or isinstance(down, str)):
+            return None
+        revisions.add(revision)
+        if down is not None:
+            parents.add(down)
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+async def _stamped(engine: AsyncEngine) -> str | None:
+    try:
+        async with engine.connect() as conn:
+            return (await conn.exec_driver_sql("SELECT version_num FROM alembic_version")).scalar()
+    except OperationalError:  # no version table yet: a new database
+        return None
+
+
 async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
-    """Upgrade the database of `engine` to `revision`, one transaction per revision (see above)."""
+    """Upgrade the database of `engine` to `revision`, one transaction per revision (see above). A database
+    already at the head is left alone without loading alembic."""
+    if revision == "head" and (head := head_revision()) is not None and await _stamped(engine) == head:
+        return
+    from alembic.util import CommandError
+
     migrations = _migration_engine(engine.url)
     try:
         async with migrations.connect() as conn:

@@ -1,0 +1,112 @@
+"""Settings ▸ Models' local-models page (app/model_manager.py) offscreen, on a real runtime and the loopback Hub:
+a catalog download with its progress bar, speed and time left, Pause and resume, the installed list with its
+size and Delete, a Hugging Face reference with a mistake in it, a local .gguf, and the won't-fit mark."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtWidgets import QLabel, QPushButton
+
+from app.model_manager import ModelManager
+from runtime.api import Runtime
+from runtime.models import catalog as catalog_module
+from tests.support.fake_hub import FakeHub, tiny_gguf
+from tests.support.qt_helpers import until
+
+QWEN = ("bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf")
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    return tiny_gguf(tmp_path_factory.mktemp("gguf") / "m.gguf", payload_bytes=16 << 20).read_bytes()
+
+
+@pytest.fixture
+async def page(home, monkeypatch, qtbot):
+    with FakeHub() as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        rt = await Runtime.open(home)
+        widget = ModelManager(rt)
+        qtbot.addWidget(widget)
+        widget.resize(900, 700)
+        widget.show()
+        try:
+            yield widget, hub
+        finally:
+            for task in list(widget.downloads.values()):
+                task.cancel()
+            await rt.aclose()
+
+
+def texts(layout) -> list[str]:
+    return [layout.itemAt(i).widget().text() for i in range(layout.count())
+            if isinstance(layout.itemAt(i).widget(), QLabel | QPushButton)]
+
+
+def catalog_button(widget: ModelManager, label: str) -> QPushButton:
+    grid = widget.catalog
+    for row in range(grid.rowCount()):
+        item = grid.itemAtPosition(row, 0)
+        if item is not None and label in item.widget().text():
+            return grid.itemAtPosition(row, 2).widget()
+    raise AssertionError(f"no catalog row {label}")
+
+
+async def test_download_with_progress_pause_resume_and_delete(page, gguf):
+    widget, hub = page
+    hub.add(*QWEN, gguf)
+    hub.faults.throttle = 8 << 20
+    catalog_button(widget, "Qwen2.5 1.5B").click()
+    row = await until(lambda: widget.rows.get("qwen2.5-1.5b-instruct"), what="a download row")
+    await until(lambda: row.bar.maximum() == 1000 and row.bar.value() > 100, what="progress")
+    assert "of 16.8 MB" in row.detail.text() and "/s" in row.detail.text() and "left" in row.detail.text()
+    assert not catalog_button(widget, "Qwen2.5 1.5B").isEnabled()  # one download per model
+
+    row.pause_button.click()
+    await until(lambda: "Paused" in widget.message.text(), what="the pause")
+    assert widget.no_downloads.isVisible() and not widget.rows
+
+    hub.faults.throttle = None
+    catalog_button(widget, "Qwen2.5 1.5B").click()
+    await until(lambda: "Installed Qwen2.5 1.5B Instruct" in widget.message.text(), what="the finished download")
+    assert hub.cdn_gets()[-1]["range"].startswith("bytes=")  # resumed, not started over
+    installed = " ".join(texts(widget.installed))
+    assert "builtin/qwen2.5-1.5b-instruct" in installed and "16.8 MB" in installed
+    assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Installed"
+
+    delete = next(w for w in (widget.installed.itemAt(i).widget() for i in range(widget.installed.count()))
+                  if isinstance(w, QPushButton) and w.text() == "Delete")
+    delete.click()
+    await until(lambda: "Removed qwen2.5-1.5b-instruct" in widget.message.text(), what="the removal")
+    assert "builtin/qwen2.5-1.5b-instruct" not in " ".join(texts(widget.installed))
+    assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
+
+
+async def test_a_wrong_reference_and_a_local_file(page, tmp_path):
+    widget, _hub = page
+    widget.hf_ref.setText("org/repo/README.md")
+    widget.hf_button.click()
+    await until(lambda: "is not one" in widget.message.text(), what="the refusal")
+    assert "Traceback" not in widget.message.text() and not widget.rows
+
+    local = tiny_gguf(tmp_path / "Local-Model.gguf")
+    widget.add_local(str(local))
+    await until(lambda: "Added local-model" in widget.message.text(), what="the added file")
+    installed = " ".join(texts(widget.installed))
+    assert "builtin/local-model" in installed and "Remove" in installed  # forgotten, never deleted
+
+
+async def test_models_that_will_not_fit_are_marked(home, monkeypatch, qtbot):
+    monkeypatch.setattr(catalog_module, "total_ram_bytes", lambda: 4_000_000_000)
+    rt = await Runtime.open(home)
+    try:
+        widget = ModelManager(rt)
+        qtbot.addWidget(widget)
+        marks = {}
+        for row in range(widget.catalog.rowCount()):
+            label = widget.catalog.itemAtPosition(row, 0).widget().text()
+            marks[label.split("</b>")[0][3:]] = "won't fit" in widget.catalog.itemAtPosition(row, 1).widget().text()
+        assert marks["Qwen2.5 1.5B Instruct"] is False and marks["Qwen2.5 7B Instruct"] is True
+        assert marks["Llama 3.1 8B Instruct"] is True
+    finally:
+        await rt.aclose()

@@ -1,0 +1,135 @@
+"""The prompt-prefix cache on the real bundled model: the runtime's system prompt and tools evaluated once, their
+KV state saved under the data folder and restored by a fresh model (as in a new process), with the same answer
+as a full evaluation; a damaged file falls back to evaluating; `warm` does it ahead of the first send; the
+small model's first-token list is kept beside it; threads follow the physical cores."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runtime.agent.prompt import SYSTEM_PROMPT
+from runtime.models.library import ModelLibrary
+from runtime.models.machine import physical_cores
+from runtime.providers.base import TEXT, ModelRequest
+from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
+from runtime.tools.base import tool_spec
+from runtime.tools.builtin import builtin_tools
+from runtime.tools.interactive import interactive_tools
+
+pytestmark = pytest.mark.slow_model
+
+TOOLS_ALL = [tool_spec(t) for t in [*builtin_tools(), *interactive_tools()]]  # what the runtime offers
+TOOLS = [t for t in TOOLS_ALL if t["function"]["name"] in ("read_file", "ask_user")]
+SYSTEM = [{"role": "system", "content": SYSTEM_PROMPT}]
+
+
+def request() -> ModelRequest:
+    return ModelRequest(model="smollm2-135m", messages=[*SYSTEM, {"role": "user", "content": "What is 2+2?"}],
+                        tools=TOOLS, max_tokens=12, temperature=0.0, seed=3)
+
+
+async def answer(provider: LlamaCppProvider) -> str:
+    return "".join([item[1] async for item in provider.stream(request()) if item[0] == TEXT])
+
+
+@pytest.fixture
+def fresh():
+    """Each test starts without loaded models, as a new process does."""
+    unload_models()
+    yield
+    unload_models()
+
+
+async def test_the_prefix_is_saved_then_restored_by_a_fresh_model_with_the_same_answer(home, fresh):
+    library = ModelLibrary(home)
+    reference = await answer(LlamaCppProvider("plain"))  # no cache: the whole prompt evaluated
+    await asyncio.to_thread(unload_models)
+
+    first = LlamaCppProvider("builtin", library=library)
+    assert await answer(first) == reference
+    assert first._model.prefix_status == "saved"
+    (saved,) = library.kv_cache.glob("*.kv")
+    assert saved.stat().st_size > 1_000_000  # the KV state of the ~300-token prefix
+    assert list(library.kv_cache.glob("*-message-ban.json"))  # the small model's first-token list, kept
+
+    await asyncio.to_thread(unload_models)  # a fresh Llama, as in a new process
+    again = LlamaCppProvider("builtin", library=library)
+    assert await answer(again) == reference
+    assert again._model.prefix_status == "restored"
+    assert await answer(again) == reference and again._model.prefix_status == "warm"  # in memory now
+
+
+async def test_a_damaged_cache_file_is_evaluated_again(home, fresh):
+    library = ModelLibrary(home)
+    reference = await answer(LlamaCppProvider("builtin", library=library))
+    (saved,) = library.kv_cache.glob("*.kv")
+    saved.write_bytes(saved.read_bytes()[: 4096])
+    await asyncio.to_thread(unload_models)
+    provider = LlamaCppProvider("builtin", library=library)
+    assert await answer(provider) == reference
+    assert provider._model.prefix_status == "saved"  # the broken file was replaced
+    assert saved.stat().st_size > 1_000_000
+
+
+async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_cores(home, fresh):
+    library = ModelLibrary(home)
+    provider = LlamaCppProvider("builtin", library=library)
+    assert await provider.warm("smollm2-135m", SYSTEM, TOOLS) == "saved"
+    llm = provider._model.llm
+    assert llm.n_threads == llm.n_threads_batch == physical_cores()
+    await answer(provider)
+    assert provider._model.prefix_status == "warm"
+    await asyncio.to_thread(unload_models)
+    assert await LlamaCppProvider("builtin", library=library).warm("smollm2-135m", SYSTEM, TOOLS) == "restored"
+
+
+async def first_prompt(home):
+    """What a new task's first step sends, as the runtime builds it (a turn's prepare, kit.py)."""
+    from runtime.api import Runtime
+
+    rt = await Runtime.open(home)
+    try:
+        return await rt.kit.first_prompt()
+    finally:
+        await rt.aclose()
+
+
+def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt(home, fresh):
+    from runtime.preload import start_preload
+    from runtime.providers.llama_models import models
+    from runtime.providers.llama_tools import render_tool_prompt
+
+    # hearth run's: the default model, the runtime's own prompt and tools, and the first input it already knows
+    start_preload(home, None, "What is 2+2?").thread.join(120)
+    (loaded,) = models.values()
+    assert loaded.prefix_status == "saved" and list(ModelLibrary(home).kv_cache.glob("*.kv"))
+    system, tools = asyncio.run(first_prompt(home))
+    messages = [*system, {"role": "user", "content": "What is 2+2?"}]
+    prompt = render_tool_prompt(messages, [t["function"] for t in tools], bare=True)
+    tokens = loaded.llm.tokenize(prompt.encode("utf-8"), special=True)
+    assert list(loaded.llm.input_ids[: loaded.llm.n_tokens]) == tokens  # the turn's whole first prompt, evaluated
+
+
+async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
+    import json
+
+    from runtime.api import Runtime
+
+    for expected in ("saved", "restored"):  # the second time as a new process would: a fresh Llama
+        rt = await Runtime.open(home)
+        try:
+            assert await rt.preload_default_model() is True
+            assert rt.provider("builtin")._model.prefix_status == expected
+        finally:
+            await rt.aclose()
+        await asyncio.to_thread(unload_models)
+    settings = {"providers": [{"id": "remote", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+                "default_model": "remote/some-model"}
+    (home / "settings.json").write_text(json.dumps(settings))
+    rt = await Runtime.open(home)
+    try:
+        assert await rt.preload_default_model() is False  # not a local model: nothing to load, no error
+    finally:
+        await rt.aclose()

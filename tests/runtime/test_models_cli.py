@@ -1,0 +1,82 @@
+"""`hearth models list|pull|rm` as a person runs them: real child processes, the loopback Hub, a kill -9 in the
+middle of a download and the same command again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+
+import pytest
+
+from tests.support.fake_hub import FakeHub, tiny_gguf
+
+REPO, FILE = "org/cli-GGUF", "cli-model-Q4_K_M.gguf"
+
+
+async def _cli(home, *args: str, env: dict[str, str]):
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "runtime.cli", "--home", str(home), "models", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**env, "PYTHONPATH": os.getcwd()},
+    )
+
+
+async def _result(proc):
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.fixture(scope="module")
+def big_gguf(tmp_path_factory):
+    return tiny_gguf(tmp_path_factory.mktemp("gguf") / "m.gguf", payload_bytes=24 << 20).read_bytes()
+
+
+@pytest.fixture
+def hub_env():
+    with FakeHub() as hub:
+        env = {k: v for k, v in os.environ.items() if k != "HEARTH_HOME"}
+        yield hub, {**env, "HF_ENDPOINT": hub.endpoint}
+
+
+async def test_pull_is_killed_mid_file_and_the_same_command_resumes(home, hub_env, big_gguf):
+    hub, env = hub_env
+    hub.add(REPO, FILE, big_gguf)
+    hub.faults.throttle = 8 << 20
+    proc = await _cli(home, "pull", f"{REPO}/{FILE}", env=env)
+    while True:  # the progress lines, one per 10 %
+        line = (await asyncio.wait_for(proc.stderr.readline(), 30)).decode()
+        assert line, "the pull ended before it was killed"
+        if "%" in line and int(line.split("%")[0].split()[-1]) >= 20:
+            break
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    partial = next((home / "models" / "hub").rglob("*.incomplete"))
+    have = partial.stat().st_size
+    assert have >= 4 << 20
+
+    hub.faults.throttle = None
+    code, out, err = await _result(await _cli(home, "pull", f"{REPO}/{FILE}", env=env))
+    assert code == 0, err
+    assert f"bytes={have}-" == hub.cdn_gets()[-1]["range"]  # resumed from what the killed process wrote
+    assert "Installed builtin/cli-model-q4_k_m" in out and "hearth run --model builtin/cli-model-q4_k_m" in out
+    assert "done" in err and "Traceback" not in err
+
+    code, out, _ = await _result(await _cli(home, "list", env=env))
+    assert code == 0 and "builtin/cli-model-q4_k_m" in out and "qwen2.5-1.5b-instruct" in out
+    code, out, _ = await _result(await _cli(home, "rm", "cli-model-q4_k_m", env=env))
+    assert code == 0 and "Removed cli-model-q4_k_m" in out
+    code, out, _ = await _result(await _cli(home, "list", env=env))
+    assert "builtin/cli-model-q4_k_m" not in out
+
+
+async def test_pull_errors_are_one_sentence_and_exit_3(home, hub_env, big_gguf):
+    hub, env = hub_env
+    hub.add(REPO, FILE, big_gguf, publish_sha256="cd" * 32)
+    code, _, err = await _result(await _cli(home, "pull", f"{REPO}/{FILE}", env=env))
+    assert code == 3 and "does not match the checksum" in err and "Traceback" not in err
+    code, _, err = await _result(await _cli(home, "pull", "not-a-model", env=env))
+    assert code == 3 and "not a catalog model" in err
+    code, _, err = await _result(await _cli(home, "rm", "nothing", env=env))
+    assert code == 3 and "No installed model is named 'nothing'" in err

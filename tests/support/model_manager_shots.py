@@ -1,0 +1,75 @@
+"""Screenshots of Settings ▸ Models' local-models page (app/model_manager.py) downloading from a loopback Hub and
+after the download finished. Run under a display (Xvfb):
+
+    xvfb-run -a .venv/bin/python -m tests.support.model_manager_shots resources/screenshots
+
+The Hub serves a file of the catalog's size for Qwen2.5 1.5B (a small GGUF header, the rest sparse zeros),
+slowed to 60 MB/s, so the page shows a real download in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.support.fake_hub import FakeHub, tiny_gguf
+
+REPO, FILE = "bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf"
+SIZE = 986_048_768
+
+
+def catalog_sized_file(folder: Path) -> Path:
+    path = tiny_gguf(folder / "qwen.gguf", payload_bytes=1 << 20)
+    with open(path, "r+b") as f:
+        f.truncate(SIZE)  # sparse: costs no disk on the serving side
+    return path
+
+
+async def shots(out: Path) -> None:
+    from app import theme
+    from app.model_manager import ModelManager
+    from runtime.api import Runtime
+
+    out.mkdir(parents=True, exist_ok=True)
+    theme.apply("light")
+    with tempfile.TemporaryDirectory(prefix="hearth-models-shots-") as tmp, FakeHub() as hub:
+        hub.add(REPO, FILE, catalog_sized_file(Path(tmp)))
+        hub.faults.throttle = 60e6
+        os.environ["HF_ENDPOINT"] = hub.endpoint
+        rt = await Runtime.open(Path(tmp) / "home")
+        try:
+            await rt.add_local_model(tiny_gguf(Path(tmp) / "My-Finetune-Q4_K_M.gguf"))
+            page = ModelManager(rt)
+            page.setWindowTitle("Hearth Settings — Models")
+            page.resize(940, 760)
+            page.show()
+            page.pull("qwen2.5-1.5b-instruct", "Qwen2.5 1.5B Instruct")
+            row = page.rows["qwen2.5-1.5b-instruct"]
+            while row.bar.value() < 400:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            page.grab().save(str(out / "09-models-downloading.png"))
+            hub.faults.throttle = None
+            while page.rows:
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(0.3)
+            page.grab().save(str(out / "10-models-installed.png"))
+        finally:
+            await rt.aclose()
+
+
+def main() -> int:
+    import qasync
+    from PySide6.QtWidgets import QApplication
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setQuitOnLastWindowClosed(False)
+    qasync.run(shots(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/screenshots")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
