@@ -68,7 +68,7 @@ echo "  built in $(( $(date +%s) - t0 )) s: $(du -sh "$BUNDLE" | cut -f1)"
 echo "  without the model: $(du -sh --exclude='*.gguf' "$BUNDLE" | cut -f1)"
 
 # Every library the bundle links must be in it, or be one of the system libraries the .deb depends on.
-SYSTEM_LIBS='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libEGL|libGL|libGLX|libGLdispatch|libOpenGL'
+SYSTEM_LIBS='^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux-x86-64|libEGL|libGL|libGLX|libGLdispatch|libOpenGL'
 SYSTEM_LIBS+='|libxcb|libxcb-icccm|libxcb-keysyms)\.so'
 missing=$(find "$BUNDLE" -type f \( -name '*.so*' -o -name hearth -o -name hearth-app \) -print0 \
   | xargs -0 -n1 env LD_LIBRARY_PATH="$BUNDLE/_internal" ldd 2>/dev/null \
