@@ -64,6 +64,15 @@ class MCPServerConfig(BaseModel):
     url: str | None = None
 
 
+class EmbeddingsConfig(BaseModel):
+    """The embeddings model knowledge search uses beside BM25: a model of an OpenAI-compatible provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str
+    model: str
+
+
 def _default_providers() -> list[ProviderConfig]:
     return [ProviderConfig(id="builtin", kind="llama_cpp")]
 
@@ -76,6 +85,8 @@ class Settings(BaseModel):
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, alias="mcpServers")
     max_steps: int = 25
     mcp_connect_timeout: float = Field(default=10.0, gt=0)
+    memory: bool = True  # the person's saved memories are used and saved (Settings ▸ Memory, `hearth memory off`)
+    embeddings: EmbeddingsConfig | None = None  # unset: knowledge search is BM25 alone, fully offline
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for p in self.providers:
