@@ -50,7 +50,10 @@ from .infos import MessageInfo, TaskInfo, TurnHandle
 from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
+from .knowledge import Knowledge
 from .locks import DataFolderLock, TaskLocks
+from .memory import MEMORY_DIR, Memory
+from .memory_api import MemoryMixin
 from .ports import TurnServices
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -58,6 +61,8 @@ from .redact import install_log_redaction, remember
 from .settings_api import SettingsMixin
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.faults import guard as storage_faults
+from .store.knowledge_repo import KnowledgeRepo
+from .store.memory_repo import MemoryRepo
 from .store.repo import Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tasks_api import TasksMixin
@@ -76,7 +81,7 @@ __all__ = [
 ]
 
 
-class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
+class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, MemoryMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -90,7 +95,11 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
         self.jobs = JobQueue(store.record_job)
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
-        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, home)
+        self.memory = Memory(home / MEMORY_DIR, MemoryRepo(store.engine), read_only=read_only)
+        self.knowledge = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: self.jobs.submit(kind, None, job),
+                                   self._embedder)
+        self.kit = AgentKit(lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents, home,
+                            memory=self.memory, knowledge=self.knowledge)
         self._services = TurnServices(
             storage=store, locks=self.locks, aborts=self.aborts, streams=self.buffers, jobs=self.jobs,
             agent=self.kit, on_turn_done=self._after_turn,
@@ -137,6 +146,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         if not read_only:
             rt._schedule_auto_backup()
+            await rt.knowledge.resume()  # documents a quit or a crash cut off are indexed again
         return rt
 
     @staticmethod
@@ -163,6 +173,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin):
         while self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
         self.buffers.close()
+        self.knowledge.close()
         await self.jobs.drain()
         for provider in self._providers.values():
             try:

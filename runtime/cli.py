@@ -23,6 +23,7 @@ import signal
 import sys
 import time
 
+from . import cli_memory
 from .api import BackupNotFound, Runtime
 from .errors import (
     ConfigError,
@@ -83,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     which = restore.add_mutually_exclusive_group(required=True)
     which.add_argument("--latest", action="store_true", help="the newest backup that is not damaged")
     which.add_argument("path", nargs="?", help="a backup file")
+    cli_memory.add_parsers(sub)
     return p
 
 
@@ -343,7 +345,7 @@ async def _open(args: argparse.Namespace) -> Runtime:
     try:
         return await Runtime.open(args.home)
     except DataFolderBusy:
-        if args.command not in READ_COMMANDS:
+        if args.command not in READ_COMMANDS and not cli_memory.reads_only(args):
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -363,6 +365,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await _models(rt)
         if args.command == "mcp":
             return await _mcp(rt, args)
+        if args.command in cli_memory.COMMANDS:
+            return await cli_memory.run(rt, args)
         return await _show(rt, args.task_id)
     finally:
         await rt.aclose()

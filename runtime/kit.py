@@ -2,11 +2,17 @@
 
 It builds what a turn's setup needs from the data folder's settings: the task's provider (built once and
 kept), its tools, this turn's MCP sessions, the context budget, and the background jobs finalize enqueues.
+
+Memory and knowledge come in here: a task with memory on (and memory on in settings) gets the `memory` tool and,
+in every step's notes, the person's saved memories relevant to the input; after a completed turn in which the
+person said something about themselves, the `memory.extraction` job. A task bound to documents gets
+`search_knowledge`, scoped to them, and a note telling the model to cite what it uses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,17 +20,25 @@ from typing import Any
 
 from .agent.prompt import PLANNING
 from .agent.subagents import Delegate, load_definitions
-from .config import Settings
+from .config import Settings, split_model_ref
 from .keys import SecretStore
+from .knowledge import Knowledge
+from .knowledge_search import KNOWLEDGE_NOTE, answer_text, search
+from .memory import Memory
+from .memory_extraction import eligible, extract
 from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
 from .tools.base import Effect, Tool
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
+from .tools.knowledge_tool import SearchKnowledge
 from .tools.mcp_consent import MCPConsents
+from .tools.memory_tool import MemoryTool
 from .tools.planning import SubmitPlan
 from .tools.skills import SkillTool, activated, instructions, load_skills, skills_note
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_TOKENS = 16_000
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
@@ -42,8 +56,12 @@ class Prepared:
 
 class AgentKit:
     def __init__(self, settings: Callable[[], Settings], keys: SecretStore, providers: dict[str, Provider],
-                 tools: list[Tool], consents: MCPConsents, home: Path | None = None):
+                 tools: list[Tool], consents: MCPConsents, home: Path | None = None, *,
+                 memory: Memory | None = None, knowledge: Knowledge | None = None):
         self._home = home
+        self.memory = memory
+        self.knowledge = knowledge
+        self._said: dict[str, str] = {}  # task id -> what the person said in the running turn (for extraction)
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -76,6 +94,18 @@ class AgentKit:
             if chosen is not None:
                 notes.append(instructions(chosen))
         tools.append(Delegate(await asyncio.to_thread(load_definitions, self._home)))
+        said = text_of(input_parts)
+        if self.memory is not None and self.memory_on(task):
+            tools.append(MemoryTool(self.memory))
+            self._said[task["id"]] = said
+            try:
+                notes.append(await self.memory.note(f"{task.get('title') or ''}\n{said}"))
+            except Exception:  # a broken memory folder costs this turn its memories, never the turn
+                log.exception("could not load the memories for task %s", task["id"])
+        bound = list(task.get("knowledge") or ())
+        if bound and self.knowledge is not None:
+            tools.append(SearchKnowledge(lambda query, limit: self._search(bound, query, limit)))
+            notes.append(KNOWLEDGE_NOTE)
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
@@ -115,5 +145,18 @@ class AgentKit:
     def context_budget(self, provider: Provider) -> int:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
 
+    def memory_on(self, task: dict[str, Any]) -> bool:
+        """Memory is used and saved: on in settings, and the task was not created with it off."""
+        return self._settings().memory and task.get("memory", True) is not False
+
+    async def _search(self, bound: list[str], query: str, limit: int) -> str:
+        hits, notes = await search(self.knowledge, bound, query, limit)
+        return answer_text(query, hits, notes)
+
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
-        return []
+        """After a completed turn in which the person said something about themselves: `memory.extraction`."""
+        said = self._said.pop(task["id"], None)
+        if reason != "completed" or not said or self.memory is None or not self.memory_on(task) or not eligible(said):
+            return []
+        provider_id, model = split_model_ref(task["model"])
+        return [("memory.extraction", extract(self.memory, self.provider(provider_id), model, task["id"], said))]

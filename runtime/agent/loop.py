@@ -164,7 +164,9 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
     if tool is None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
-    part["effect"] = str(tool.effect)
+    # A tool whose calls differ in effect (memory: view reads, the rest writes) says so per call.
+    effect = tool.effect_for(part["args"]) if hasattr(tool, "effect_for") else tool.effect
+    part["effect"] = str(effect)
     asks = getattr(tool, "asks_user", False)
     if asks == "plan":
         try:
@@ -177,7 +179,7 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
     if asks:
         ask(ctx, part, "question", str(part["args"].get("question", "")))
         return
-    verdict = decide(tool.name, tool.effect, ctx.approval, ctx.tool_rules)
+    verdict = decide(tool.name, effect, ctx.approval, ctx.tool_rules)
     if verdict == "deny":
         finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
     elif verdict == "ask":
