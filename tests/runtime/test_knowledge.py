@@ -78,12 +78,12 @@ async def test_a_task_sees_only_its_documents_with_their_places(home, docs):
             await rt.aclose()
 
 
-async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
-    bad = tmp_path / "bad"
+def bad_inputs(bad) -> None:
+    """A binary file, a damaged, a locked and a 1,000-page PDF, a 2.5 MB log, a file to delete, a Word file."""
     bad.mkdir()
     (bad / "photo.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8)
     (bad / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not really a pdf\n")
-    plain = write_pdf(tmp_path / "plain.pdf", ["locked content"])
+    plain = write_pdf(bad.parent / "plain.pdf", ["locked content"])
     writer = PdfWriter(clone_from=str(plain))
     writer.encrypt(user_password="secret", algorithm="RC4-128")
     writer.write(bad / "locked.pdf")
@@ -94,6 +94,11 @@ async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
     word.add_heading("Pumps", level=1)
     word.add_paragraph("The pump must be primed before use.")
     word.save(bad / "manual.docx")
+
+
+async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
+    bad = tmp_path / "bad"
+    await asyncio.to_thread(bad_inputs, bad)
     rt = await open_runtime(home)
     rt.knowledge.max_chars = 1_000_000  # big.log is 2.5 MB: it is cut, and says so
     try:
