@@ -3,12 +3,14 @@
 Decisions:
 - `add(paths)` checks every path first (a missing one adds nothing), expands folders to the files the library
   reads (`knowledge_text.kind_of`; hidden files and folders skipped), records new files as `queued` and a
-  changed known file (size or time, then content hash) as `queued` again, and starts the `resource.index` job.
+  changed known file (size or time) as `queued` again, as well as one added again once an embeddings model is
+  chosen that its vectors do not come from, and starts the `resource.index` job.
 - The job (one at a time, through the job queue) takes queued documents one by one: hash, extract and split in a
   worker thread (never on the event loop), write passages in batches, report progress after each batch
   (`changes()`). Every failure is the document's status with a sentence (`error`, `missing`), never a stuck
   job: the job goes on with the next document. A document cut off by a quit or a crash is queued again at the
-  next open (`resume`), and indexed from its start.
+  next open (`resume`), and indexed from its start. A file whose size or time changed is hashed: the same
+  content keeps its passages, another is indexed again.
 - A document is read up to `max_chars` of text (default 20 million characters, ~20 MB): a bigger one is
   searchable in that part and its status says so.
 - With an embeddings model chosen in settings (`Embedder`), passages also get vectors (float32, normalized);
@@ -81,10 +83,13 @@ class Knowledge:
         files = await asyncio.to_thread(_expand, [Path(p).expanduser() for p in paths])
         rows = await self.repo.add_documents(files)
         seen = {f["path"]: f for f in files}
+        embedder = self.embedder()
         for row in rows:
             now = seen[row["path"]]
-            if row["status"] in ("ready", "error", "missing") and (row["size"], row["mtime"]) != (now["size"],
-                                                                                                now["mtime"]):
+            changed = (row["size"], row["mtime"]) != (now["size"], now["mtime"])
+            # Added again after an embeddings model was chosen: it gets vectors now.
+            words_only = embedder is not None and row["status"] == "ready" and row["embed_model"] != embedder.name
+            if row["status"] in ("ready", "error", "missing") and (changed or words_only):
                 await self.repo.update_document(row["id"], status="queued", progress=0, detail=None)
         self.kick()
         return [await self.repo.document(r["id"]) for r in rows]
@@ -134,8 +139,10 @@ class Knowledge:
             self._job = self._submit("resource.index", self._index_queued())
 
     def close(self) -> None:
-        """Let a worker thread that is reading a document give up (the job is cancelled by the queue)."""
+        """Let a worker thread that is reading a document give up (the job is cancelled by the queue), and close
+        the search connection."""
         self._stop.set()
+        self.repo.close()
 
     async def _index_queued(self) -> None:
         while not self._stop.is_set() and (doc := await self.repo.next_queued()) is not None:
@@ -163,9 +170,17 @@ class Knowledge:
         except OSError as exc:
             await self.repo.update_document(doc_id, status="error", detail=f"Could not be read ({exc.strerror}).")
             return
+        embedder = self.embedder()
+        if digest == doc["content_hash"] and doc["passages"] and (embedder is None or
+                                                                   doc["embed_model"] == embedder.name):
+            # Touched, not changed: the passages are those of this very content.
+            await self.repo.update_document(doc_id, status="ready", progress=1.0, size=stat.st_size,
+                                            mtime=stat.st_mtime, detail=doc["detail"])
+            return
+        # No hash while the passages are being replaced: a crash now leaves nothing that looks complete.
+        await self.repo.update_document(doc_id, content_hash=None)
         await self.repo.clear_passages(doc_id)
         self.vector_cache.pop(doc_id, None)
-        embedder = self.embedder()
         reader = DocumentReader(path, doc["kind"], self.max_chars, self._stop)
         batches = reader.batches(BATCH)
         count, embed_problem = 0, None
@@ -206,7 +221,9 @@ class Knowledge:
     async def check_fresh(self, docs: list[dict]) -> list[dict]:
         """Before a search: a document deleted since is marked `missing` (and left out), a changed one is indexed
         again (its old passages serve until then). Returns the documents that can be searched."""
-        stats = await asyncio.to_thread(_stats, [d["path"] for d in docs])
+        paths = [d["path"] for d in docs]
+        # A few stats cost microseconds: a thread hop would cost more (and much more on a busy machine).
+        stats = _stats(paths) if len(paths) <= 32 else await asyncio.to_thread(_stats, paths)
         usable = []
         for doc, st in zip(docs, stats, strict=True):
             if st is None:

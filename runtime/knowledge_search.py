@@ -25,7 +25,7 @@ import numpy as np
 from .errors import ProviderError
 from .knowledge import Knowledge
 from .knowledge_text import location
-from .store.fts import match_query
+from .store.fts import query_words
 
 log = logging.getLogger(__name__)
 
@@ -67,11 +67,11 @@ async def search(knowledge: Knowledge, bound: list[str], query: str, limit: int 
     notes = _not_searchable(docs)
     usable = [d for d in await knowledge.check_fresh(docs) if d["passages"]]
     by_id = {d["id"]: d for d in usable}
-    match = match_query(query)
+    words = query_words(query)
     embedder = knowledge.embedder()
     vector_docs = [d for d in usable if embedder is not None and d["embed_model"] == embedder.name]
     depth = CANDIDATES if vector_docs else limit
-    lexical = await knowledge.repo.bm25(match, list(by_id), depth) if match else []
+    lexical = await knowledge.repo.bm25(words, list(by_id), depth)
     ranked = [r["id"] for r in lexical]
     rows = {r["id"]: r for r in lexical}
     if vector_docs:

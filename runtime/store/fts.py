@@ -19,12 +19,22 @@ who whom why will with would you your yours about also just than very
 """.split())
 
 
-def match_query(text: str) -> str | None:
-    """An FTS5 query matching any of the text's words (stopwords left out), or None when nothing is left."""
+def query_words(text: str) -> list[str]:
+    """The words of a query worth matching: stopwords and one-letter words left out, each once, in order."""
     seen: dict[str, None] = {}
     for word in _WORD.findall(text.lower()):
         if (len(word) > 1 or word.isdigit()) and word not in STOPWORDS:
-            seen.setdefault(word.replace('"', ""), None)
+            seen.setdefault(word, None)
         if len(seen) >= MAX_WORDS:
             break
-    return " OR ".join(f'"{w}"' for w in seen) or None
+    return list(seen)
+
+
+def match_any(words: list[str]) -> str | None:
+    """An FTS5 query matching any of `words` (each quoted: never read as query syntax)."""
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+def match_query(text: str) -> str | None:
+    """An FTS5 query matching any of the text's words, or None when nothing is left."""
+    return match_any(query_words(text))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 
 import docx
@@ -158,6 +159,11 @@ async def test_a_changed_file_is_indexed_again(home, docs):
         await indexed(rt)
         [hit] = await rt.search_knowledge(task.id, "albatross")
         assert "albatross" in hit["text"] and hit["line_start"] == 1
+        before = (await indexed(rt))["log.txt"]
+        os.utime(docs["log"], (time.time() + 60, time.time() + 60))  # touched, same content
+        await rt.search_knowledge(task.id, "albatross")
+        after = (await indexed(rt))["log.txt"]
+        assert after["mtime"] != before["mtime"] and after["indexed_at"] == before["indexed_at"]
     finally:
         await rt.aclose()
 

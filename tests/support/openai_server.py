@@ -553,11 +553,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--text", default="tok ", help="the text of each chunk")
     p.add_argument("--delay", type=float, default=0.0, help="seconds before each chunk")
     p.add_argument("--api-key", default=None)
+    p.add_argument("--embed", action="store_true", help="answer /v1/embeddings with trigram_vector")
     args = p.parse_args(argv)
 
     async def serve() -> None:
         default = Reply.many(args.chunks, args.text, delay=args.delay)
-        server = await OpenAIServer(args.host, args.port, api_key=args.api_key, default=default).start()
+        server = await OpenAIServer(args.host, args.port, api_key=args.api_key, default=default,
+                                    embed=trigram_vector if args.embed else None).start()
         print(f"READY {server.base_url}", flush=True)
         try:
             await asyncio.Event().wait()

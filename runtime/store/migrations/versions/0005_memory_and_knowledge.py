@@ -19,6 +19,8 @@ FTS = [
     "CREATE VIRTUAL TABLE memory_fts USING fts5(name UNINDEXED, summary, body, tokenize='porter unicode61')",
     "CREATE VIRTUAL TABLE passages_fts USING fts5(text, heading, content='passages', content_rowid='id', "
     "tokenize='porter unicode61')",
+    # Passage text counts twice its heading in BM25; `ORDER BY rank` lets FTS5 rank inside the index.
+    "INSERT INTO passages_fts(passages_fts, rank) VALUES ('rank', 'bm25(1.0, 0.5)')",
     "CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN "
     "INSERT INTO passages_fts(rowid, text, heading) VALUES (new.id, new.text, new.heading); END",
     "CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN "
