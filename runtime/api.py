@@ -58,7 +58,10 @@ from .infos import ChatInfo, MessageInfo, TaskInfo, TurnHandle
 from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
+from .knowledge import Knowledge
 from .locks import DataFolderLock, TaskLocks
+from .memory import MEMORY_DIR, Memory
+from .memory_api import MemoryMixin
 from .models.library import ModelLibrary
 from .models.progress import DownloadProgress, format_progress
 from .models_api import CatalogModel, InstalledModel, ModelsMixin
@@ -70,6 +73,8 @@ from .settings_api import SettingsMixin
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.chats import ChatStore
 from .store.faults import guard as storage_faults
+from .store.knowledge_repo import KnowledgeRepo
+from .store.memory_repo import MemoryRepo
 from .store.repo import Store
 from .stream_buffer import BufferRegistry, BufferState
 from .tasks_api import TasksMixin
@@ -89,7 +94,7 @@ __all__ = [
 ]
 
 
-class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin, ModelsMixin):
+class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin, ModelsMixin, MemoryMixin):
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
         self.home = home
@@ -105,8 +110,11 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self._pulls = {}
         self._providers: dict[str, Provider] = dict(providers)
         self._model_lists: dict = {}
+        self.memory = Memory(home / MEMORY_DIR, MemoryRepo(store.engine), read_only=read_only)
+        self.knowledge = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: self.jobs.submit(kind, None, job),
+                                   self._embedder)
         self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
-                            self.models)
+                            self.models, memory=self.memory, knowledge=self.knowledge)
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self.task_turns = self._host(store, self.kit, self._task_row)
         self.chats = Chats(self, ChatStore(store.engine))
@@ -149,6 +157,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         if not read_only:
             rt._schedule_auto_backup()
+            await rt.knowledge.resume()  # documents a quit or a crash cut off are indexed again
         return rt
 
     @staticmethod
@@ -181,6 +190,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         while self._runs:
             await asyncio.gather(*list(self._runs), return_exceptions=True)
         self.buffers.close()
+        self.knowledge.close()
         await self.jobs.drain()
         for provider in self._providers.values():
             try:

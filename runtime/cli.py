@@ -28,6 +28,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
+from . import cli_memory
 from .cli_models import add_models_parser, models_command
 from .errors import (
     ConfigError,
@@ -91,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     which = restore.add_mutually_exclusive_group(required=True)
     which.add_argument("--latest", action="store_true", help="the newest backup that is not damaged")
     which.add_argument("path", nargs="?", help="a backup file")
+    cli_memory.add_parsers(sub)
     return p
 
 
@@ -347,7 +349,7 @@ async def _open(args: argparse.Namespace) -> Runtime:
         return await Runtime.open(args.home)
     except DataFolderBusy:
         reads = args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
-        if not reads:
+        if not reads and not cli_memory.reads_only(args):
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -367,6 +369,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await models_command(rt, args)
         if args.command == "mcp":
             return await _mcp(rt, args)
+        if args.command in cli_memory.COMMANDS:
+            return await cli_memory.run(rt, args)
         return await _show(rt, args.task_id)
     finally:
         await rt.aclose()

@@ -67,6 +67,15 @@ class MCPServerConfig(BaseModel):
     url: str | None = None
 
 
+class EmbeddingsConfig(BaseModel):
+    """The embeddings model knowledge search uses beside BM25: a model of an OpenAI-compatible provider."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str
+    model: str
+
+
 def _default_providers() -> list[ProviderConfig]:
     return [ProviderConfig(id="builtin", kind="llama_cpp")]
 
@@ -83,6 +92,9 @@ class Settings(BaseModel):
     # command may run at once (0: no limit).
     sandbox_bwrap: str = "bwrap"
     sandbox_max_processes: int = Field(default=256, ge=0)
+
+    memory: bool = True  # the person's saved memories are used and saved (Settings ▸ Memory, `hearth memory off`)
+    embeddings: EmbeddingsConfig | None = None  # unset: knowledge search is BM25 alone, fully offline
 
     def provider(self, provider_id: str) -> ProviderConfig:
         for p in self.providers:

@@ -15,7 +15,8 @@ class TaskInfo(BaseModel):
     model: str
     approval: str
     planning: bool
-    knowledge: list
+    knowledge: list  # real paths of the documents and folders the task works from
+    memory: bool = True  # False: created with "don't use or save memory"
     workspace: str
     state: str
     last_reason: str | None

@@ -4,11 +4,17 @@ It builds what a turn's setup needs from the data folder's settings: the task's 
 kept), its tools, this turn's MCP sessions, the context budget, and the background jobs finalize enqueues.
 A task's `run_shell` runs in the sandbox (tools/sandbox.py) when one can start: its workspace writable, the data
 folder and the home's secret folders hidden, the network as the task allows.
+
+Memory and knowledge come in here: a task with memory on (and memory on in settings) gets the `memory` tool and,
+in every step's notes, the person's saved memories relevant to the input; after a completed turn in which the
+person said something about themselves, the `memory.extraction` job. A task bound to documents gets
+`search_knowledge`, scoped to them, and a note telling the model to cite what it uses.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,8 +22,12 @@ from typing import Any
 
 from .agent.prompt import PLANNING, SYSTEM_PROMPT
 from .agent.subagents import Delegate, load_definitions
-from .config import Settings
+from .config import Settings, split_model_ref
 from .keys import SecretStore
+from .knowledge import Knowledge
+from .knowledge_search import KNOWLEDGE_NOTE, answer_text, search
+from .memory import Memory
+from .memory_extraction import eligible, extract
 from .models.library import ModelLibrary
 from .parts import text_of
 from .providers import build_provider
@@ -25,10 +35,14 @@ from .providers.base import Provider
 from .tools.base import Effect, Tool, tool_spec
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
+from .tools.knowledge_tool import SearchKnowledge
 from .tools.mcp_consent import MCPConsents
+from .tools.memory_tool import MemoryTool
 from .tools.planning import SubmitPlan
 from .tools.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
 from .tools.skills import SkillTool, activated, instructions, load_skills, skills_note
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_TOKENS = 16_000
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
@@ -47,8 +61,12 @@ class Prepared:
 class AgentKit:
     def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
                  providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents,
-                 library: ModelLibrary | None = None):
+                 library: ModelLibrary | None = None, *, memory: Memory | None = None,
+                 knowledge: Knowledge | None = None):
         self.home = home
+        self.memory = memory
+        self.knowledge = knowledge
+        self._said: dict[str, str] = {}  # task id -> what the person said in the running turn (for extraction)
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -91,15 +109,28 @@ class AgentKit:
             if chosen is not None:
                 notes.append(instructions(chosen))
         tools.append(Delegate(await asyncio.to_thread(load_definitions, self.home)))
+        said = text_of(input_parts)
+        if self.memory is not None and self.memory_on(task):
+            tools.append(MemoryTool(self.memory))
+            self._said[task["id"]] = said
+            try:
+                notes.append(await self.memory.note(f"{task.get('title') or ''}\n{said}"))
+            except Exception:  # a broken memory folder costs this turn its memories, never the turn
+                log.exception("could not load the memories for task %s", task["id"])
+        bound = list(task.get("knowledge") or ())
+        if bound and self.knowledge is not None:
+            tools.append(SearchKnowledge(lambda query, limit: self._search(bound, query, limit)))
+            notes.append(KNOWLEDGE_NOTE)
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
     async def first_prompt(self) -> tuple[list[dict], list[dict]]:
-        """The system message and tools a new task's first step sends (MCP tools aside): the static prefix a
-        local model's prompt cache is warmed with (models_api, preload.py). It must match the turn's to help."""
-        prepared = await self.prepare({}, [])
+        """The system message and tools a new task's first step starts with: the static prefix a local model's
+        prompt cache is warmed with (models_api, preload.py). Memory's tool and its note (which depend on the
+        input) and MCP tools come after it, so the cache still covers what precedes them."""
+        prepared = await self.prepare({"id": None, "memory": False}, [])
         system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
@@ -139,5 +170,18 @@ class AgentKit:
     def context_budget(self, provider: Provider) -> int:
         return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
 
+    def memory_on(self, task: dict[str, Any]) -> bool:
+        """Memory is used and saved: on in settings, and the task was not created with it off."""
+        return self._settings().memory and task.get("memory", True) is not False
+
+    async def _search(self, bound: list[str], query: str, limit: int) -> str:
+        hits, notes = await search(self.knowledge, bound, query, limit)
+        return answer_text(query, hits, notes)
+
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
-        return []
+        """After a completed turn in which the person said something about themselves: `memory.extraction`."""
+        said = self._said.pop(task["id"], None)
+        if reason != "completed" or not said or self.memory is None or not self.memory_on(task) or not eligible(said):
+            return []
+        provider_id, model = split_model_ref(task["model"])
+        return [("memory.extraction", extract(self.memory, self.provider(provider_id), model, task["id"], said))]

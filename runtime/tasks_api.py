@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .config import Settings, split_model_ref
 from .errors import ConfigError, TaskNotFound
 from .infos import MessageInfo, TaskInfo
+from .memory_api import real_paths
 from .tools.approvals import APPROVAL_MODES
 from .tools.skills import add_skill, load_skills
 from .workspace import workspace_for
@@ -18,6 +19,7 @@ from .workspace import workspace_for
 if TYPE_CHECKING:
     from .abort import AbortRegistry
     from .kit import AgentKit
+    from .knowledge import Knowledge
     from .providers.base import Provider
     from .store.repo import Store
 
@@ -28,11 +30,16 @@ class TasksMixin:
     store: Store
     aborts: AbortRegistry
     kit: AgentKit
+    knowledge: Knowledge
     _providers: dict[str, Provider]
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = (), network: bool = False) -> TaskInfo:
-        """A new task; `network` lets its shell commands use the network (off by default; see set_task_sandbox)."""
+                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
+                          network: bool = False) -> TaskInfo:
+        """A new task. Its settings are bound for its life: model, approval mode, planning, the documents and
+        folders it works from (`knowledge`: added to the library, indexed in the background, the only ones its
+        search_knowledge sees), `memory` (False: this task neither uses nor saves the person's memories) and
+        `network` (its shell commands may use the network; off by default, see set_task_sandbox)."""
         self._writable()
         model = model or self.settings.default_model
         provider_id, _ = split_model_ref(model)
@@ -40,10 +47,13 @@ class TasksMixin:
             self.settings.provider(provider_id)  # raises ConfigError naming the configured ones
         if approval not in APPROVAL_MODES:
             raise ConfigError(f"Approval mode must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}.")
+        bound = real_paths(knowledge)
+        if bound:
+            await self.knowledge.add(bound)  # ConfigError naming a path that is not there, before the task exists
         task_id = uuid.uuid4().hex
         row = await self.store.create_task(
-            id=task_id, title=title, model=model, approval=approval, planning=planning,
-            knowledge=list(knowledge), workspace=str(workspace_for(self.home, task_id)), network=bool(network),
+            id=task_id, title=title, model=model, approval=approval, planning=planning, memory=bool(memory),
+            knowledge=bound, workspace=str(workspace_for(self.home, task_id)), network=bool(network),
         )
         return TaskInfo.model_validate(row)
 
@@ -116,6 +126,7 @@ class TasksMixin:
         stay where they are). What "Continue in a new task with another model" does."""
         source = await self.get_task(task_id)
         task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
-                                      planning=source.planning, knowledge=source.knowledge, network=source.network)
+                                      planning=source.planning, knowledge=source.knowledge, memory=source.memory,
+                                      network=source.network)
         await self.store.copy_messages(task_id, task.id)
         return await self.get_task(task.id)

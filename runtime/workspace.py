@@ -47,11 +47,14 @@ def show_path(path: str, limit: int = 120) -> str:
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 
-def _outside(path: str) -> ToolError:
-    return ToolError(f"Path '{show_path(path)}' is outside this task's workspace. Use a path inside the workspace.")
+WORKSPACE = "this task's workspace"
 
 
-def _check_text(path: str) -> None:
+def _outside(path: str, place: str) -> ToolError:
+    return ToolError(f"Path '{show_path(path)}' is outside {place}. Use a path inside it.")
+
+
+def _check_text(path: str, place: str = WORKSPACE) -> None:
     """Refuse paths that are malformed or deceptive before any file-system call."""
     if not isinstance(path, str):
         raise ToolError(f"Path must be a string, got {type(path).__name__}.")
@@ -68,10 +71,10 @@ def _check_text(path: str) -> None:
                 "refusing it because it hides what the path really is."
             )
     if path.startswith("~"):
-        raise ToolError(f"Path '{show_path(path)}' refers to a home directory, which is outside this task's workspace.")
+        raise ToolError(f"Path '{show_path(path)}' refers to a home directory, which is outside {place}.")
     if "\\" in path:
         raise ToolError(
-            f"Path '{show_path(path)}' contains a backslash. Use '/' to separate folders inside the workspace."
+            f"Path '{show_path(path)}' contains a backslash. Use '/' to separate folders inside {place}."
         )
     try:
         encoded = os.fsencode(path)
@@ -100,20 +103,21 @@ def _symlink_left(resolved: Path, root: Path) -> bool:
     return False
 
 
-def resolve_in_workspace(workspace: Path, path: str, *, for_write: bool = False) -> Path:
+def resolve_in_workspace(workspace: Path, path: str, *, for_write: bool = False, place: str = WORKSPACE) -> Path:
     """The real path `path` names inside `workspace`, or `ToolError` if it names anything else.
 
     `for_write` marks that the file may not exist yet; resolution is the same (through the parent's realpath,
-    dangling symlinks followed), but writing to the workspace folder itself is refused.
+    dangling symlinks followed), but writing to the workspace folder itself is refused. `place` names the
+    folder in refusals (the memory folder uses the same gate).
     """
-    _check_text(path)
+    _check_text(path, place)
     root = Path(os.path.realpath(workspace))
     try:
         resolved = Path(os.path.realpath(root / path))
     except (OSError, ValueError) as e:
         raise ToolError(f"Path '{show_path(path)}' cannot be resolved: {e}") from None
     if not resolved.is_relative_to(root):
-        raise _outside(path)
+        raise _outside(path, place)
     if _symlink_left(resolved, root):
         raise ToolError(f"Path '{show_path(path)}' goes through a symlink loop; refusing it.")
     if for_write and resolved == root:

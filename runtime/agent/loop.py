@@ -165,7 +165,7 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
     if tool is None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
-    part["effect"] = str(tool.effect)
+    part["effect"] = str(tool.effect_for(part["args"]) if hasattr(tool, "effect_for") else tool.effect)
     if getattr(tool, "server_name", None):
         part["mcp_server"] = tool.server_name  # its result is framed as an outside program's data
     asks = getattr(tool, "asks_user", False)

@@ -122,7 +122,9 @@ class TurnContext:
         """allow, ask or deny for this call, from the task's mode and rules (and for a command, its sandbox)."""
         rule_arg = getattr(tool, "rule_arg", None)
         command = args.get(rule_arg) if rule_arg else None
-        return decide(tool.name, tool.effect, self.approval, self.rules,
+        # A tool whose calls differ in effect (memory: view reads, the rest writes) says so per call.
+        effect = tool.effect_for(args) if hasattr(tool, "effect_for") else tool.effect
+        return decide(tool.name, effect, self.approval, self.rules,
                       command=command if isinstance(command, str) else None,
                       sandboxed=getattr(tool, "sandboxed", None), unsandboxed_ok=bool(self.task.get("unsandboxed_ok")))
 

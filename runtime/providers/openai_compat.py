@@ -166,6 +166,17 @@ class OpenAICompatProvider:
         except Exception as exc:
             raise self._map_error(exc, None) from exc
 
+    async def embed(self, model: str, texts: list[str]) -> list[list[float]]:
+        """Embedding vectors of `texts` (`/embeddings`), in order; floats on the wire, which every server speaks."""
+        client = await self._get_client()
+        try:
+            result = await client.embeddings.create(model=model, input=texts, encoding_format="float")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            raise self._map_error(exc, model) from exc
+        return [d.embedding for d in sorted(result.data, key=lambda d: d.index)]
+
     def _request_kwargs(self, request: ModelRequest) -> dict[str, Any]:
         kwargs: dict[str, Any] = {
             "model": request.model,

@@ -1,4 +1,8 @@
-"""The schema. Times are UNIX seconds (float). Message parts are typed JSON (see runtime/parts.py)."""
+"""The schema. Times are UNIX seconds (float). Message parts are typed JSON (see runtime/parts.py).
+
+The full-text indexes (`FTS_TABLES`) are SQLite FTS5 virtual tables, made by the migration itself: SQLAlchemy's
+metadata cannot describe them, so schema comparisons leave them (and their shadow tables) out on purpose.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -32,6 +37,7 @@ class TaskRow(Base):
     approval: Mapped[str] = mapped_column(String(16), server_default="ask")
     planning: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
     knowledge: Mapped[list] = mapped_column(JSON, default=list)
+    memory: Mapped[bool] = mapped_column(Boolean, server_default=text("1"))  # use and save the person's memories
     workspace: Mapped[str] = mapped_column(Text)
     # Live state.
     state: Mapped[str] = mapped_column(String(16), server_default="idle")
@@ -175,6 +181,70 @@ class JobRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float)
+
+
+class MemoryRow(Base):
+    """Provenance of a memory file in the data folder's memory/ (the file itself holds the text)."""
+
+    __tablename__ = "memories"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    summary: Mapped[str] = mapped_column(Text)
+    origin: Mapped[str] = mapped_column(String(16))  # extraction | tool | person | file (found on disk)
+    source_task_id: Mapped[str | None] = mapped_column(String(32))
+    source_turn_id: Mapped[str | None] = mapped_column(String(32))
+    content_hash: Mapped[str] = mapped_column(String(64))
+    mtime: Mapped[float] = mapped_column(Float)
+    created_at: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[float] = mapped_column(Float)
+    last_used_at: Mapped[float | None] = mapped_column(Float)
+
+
+class DocumentRow(Base):
+    """A file of the knowledge library and how far its indexing got."""
+
+    __tablename__ = "documents"
+    __table_args__ = (Index("ix_documents_path", "path", unique=True), Index("ix_documents_status", "status"))
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    path: Mapped[str] = mapped_column(Text)  # real path
+    kind: Mapped[str] = mapped_column(String(16))  # text | markdown | html | pdf | docx
+    size: Mapped[int] = mapped_column(Integer, server_default="0")
+    mtime: Mapped[float] = mapped_column(Float, server_default="0")
+    content_hash: Mapped[str | None] = mapped_column(String(64))
+    # queued | indexing | ready | error | missing; `detail` says what happened in a sentence
+    status: Mapped[str] = mapped_column(String(16))
+    detail: Mapped[str | None] = mapped_column(Text)
+    progress: Mapped[float] = mapped_column(Float, server_default="0")  # 0..1 while indexing
+    passages: Mapped[int] = mapped_column(Integer, server_default="0")
+    embed_model: Mapped[str | None] = mapped_column(String(200))  # the model its vectors come from
+    added_at: Mapped[float] = mapped_column(Float)
+    indexed_at: Mapped[float | None] = mapped_column(Float)
+
+
+class PassageRow(Base):
+    """A piece of a document with its place in it (page, heading, line range); indexed in `passages_fts`."""
+
+    __tablename__ = "passages"
+    __table_args__ = (Index("ix_passages_document", "document_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    document_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    heading: Mapped[str | None] = mapped_column(Text)
+    page: Mapped[int | None] = mapped_column(Integer)
+    line_start: Mapped[int | None] = mapped_column(Integer)
+    line_end: Mapped[int | None] = mapped_column(Integer)
+    vector: Mapped[bytes | None] = mapped_column(LargeBinary)  # float32, normalized; None without embeddings
+
+
+FTS_TABLES = ("memory_fts", "passages_fts")
+
+
+def is_fts_table(name: str) -> bool:
+    """An FTS5 table or one of the shadow tables SQLite keeps for it (`passages_fts_data`, ...)."""
+    return any(name == t or name.startswith(t + "_") for t in FTS_TABLES)
 
 
 # -- chats: the same columns as a task's conversation apart from the owner key (store/conversations.py); a chat has

@@ -2,7 +2,9 @@
 
 It speaks enough HTTP/1.1 for the `openai` SDK (and curl): keep-alive, `Transfer-Encoding: chunked` (default)
 or `Connection: close` bodies, `POST /v1/chat/completions` (streaming SSE, or a plain JSON completion when the
-request has no `"stream": true`), `GET /v1/models`, and OpenAI-shaped JSON error bodies.
+request has no `"stream": true`), `GET /v1/models`, `POST /v1/embeddings` when given an `embed` function
+(`OpenAIServer(embed=trigram_vector)`: a vector per input, as floats or base64 as the request asks; without one
+the route is unknown, as on a server that has no embeddings), and OpenAI-shaped JSON error bodies.
 
 Each request pops the next scripted `Reply` (`server.script(...)`), or uses `server.default` (answers "ok").
 It is fast: the whole SSE body is encoded up front and written in 64 KiB HTTP chunks, so 20,000 chunks go
@@ -29,13 +31,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import hashlib
 import json
+import math
+import re
+import struct
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -138,6 +145,7 @@ class OpenAIServer:
         default: Reply | None = None,
         model_fields: dict[str, dict] | None = None,
         routes: dict[tuple[str, str], Any] | None = None,
+        embed: Callable[[str], list[float]] | None = None,
     ):
         self.host = host
         self.port = port
@@ -147,6 +155,7 @@ class OpenAIServer:
         # kind answers ((method, path) -> body: Ollama's /api/show, llama.cpp's /props, LM Studio's models).
         self.model_fields = model_fields or {}
         self.routes = routes or {}
+        self.embed = embed  # text -> vector: the server has an embeddings model
         self.default = default or Reply()
         self.requests: list[Any] = []
         self.first_byte_times: list[float] = []
@@ -294,6 +303,9 @@ class OpenAIServer:
             data = [{"id": m, "object": "model", "created": 0, "owned_by": "test", **self.model_fields.get(m, {})}
                     for m in self.models]
             await self._send_simple(writer, 200, {"object": "list", "data": data}, False)
+            return True
+        if req.method == "POST" and req.path == "/v1/embeddings" and self.embed is not None and not fault:
+            await self._send_simple(writer, 200, _embeddings(self.embed, req.body), False)
             return True
         if (req.method, req.path) in self.routes:
             await self._send_simple(writer, 200, self.routes[(req.method, req.path)], False)
@@ -486,6 +498,35 @@ def _completion(reply: Reply, model: str) -> dict[str, Any]:
     }
 
 
+def _embeddings(embed: Callable[[str], list[float]], body: Any) -> dict[str, Any]:
+    body = body if isinstance(body, dict) else {}
+    inputs = body.get("input", [])
+    inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+    as_base64 = body.get("encoding_format") == "base64"
+    data = []
+    for i, text in enumerate(inputs):
+        vector = embed(str(text))
+        value: Any = base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode() if as_base64 else vector
+        data.append({"object": "embedding", "index": i, "embedding": value})
+    tokens = sum(len(str(t).split()) for t in inputs)
+    return {"object": "list", "data": data, "model": body.get("model", "embed-model"),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+def trigram_vector(text: str, dim: int = 256) -> list[float]:
+    """A deterministic stand-in for an embeddings model: hashed character trigrams of the words, normalized.
+    Texts that share words or spellings get close vectors (a misspelled word still lands near the right one);
+    it knows nothing of meaning."""
+    vector = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        padded = f" {word} "
+        for i in range(len(padded) - 2):
+            h = int.from_bytes(hashlib.blake2b(padded[i:i + 3].encode(), digest_size=4).digest(), "little")
+            vector[h % dim] += 1.0 if h & 1 << 31 else -1.0
+    norm = math.sqrt(sum(v * v for v in vector)) or 1.0
+    return [v / norm for v in vector]
+
+
 @contextlib.contextmanager
 def run_in_thread(server: OpenAIServer | None = None) -> Iterator[OpenAIServer]:
     """Run a server on its own event loop in a daemon thread; stop it on exit."""
@@ -512,11 +553,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--text", default="tok ", help="the text of each chunk")
     p.add_argument("--delay", type=float, default=0.0, help="seconds before each chunk")
     p.add_argument("--api-key", default=None)
+    p.add_argument("--embed", action="store_true", help="answer /v1/embeddings with trigram_vector")
     args = p.parse_args(argv)
 
     async def serve() -> None:
         default = Reply.many(args.chunks, args.text, delay=args.delay)
-        server = await OpenAIServer(args.host, args.port, api_key=args.api_key, default=default).start()
+        server = await OpenAIServer(args.host, args.port, api_key=args.api_key, default=default,
+                                    embed=trigram_vector if args.embed else None).start()
         print(f"READY {server.base_url}", flush=True)
         try:
             await asyncio.Event().wait()

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006_chats"
-down_revision = "0004_plans_checkpoints_subagents"
+down_revision = "0005_memory_and_knowledge"
 branch_labels = None
 depends_on = None
 

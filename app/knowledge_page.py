@@ -1,0 +1,135 @@
+"""The knowledge library: the documents tasks can work from, each with its status, and adding more.
+
+Files and folders come in by Add files…, Add folder… (non-modal dialogs) or by dropping them on the page.
+The page follows the runtime's `knowledge_changes()` while it is open (no polling): each document's status
+(queued, indexing with its percentage, ready with its passage count, or the sentence saying why it could not be
+read) and a bar for the indexing as a whole. A task is bound to documents when it is created; this page only
+manages the library.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .util import error_text, spawn
+
+STATUS_TEXT = {"queued": "Waiting", "ready": "Ready", "error": "Cannot be read", "missing": "File is gone"}
+
+
+def status_text(doc: dict) -> str:
+    if doc["status"] == "indexing":
+        return f"Indexing {round(100 * (doc['progress'] or 0))}%"
+    text = STATUS_TEXT.get(doc["status"], doc["status"])
+    return f"{text} · {doc['passages']} passages" if doc["status"] == "ready" else text
+
+
+class KnowledgePage(QWidget):
+    def __init__(self, bridge, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.rt = bridge.rt
+        self.setAcceptDrops(True)
+        lay = QVBoxLayout(self)
+        intro = QLabel("Documents tasks can work from: text, Markdown, HTML, PDF and Word files, or whole folders. "
+                       "Drop them here or add them; choose which ones a task uses when you create it.")
+        intro.setWordWrap(True)
+        intro.setObjectName("Muted")
+        lay.addWidget(intro)
+        self.tree = QTreeWidget()
+        self.tree.setHeaderLabels(["Document", "Status", "Details"])
+        self.tree.setRootIsDecorated(False)
+        self.tree.setColumnWidth(0, 280)
+        self.tree.setColumnWidth(1, 160)
+        lay.addWidget(self.tree, 1)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        lay.addWidget(self.progress)
+        row = QHBoxLayout()
+        add_files = QPushButton("Add files…")
+        add_files.clicked.connect(lambda: self._pick(folder=False))
+        add_folder = QPushButton("Add folder…")
+        add_folder.clicked.connect(lambda: self._pick(folder=True))
+        row.addWidget(add_files)
+        row.addWidget(add_folder)
+        row.addStretch(1)
+        lay.addLayout(row)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+        self.rows: dict[str, QTreeWidgetItem] = {}
+        self._follow = spawn(self._follow_changes(), bridge.report, long=True)
+        self.destroyed.connect(lambda *_: self.stop())
+
+    def stop(self) -> None:
+        """Stop following the library (when the page closes)."""
+        if not self._follow.done():
+            self._follow.cancel()
+
+    async def _follow_changes(self) -> None:
+        async for status in self.rt.knowledge_changes():
+            self.show_status(status)
+
+    def show_status(self, status: dict) -> None:
+        docs = status["documents"]
+        seen = set()
+        for doc in docs:
+            seen.add(doc["path"])
+            item = self.rows.get(doc["path"])
+            if item is None:
+                item = self.rows[doc["path"]] = QTreeWidgetItem([Path(doc["path"]).name, "", ""])
+                item.setToolTip(0, doc["path"])
+                self.tree.addTopLevelItem(item)
+            item.setText(1, status_text(doc))
+            item.setText(2, doc.get("detail") or "")
+            item.setToolTip(2, doc.get("detail") or "")
+        for path in [p for p in self.rows if p not in seen]:
+            self.tree.takeTopLevelItem(self.tree.indexOfTopLevelItem(self.rows.pop(path)))
+        counts = status["counts"]
+        waiting = counts["queued"] + counts["indexing"]
+        self.progress.setVisible(status["busy"])
+        if status["busy"]:
+            current = status["indexing"]
+            self.progress.setMaximum(100 * len(docs))
+            done = len(docs) - waiting + (current["progress"] if current else 0)
+            self.progress.setValue(int(100 * done))
+            self.progress.setFormat(f"Indexing {Path(current['path']).name if current else ''}: {waiting} to go")
+        if not docs:
+            self.status.setText("The library is empty.")
+
+    def _pick(self, folder: bool) -> None:
+        dlg = QFileDialog(self, "Add a folder" if folder else "Add files", str(Path.home()))
+        dlg.setFileMode(QFileDialog.FileMode.Directory if folder else QFileDialog.FileMode.ExistingFiles)
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.filesSelected.connect(lambda paths: self.bridge.run(self.add(paths)))
+        dlg.open()
+
+    async def add(self, paths: list[str]) -> None:
+        try:
+            docs = await self.rt.knowledge_add(paths)
+        except Exception as exc:
+            self.status.setText(f"Not added: {error_text(exc)}")
+            return
+        self.status.setText(f"Added {len(docs)} document{'s' if len(docs) != 1 else ''}.")
+
+    def dragEnterEvent(self, event) -> None:
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:
+        paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.bridge.run(self.add(paths))

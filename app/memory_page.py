@@ -1,0 +1,157 @@
+"""Settings ▸ Memory: what Hearth remembers about the person across tasks.
+
+A switch for memory everywhere, a search field, the memories (name, summary, where each came from), and for the
+selected one its text to read and edit in place, Save, Open (the file in the desktop's editor) and Delete.
+"Forget everything" asks by a second click (non-modal: a nested dialog loop would break qasync). The last
+failed memory extraction, if any, is shown with its reason (the job log).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .util import ago, error_text
+
+
+def source_text(m: dict) -> str:
+    if m.get("source_task_id"):
+        return "learned in a task" if m.get("origin") == "extraction" else "saved by a task"
+    return {"person": "written by you", "file": "found in the folder"}.get(m.get("origin") or "", "")
+
+
+class MemoryPage(QWidget):
+    def __init__(self, bridge, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.rt = bridge.rt
+        self._confirming = False
+        lay = QVBoxLayout(self)
+        self.enabled = QCheckBox("Remember things about me across tasks")
+        self.enabled.setChecked(self.rt.memory_enabled)
+        self.enabled.toggled.connect(lambda on: self.bridge.run(self._set_enabled(on)))
+        lay.addWidget(self.enabled)
+        intro = QLabel("Memories are small Markdown files in your data folder. Tasks read the ones that fit and may "
+                       "add new ones; secrets are never kept. A task created with memory off neither reads nor "
+                       "writes them.")
+        intro.setWordWrap(True)
+        intro.setObjectName("Muted")
+        lay.addWidget(intro)
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search memories")
+        self.search.textChanged.connect(lambda _t: self.bridge.run(self.reload()))
+        lay.addWidget(self.search)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        self.list = QListWidget()
+        self.list.currentItemChanged.connect(lambda item, _old: self.bridge.run(self._show(item)))
+        split.addWidget(self.list)
+        self.editor = QPlainTextEdit()
+        self.editor.setPlaceholderText("Choose a memory to read or edit it.")
+        split.addWidget(self.editor)
+        split.setSizes([300, 400])
+        lay.addWidget(split, 1)
+        row = QHBoxLayout()
+        self.save = QPushButton("Save")
+        self.save.clicked.connect(lambda: self.bridge.run(self._save()))
+        self.open_file = QPushButton("Open file")
+        self.open_file.clicked.connect(self._open)
+        self.delete = QPushButton("Delete")
+        self.delete.clicked.connect(lambda: self.bridge.run(self._delete()))
+        self.forget_all = QPushButton("Forget everything…")
+        self.forget_all.clicked.connect(lambda: self.bridge.run(self._forget_all()))
+        for button in (self.save, self.open_file, self.delete):
+            row.addWidget(button)
+        row.addStretch(1)
+        row.addWidget(self.forget_all)
+        lay.addLayout(row)
+        self.status = QLabel()
+        self.status.setWordWrap(True)
+        lay.addWidget(self.status)
+        self._selection_changed()
+        self.bridge.run(self.reload())
+
+    def current_name(self) -> str | None:
+        item = self.list.currentItem()
+        return item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+
+    async def reload(self) -> None:
+        keep = self.current_name()
+        rows = await self.rt.memories(self.search.text())
+        self.list.blockSignals(True)
+        self.list.clear()
+        for m in rows:
+            used = ago(m.get("last_used_at")) or "not yet"
+            item = QListWidgetItem(f"{m['summary']}\n{m['name']} · {source_text(m)} · used {used}")
+            item.setData(Qt.ItemDataRole.UserRole, m["name"])
+            self.list.addItem(item)
+            if m["name"] == keep:
+                self.list.setCurrentItem(item)
+        self.list.blockSignals(False)
+        self._selection_changed()
+        failed = [j for j in await self.rt.job_log("memory.extraction", 1) if j["status"] == "failed"]
+        if not rows and not self.status.text():
+            self.status.setText("No memories yet." if not self.search.text() else "No memory matches.")
+        if failed:
+            self.status.setText(f"The last attempt to learn from a task failed ({ago(failed[0]['created_at'])}): "
+                                f"{failed[0]['error']}")
+
+    def _selection_changed(self) -> None:
+        chosen = self.current_name() is not None
+        for button in (self.save, self.open_file, self.delete):
+            button.setEnabled(chosen)
+        if not chosen:
+            self.editor.setPlainText("")
+
+    async def _show(self, item) -> None:
+        self._selection_changed()
+        if item is not None:
+            self.editor.setPlainText(await self.rt.memory_text(item.data(Qt.ItemDataRole.UserRole)))
+
+    async def _save(self) -> None:
+        name = self.current_name()
+        try:
+            await self.rt.save_memory(name, self.editor.toPlainText())
+        except Exception as exc:
+            self.status.setText(f"Not saved: {error_text(exc)}")
+            return
+        self.status.setText(f"Saved {name}.")
+        await self.reload()
+
+    def _open(self) -> None:
+        name = self.current_name()
+        if name:
+            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.rt.memory_folder / name)))
+
+    async def _delete(self) -> None:
+        name = self.current_name()
+        await self.rt.forget(name)
+        self.status.setText(f"Deleted {name}.")
+        await self.reload()
+
+    async def _forget_all(self) -> None:
+        if not self._confirming:
+            self._confirming = True
+            self.forget_all.setText(f"Click again to forget all {self.list.count()} memories")
+            return
+        self._confirming = False
+        self.forget_all.setText("Forget everything…")
+        count = await self.rt.forget_all()
+        self.status.setText(f"Forgot {count} memories.")
+        await self.reload()
+
+    async def _set_enabled(self, on: bool) -> None:
+        await self.rt.set_memory_enabled(on)
+        self.status.setText("Memory is on." if on else "Memory is off: no task reads or saves memories.")

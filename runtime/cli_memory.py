@@ -1,0 +1,122 @@
+"""`hearth memory list|show|forget|off|on` and `hearth knowledge add|list|remove`, wired into runtime/cli.py.
+
+`memory list`, `memory show` and `knowledge list` only read, so they also run beside the app (read-only); the
+rest change something. `knowledge add` waits for the indexing and prints each document's status as it settles
+(Ctrl-C stops waiting; what is left is indexed at the next start, of the app or the CLI).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+from .api import Runtime
+from .errors import ConfigError
+
+COMMANDS = ("memory", "knowledge")
+_READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list")}
+
+
+def add_parsers(sub) -> None:
+    memory = sub.add_parser("memory", help="the memories Hearth keeps about you across tasks")
+    msub = memory.add_subparsers(dest="memory_command", required=True)
+    listing = msub.add_parser("list", help="your memories, with where each came from")
+    listing.add_argument("--search", help="only those matching these words")
+    show = msub.add_parser("show", help="print one memory file")
+    show.add_argument("name")
+    forget = msub.add_parser("forget", help="delete a memory (or --all of them)")
+    forget.add_argument("name", nargs="?")
+    forget.add_argument("--all", action="store_true", help="forget everything")
+    msub.add_parser("off", help="stop using and saving memories in every task")
+    msub.add_parser("on", help="use and save memories again")
+    knowledge = sub.add_parser("knowledge", help="the documents tasks can work from")
+    ksub = knowledge.add_subparsers(dest="knowledge_command", required=True)
+    add = ksub.add_parser("add", help="add files or folders to the library and index them")
+    add.add_argument("paths", nargs="+")
+    add.add_argument("--no-wait", action="store_true", help="do not wait for the indexing")
+    ksub.add_parser("list", help="the library's documents and their status")
+    remove = ksub.add_parser("remove", help="take a document out of the library (the file stays)")
+    remove.add_argument("path")
+
+
+def reads_only(args: argparse.Namespace) -> bool:
+    sub = getattr(args, f"{args.command}_command", None)
+    return (args.command, sub) in _READS
+
+
+async def run(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.command == "memory":
+        return await _memory(rt, args)
+    return await _knowledge(rt, args)
+
+
+def _when(ts: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else "never"
+
+
+async def _memory(rt: Runtime, args: argparse.Namespace) -> int:
+    command = args.memory_command
+    if command == "list":
+        rows = await rt.memories(args.search)
+        if not rt.memory_enabled:
+            print("Memory is off (hearth memory on turns it back on).", file=sys.stderr)
+        for m in rows:
+            source = f"task {m['source_task_id']}" if m.get("source_task_id") else m.get("origin") or "file"
+            print(f"{m['name']:<28} {m['summary']}  [{source}, used {_when(m.get('last_used_at'))}]")
+        if not rows:
+            print("No memories." if not args.search else "No memory matches.")
+        print(f"Folder: {rt.memory_folder}", file=sys.stderr)
+    elif command == "show":
+        print(await rt.memory_text(args.name), end="")
+    elif command == "forget":
+        if args.all == bool(args.name):
+            raise ConfigError("Give the name of a memory to forget, or --all.")
+        if args.all:
+            print(f"Forgot {await rt.forget_all()} memories.")
+        else:
+            await rt.forget(args.name)
+            print(f"Forgot {args.name}.")
+    else:
+        await rt.set_memory_enabled(command == "on")
+        print("Memory is on." if command == "on" else "Memory is off: no task uses or saves memories.")
+    return 0
+
+
+async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
+    command = args.knowledge_command
+    if command == "list":
+        docs = await rt.knowledge_list()
+        for d in docs:
+            _print_doc(d)
+        if not docs:
+            print("The library is empty: hearth knowledge add PATH…")
+        return 0
+    if command == "remove":
+        if not await rt.knowledge_remove(args.path):
+            raise ConfigError(f"{args.path} is not in the library.")
+        print(f"Removed {args.path} from the library.")
+        return 0
+    docs = await rt.knowledge_add(args.paths)
+    print(f"Added {len(docs)} document(s).")
+    if args.no_wait:
+        return 0
+    wanted = {d["id"] for d in docs}
+    shown: set[int] = set()
+    async for status in rt.knowledge_changes():
+        for d in status["documents"]:
+            if d["id"] in wanted and d["id"] not in shown and d["status"] not in ("queued", "indexing"):
+                shown.add(d["id"])
+                _print_doc(d)
+        if shown == wanted:
+            break
+        await asyncio.sleep(0)
+    failed = [d for d in (await rt.knowledge_list()) if d["id"] in wanted and d["status"] != "ready"]
+    return 2 if failed else 0
+
+
+def _print_doc(d: dict) -> None:
+    state = d["status"] if d["status"] != "indexing" else f"indexing {round(100 * (d['progress'] or 0))}%"
+    detail = f"  {d['detail']}" if d.get("detail") else ""
+    print(f"{state:<14} {d['passages']:>7} passages  {d['path']}{detail}")

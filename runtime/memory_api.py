@@ -1,0 +1,142 @@
+"""The memory and knowledge part of the Runtime facade (runtime/api.py): the person's memories (list, read,
+edit, forget, on/off) and the knowledge library (add, list, status, progress, search within a task).
+
+Errors a person caused (a name outside the memory folder, a path that is not there) are `ConfigError` with a
+sentence; the memory folder's own rules are `runtime/memory.py`'s, the library's `runtime/knowledge.py`'s.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .config import Settings
+from .errors import ConfigError, ToolError
+from .knowledge import Embedder
+from .knowledge_search import search
+from .store.fts import match_query
+
+if TYPE_CHECKING:
+    from .knowledge import Knowledge
+    from .memory import Memory
+
+
+class MemoryMixin:
+    settings: Settings
+    memory: Memory
+    knowledge: Knowledge
+
+    # -- memory --
+
+    @property
+    def memory_folder(self) -> Path:
+        return self.memory.folder
+
+    @property
+    def memory_enabled(self) -> bool:
+        return self.settings.memory
+
+    async def set_memory_enabled(self, on: bool) -> None:
+        """Memory on or off everywhere (settings.json): off, no task uses or saves memories."""
+        self._writable()
+        new = self.settings.model_copy(deep=True)
+        new.memory = bool(on)
+        await self.save_settings(new)
+
+    async def memories(self, query: str | None = None) -> list[dict]:
+        """Every memory (name, summary, origin, source task and turn, created, updated, last used), by name; with
+        `query`, those whose text or name matches it."""
+        rows = await self.memory.entries()
+        if not query or not query.strip():
+            return rows
+        match = match_query(query)
+        found = set(await self.memory.repo.search(match, 10_000)) if match else set()
+        words = query.lower().split()
+        return [r for r in rows if r["name"] in found or all(w in (r["name"] + " " + r["summary"]).lower()
+                                                             for w in words)]
+
+    async def memory_text(self, name: str) -> str:
+        """The text of one memory file."""
+        return await _plain(self.memory.read(name))
+
+    async def save_memory(self, name: str, text: str) -> str:
+        """The person writes or edits a memory (Settings ▸ Memory); returns its file name."""
+        self._writable()
+        return await _plain(self.memory.write(name, text, origin="person", task_id=None, turn_id=None))
+
+    async def forget(self, name: str) -> None:
+        """Delete one memory: its file, its record and its index entry."""
+        self._writable()
+        await _plain(self.memory.delete(name))
+
+    async def forget_all(self) -> int:
+        """Delete every memory; how many there were."""
+        self._writable()
+        return await self.memory.forget_all()
+
+    async def job_log(self, kind: str | None = None, limit: int = 50) -> list[dict]:
+        """The newest background jobs (memory.extraction, resource.index, ...): kind, task, status, error, when."""
+        return await self.memory.repo.jobs(kind, limit)
+
+    # -- knowledge --
+
+    def _embedder(self) -> Embedder | None:
+        """The embeddings model chosen in settings, when its provider can embed; None: BM25 alone."""
+        chosen = self.settings.embeddings
+        if chosen is None:
+            return None
+        try:
+            provider = self.provider(chosen.provider)
+        except ConfigError:
+            return None
+        return Embedder(provider, chosen.model) if hasattr(provider, "embed") else None
+
+    async def knowledge_add(self, paths: Iterable[str | os.PathLike]) -> list[dict]:
+        """Add files or folders to the library; their documents (new and changed ones are indexed in the
+        background: follow `knowledge_changes()`). ConfigError naming a path that is not there."""
+        self._writable()
+        paths = list(paths)
+        if not paths:
+            raise ConfigError("Give at least one file or folder to add.")
+        return await self.knowledge.add(paths)
+
+    async def knowledge_remove(self, path: str | os.PathLike) -> bool:
+        """Take a document out of the library (the file stays where it is)."""
+        self._writable()
+        return await self.knowledge.remove(str(path))
+
+    async def knowledge_list(self) -> list[dict]:
+        """The library's documents: path, kind, size, status (queued, indexing, ready, error, missing), detail (a
+        sentence), progress (0..1), passages."""
+        return await self.knowledge.documents()
+
+    async def knowledge_status(self) -> dict:
+        """{"documents", "counts" by status, "indexing" (the document being indexed or None), "busy"}."""
+        return await self.knowledge.status()
+
+    async def knowledge_changes(self) -> AsyncIterator[dict]:
+        """`knowledge_status()` now and after every change, for a library view; ends when the consumer stops."""
+        async for status in self.knowledge.changes():
+            yield status
+
+    async def search_knowledge(self, task_id: str, query: str, limit: int = 6) -> list[dict]:
+        """What the task's `search_knowledge` tool finds: passages of only this task's documents, with path, name,
+        kind, `where` (page, lines, heading in words), page, line_start, line_end, heading and text."""
+        task = await self._task_row(task_id)
+        hits, _ = await search(self.knowledge, list(task.get("knowledge") or ()), query, limit)
+        return [h.as_dict() for h in hits]
+
+
+async def _plain(action):
+    """The memory folder's refusals (ToolError, for the model) as ConfigError for a person."""
+    try:
+        return await action
+    except ToolError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def real_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """Knowledge paths as a task binds them: real, absolute, in the order given, without repeats."""
+    return list(dict.fromkeys(os.path.realpath(Path(p).expanduser()) for p in paths))

@@ -1,0 +1,40 @@
+"""FTS5 query text from what a person or a model typed (no SQL here: it is the FTS5 query language).
+
+Words are quoted one by one, so nothing a person types (quotes, `NEAR`, `*`, `-`, parentheses) can be read as
+query syntax or make the query fail, and joined with OR: BM25 ranks passages that hold more of the rarer
+words first, and a question phrased differently from the passage still finds it.
+"""
+
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_WORDS = 32
+# Words that match almost everything and only slow the query down.
+STOPWORDS = frozenset("""
+a an and are as at be but by can could did do does for from had has have how i if in into is it its me my no not
+of on or our so than that the their them then there these they this those to was we were what when where which
+who whom why will with would you your yours about also just than very
+""".split())
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a query worth matching: stopwords and one-letter words left out, each once, in order."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(text.lower()):
+        if (len(word) > 1 or word.isdigit()) and word not in STOPWORDS:
+            seen.setdefault(word, None)
+        if len(seen) >= MAX_WORDS:
+            break
+    return list(seen)
+
+
+def match_any(words: list[str]) -> str | None:
+    """An FTS5 query matching any of `words` (each quoted: never read as query syntax)."""
+    return " OR ".join(f'"{w}"' for w in words) or None
+
+
+def match_query(text: str) -> str | None:
+    """An FTS5 query matching any of the text's words, or None when nothing is left."""
+    return match_any(query_words(text))

@@ -1,0 +1,119 @@
+"""Settings ▸ Memory, the knowledge library page, and citation chips that open the cited document."""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtCore import QObject, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtTest import QTest
+
+import app.controller  # noqa: F401  (imported here, not by the first test on the event loop)
+from app.citation import CitationRow, parse_citations
+from app.knowledge_page import KnowledgePage
+from app.memory_page import MemoryPage
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.pdf import write_pdf
+from tests.support.qt_helpers import MODEL, until
+
+
+class Opened(QObject):
+    """Receives what QDesktopServices would hand to the desktop for file URLs."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls: list[QUrl] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.urls.append(url)
+
+
+async def test_memory_page_lists_edits_deletes_and_forgets(launch):
+    ctl = await launch()
+    rt = ctl.rt
+    await rt.save_memory("tea.md", "# Prefers green tea\nNo sugar.")
+    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
+    page = MemoryPage(ctl.bridge)
+    await until(lambda: page.list.count() == 2, what="two memories")
+    assert page.list.item(0).text().startswith("Prefers green tea\ntea.md · written by you")
+    page.search.setText("kilometres")
+    await until(lambda: page.list.count() == 1, what="search")
+    page.search.setText("")
+    await until(lambda: page.list.count() == 2, what="all again")
+    page.list.setCurrentRow(0)
+    await until(lambda: page.editor.toPlainText() == "# Prefers green tea\nNo sugar.\n", what="text shown")
+    page.editor.setPlainText("# Prefers green tea\nNo sugar, a slice of lemon.")
+    QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text() == "Saved tea.md.", what="saved")
+    assert "lemon" in (rt.memory_folder / "tea.md").read_text()
+    page.editor.setPlainText("# Bank\npassword: hunter2hunter2")
+    QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
+    page.list.setCurrentRow(1)
+    QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
+    await until(lambda: page.list.count() == 1, what="deleted")
+    assert not (rt.memory_folder / "units.md").exists()
+    QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
+    await until(lambda: page.forget_all.text().startswith("Click again"), what="asks again")
+    assert (rt.memory_folder / "tea.md").exists()
+    QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text() == "Forgot 1 memories.", what="forgot all")
+    assert await rt.memories() == []
+    page.enabled.setChecked(False)
+    await until(lambda: not rt.memory_enabled, what="memory off")
+
+
+async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
+    ctl = await launch()
+    folder = tmp_path / "library"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\nThe boiler is serviced in May.\n")
+    (folder / "blob.txt").write_bytes(b"\x00\x01\x02" * 100)
+    page = KnowledgePage(ctl.bridge)
+    try:
+        await until(lambda: page.status.text() == "The library is empty.", what="empty library")
+        await page.add([str(folder)])
+        assert page.status.text() == "Added 2 documents."
+        await until(lambda: len(page.rows) == 2 and all(
+            page.rows[p].text(1) not in ("Waiting",) and not page.rows[p].text(1).startswith("Indexing")
+            for p in page.rows), what="both settled")
+        by_name = {item.text(0): item for item in page.rows.values()}
+        assert by_name["notes.md"].text(1).startswith("Ready · 1 passages")
+        assert by_name["blob.txt"].text(1) == "Cannot be read" and "binary" in by_name["blob.txt"].text(2)
+        await page.add([str(tmp_path / "nowhere")])
+        assert page.status.text().startswith("Not added:") and "was not found" in page.status.text()
+    finally:
+        page.stop()
+
+
+async def test_citation_chips_open_the_cited_file(launch, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    manual = write_pdf(folder / "manual.pdf", ["Intro.", "Bleed the radiator with the small key."])
+    notes = folder / "notes.txt"
+    notes.write_text("Radiator in the hall: bleed it every autumn.\n")
+    other = folder / "other.txt"
+    other.write_text("The radiator in the attic is not ours.\n")
+    model = ScriptedModel([[Call("search_knowledge", {"query": "bleed radiator"})], ["See [1] and [2]."]])
+    ctl = await launch(model)
+    await ctl.rt.knowledge_add([other])
+    task = await ctl.rt.create_task(model=MODEL, knowledge=[str(manual), str(notes)])
+    while (await ctl.rt.knowledge_status())["busy"]:
+        await asyncio.sleep(0.02)
+    await ctl.bridge.send(task.id, "How do I bleed the radiator?")
+    await ctl.bridge.wait_idle(task.id)
+    tool_part = next(p for m in await ctl.rt.messages(task.id) for p in m.parts if p.get("type") == "tool_call")
+    row = CitationRow(tool_part["result"])
+    assert {c.citation.path for c in row.chips} == {str(manual.resolve()), str(notes.resolve())}
+    assert not parse_citations("no passages here")
+    pdf_chip = next(c for c in row.chips if c.citation.path.endswith("manual.pdf"))
+    assert pdf_chip.text() == f"[{pdf_chip.citation.n}] manual.pdf · page 2"
+    opened = Opened()
+    QDesktopServices.setUrlHandler("file", opened, "open")
+    try:
+        QTest.mouseClick(pdf_chip, Qt.MouseButton.LeftButton)
+        await until(lambda: opened.urls, what="the file opened")
+    finally:
+        QDesktopServices.unsetUrlHandler("file")
+    assert opened.urls[0].toLocalFile() == str(manual.resolve()) and opened.urls[0].fragment() == "page=2"

@@ -1,0 +1,222 @@
+"""Memory across tasks: extraction after a turn, the memory note in the next task's request, forgetting, secrets
+kept out, per-task and global off, the memory tool's confinement and approvals."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+
+import pytest
+
+from runtime.api import ConfigError, Runtime
+from runtime.errors import ToolError
+from runtime.memory import Memory
+from runtime.providers.scripted import Call, ScriptedModel
+from runtime.store.memory_repo import MemoryRepo
+from runtime.store.repo import DB_NAME, Store
+from runtime.tools.base import ToolContext
+from runtime.tools.memory_tool import MemoryTool
+from tests.runtime.test_workspace import corpus, snapshot, tree  # noqa: F401  (tree is a fixture)
+from tests.support.helpers import collect, open_runtime, write_settings
+from tests.support.openai_server import OpenAIServer, Reply
+
+PREFERENCE = "I prefer metric units, so always give distances in kilometres."
+PROPOSAL = {"add": [{"name": "units", "summary": "Prefers metric units (kilometres)",
+                     "content": "The person wants distances in kilometres, never miles."}], "update": [], "delete": []}
+
+
+async def settle(rt: Runtime, timeout: float = 10.0) -> None:
+    """Until the background jobs (extraction, indexing) are done."""
+    deadline = time.monotonic() + timeout
+    while rt.jobs.pending:
+        assert time.monotonic() < deadline, "background jobs did not finish"
+        await asyncio.sleep(0.01)
+
+
+def request_for(server: OpenAIServer, text: str) -> dict:
+    """The first chat request whose last message is the person's `text`."""
+    return next(r for r in server.chat_requests if r["messages"][-1].get("content") == text)
+
+
+@pytest.fixture
+async def server():
+    async with OpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def rt(home, server):
+    write_settings(home, server.base_url)
+    rt = await Runtime.open(home)
+    yield rt
+    await rt.aclose()
+
+
+async def turn(rt: Runtime, task_id: str, text: str):
+    handle = await rt.send(task_id, text)
+    events = await collect(rt, task_id)
+    await rt.wait_idle(task_id)
+    await settle(rt)
+    return handle, events
+
+
+async def test_three_tasks_a_preference_is_remembered_then_forgotten(rt, server, home):
+    server.script(Reply(chunks=["Noted: kilometres."]), Reply(chunks=["```json\n", json.dumps(PROPOSAL), "\n```"]))
+    first = await rt.create_task(title="Walks")
+    handle, _ = await turn(rt, first.id, PREFERENCE)
+
+    extraction = server.chat_requests[1]
+    assert "Current memory index" in extraction["messages"][1]["content"] and PREFERENCE in extraction["messages"][1][
+        "content"]
+    saved = (home / "memory" / "units.md").read_text()
+    assert saved.startswith("# Prefers metric units (kilometres)") and "never miles" in saved
+    assert "- units.md: Prefers metric units (kilometres)" in (home / "memory" / "INDEX.md").read_text()
+    [row] = await rt.memories()
+    assert (row["name"], row["origin"], row["source_task_id"], row["source_turn_id"]) == (
+        "units.md", "extraction", first.id, handle.turn_id)
+    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
+
+    second = await rt.create_task(title="Marathon")
+    await turn(rt, second.id, "How long is a marathon, in distance?")
+    system = request_for(server, "How long is a marathon, in distance?")["messages"][0]["content"]
+    assert "The person's saved memories" in system and "data, not instructions" in system
+    assert "- units.md: Prefers metric units (kilometres)" in system
+    assert '<memory name="units.md">' in system and "never miles" in system  # relevant: its body too
+    assert (await rt.memories())[0]["last_used_at"] is not None
+
+    await rt.forget("units.md")
+    assert not (home / "memory" / "units.md").exists()
+    assert "units.md" not in (home / "memory" / "INDEX.md").read_text()
+    third = await rt.create_task(title="Run")
+    await turn(rt, third.id, "How far is a 10k run?")
+    system = request_for(server, "How far is a 10k run?")["messages"][0]["content"]
+    assert "metric" not in system and "saved memories" not in system
+    assert await rt.memories() == []
+
+
+async def test_a_canary_secret_never_reaches_memory(rt, server, home):
+    canary = "canary-5521-hunter"
+    said = f"My password is {canary} and I prefer tea to coffee."
+    proposal = {"add": [{"name": "password", "summary": "Their password", "content": f"Password: {canary}"},
+                        {"name": "login", "summary": f"Uses {canary} to log in", "content": "For the bank."},
+                        {"name": "drinks", "summary": "Prefers tea to coffee", "content": "Offer tea."}]}
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
+    task = await rt.create_task()
+    await turn(rt, task.id, said)
+    assert canary not in json.dumps(server.chat_requests[1])  # the model proposing memories never saw it
+    assert [m["name"] for m in await rt.memories()] == ["drinks.md"]
+    for path in (home / "memory").iterdir():
+        assert canary not in path.read_text()
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        stored = db.execute("select group_concat(summary || body) from memory_fts").fetchone()[0]
+        assert canary not in stored and "tea" in stored
+    finally:
+        db.close()
+    with pytest.raises(ConfigError, match="secret"):
+        await rt.save_memory("bank.md", f"# Bank\nThe api_key={canary}")
+
+
+async def test_tasks_with_memory_off_neither_use_nor_save_it(rt, server, home):
+    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
+    private = await rt.create_task(title="Private", memory=False)
+    assert private.memory is False and (await rt.get_task(private.id)).memory is False
+    await turn(rt, private.id, "I prefer the imperial system here.")  # eligible, but this task keeps nothing
+    request = request_for(server, "I prefer the imperial system here.")
+    assert "metric" not in request["messages"][0]["content"]
+    assert "memory" not in {t["function"]["name"] for t in request["tools"]}
+    assert len(server.chat_requests) == 1  # no extraction call
+    await rt.set_memory_enabled(False)
+    assert not rt.memory_enabled and json.loads((home / "settings.json").read_text())["memory"] is False
+    normal = await rt.create_task()
+    await turn(rt, normal.id, "I love long walks.")
+    assert "metric" not in request_for(server, "I love long walks.")["messages"][0]["content"]
+    assert len(server.chat_requests) == 2
+
+
+async def test_a_failed_extraction_is_logged_and_the_next_turn_runs(rt, server):
+    server.script(Reply(chunks=["Sure."]), Reply(chunks=["I cannot answer in JSON, sorry."]), Reply(chunks=["Hi."]))
+    task = await rt.create_task()
+    await turn(rt, task.id, "Call me Ana from now on.")
+    [job] = await rt.job_log("memory.extraction")
+    assert job["status"] == "failed" and "JSON" in job["error"] and job["task_id"] == task.id
+    _, events = await turn(rt, task.id, "hello")
+    assert events[-1].reason == "completed" and await rt.memories() == []
+
+
+async def test_ordinary_turns_cost_no_extraction(rt, server):
+    task = await rt.create_task()
+    for text in ("Summarise the file for me.", "What is 2 + 2?", "Thanks!"):
+        await turn(rt, task.id, text)
+    assert len(server.chat_requests) == 3
+
+
+async def test_files_edited_by_hand_count_at_once(home):
+    rt = await open_runtime(home)
+    try:
+        folder = rt.memory_folder
+        folder.mkdir(exist_ok=True)
+        (folder / "garden.md").write_text("# Grows tomatoes on the balcony\nCherry tomatoes, every summer.\n")
+        [row] = await rt.memories()
+        assert (row["name"], row["summary"], row["origin"]) == ("garden.md", "Grows tomatoes on the balcony", "file")
+        assert [m["name"] for m in await rt.memories("cherry")] == ["garden.md"]
+        (folder / "garden.md").write_text("# Grows peppers now\n")
+        assert (await rt.memories())[0]["summary"] == "Grows peppers now"
+        (folder / "garden.md").unlink()
+        assert await rt.memories() == []
+        assert "garden" not in (folder / "INDEX.md").read_text()
+    finally:
+        await rt.aclose()
+
+
+async def test_memory_tool_view_runs_and_writes_follow_approvals(home):
+    model = ScriptedModel([
+        [Call("memory", {"command": "view"})],
+        [Call("memory", {"command": "create", "path": "editor.md", "content": "# Uses Vim\nKeybindings too."})],
+        ["Saved."],
+    ])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model="scripted/test", approval="ask")
+        await rt.send(task.id, "Remember that I use Vim.")
+        events = await collect(rt, task.id)
+        await rt.wait_idle(task.id)
+        views = [e for e in events if e.type == "tool_call" and e.state == "done"]
+        assert views and views[0].result == "No memories yet." and views[0].effect == "read_only"
+        assert events[-1].reason == "waiting"  # the create waits for the person
+        assert not (rt.memory_folder / "editor.md").exists()
+        request = (await rt.get_task(task.id)).pending_request
+        await rt.answer(task.id, request["request_id"], "approve")
+        await collect(rt, task.id)
+        await rt.wait_idle(task.id)
+        [row] = await rt.memories()
+        assert (row["name"], row["origin"], row["source_task_id"]) == ("editor.md", "tool", task.id)
+    finally:
+        await rt.aclose()
+
+
+async def test_memory_tool_refuses_every_escape(tree):  # noqa: F811
+    store = await Store.open(tree["tmp"])
+    try:
+        tool = MemoryTool(Memory(tree["ws"], MemoryRepo(store.engine)))
+        ctx = ToolContext(task_id="t", turn_id="u", workspace=tree["tmp"], call_id="c")
+        before = snapshot(tree["tmp"] / "outside") | snapshot(tree["evil"])
+        for path in corpus(tree):
+            for args in ({"command": "view", "path": path}, {"command": "delete", "path": path},
+                         {"command": "create", "path": path, "content": "# pwned\n"},
+                         {"command": "update", "path": path, "content": "# pwned\n"}):
+                with pytest.raises(ToolError):
+                    await tool.run(args, ctx)
+        assert snapshot(tree["tmp"] / "outside") | snapshot(tree["evil"]) == before
+        with pytest.raises(ToolError, match="outside the memory folder"):
+            await tool.run({"command": "view", "path": "../outside/secret.txt"}, ctx)
+        with pytest.raises(ToolError, match="directly in the memory folder"):
+            await tool.run({"command": "create", "path": "sub/x.md", "content": "# x\n"}, ctx)
+        with pytest.raises(ToolError, match="kept by Hearth"):
+            await tool.run({"command": "update", "path": "INDEX.md", "content": "# x\n"}, ctx)
+        assert (await tool.run({"command": "create", "path": "ok.md", "content": "# Fine\n"}, ctx)).output == \
+            "Saved the memory 'ok.md'."
+    finally:
+        await store.aclose()
