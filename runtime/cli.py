@@ -29,6 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from . import cli_memory
+from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
 from .errors import (
     ConfigError,
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--latest", action="store_true", help="the newest backup that is not damaged")
     which.add_argument("path", nargs="?", help="a backup file")
     cli_memory.add_parsers(sub)
+    add_chat_parser(sub)
     return p
 
 
@@ -348,7 +350,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
     try:
         return await Runtime.open(args.home)
     except DataFolderBusy:
-        reads = args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
+        reads = (args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
+                 or (args.command == "chat" and (args.list or args.show)))
         if not reads and not cli_memory.reads_only(args):
             raise
         return await Runtime.open(args.home, read_only=True)
@@ -369,6 +372,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await models_command(rt, args)
         if args.command == "mcp":
             return await _mcp(rt, args)
+        if args.command == "chat":
+            return await chat_command(rt, args)
         if args.command in cli_memory.COMMANDS:
             return await cli_memory.run(rt, args)
         return await _show(rt, args.task_id)

@@ -31,8 +31,7 @@ def add_chat_parser(sub) -> None:
 async def chat_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.list:
         for chat in await rt.chats.list():
-            print(f"{chat.id}  {chat.updated_at_text if hasattr(chat, 'updated_at_text') else ''}"
-                  f"{chat.title or '(untitled)'}  [{chat.model}]")
+            print(f"{chat.id}  {chat.title or '(untitled)'}  [{chat.model}]")
         return EXIT_OK
     if args.show:
         for msg in await rt.chats.messages(args.show):
