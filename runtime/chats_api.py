@@ -1,12 +1,12 @@
 """Chats: quick conversations beside tasks, on the same turn engine (`rt.chats`).
 
-A chat is not a task: its rows are its own (store/chats.py), it has no workspace, no file or shell tools, no
-approvals and no plan, and its model may change between turns (a marker in the conversation says so). Its turns
-run through a `host.TurnHost` on the runtime's shared lock, Stop registry and stream buffers, so they have a
-task turn's guarantees: the input durable before `send` returns, one write per client message id, replay and
-live events through `subscribe`, Stop ends the turn `aborted`, a crash leaves it `interrupted` (startup
-recovery), and `continue_chat` carries on from there. "Turn into a task" (`to_task`) starts a task whose history
-is the chat's messages.
+A chat is not a task: its rows are its own (store/chats.py), it has no workspace, no file or shell tools (only
+memory and a read-only search of the knowledge library), no approvals and no plan, and its model may change
+between turns (a marker in the conversation says so). Its turns run through a `host.TurnHost` on the runtime's
+shared lock, Stop registry and stream buffers, so they have a task turn's guarantees: the input durable before
+`send` returns, one write per client message id, replay and live events through `subscribe`, Stop ends the turn
+`aborted`, a crash leaves it `interrupted` (startup recovery), and `continue_chat` carries on from there. "Turn
+into a task" (`to_task`) starts a task whose history is the chat's messages.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ class Facade(Protocol):
 
 
 class ChatKit:
-    """A chat's agent port (ports.AgentPort): the task kit's providers and context windows, without tools."""
+    """A chat's agent port (ports.AgentPort): the task kit's providers, context windows and memory; of the tools
+    only memory and knowledge search (kit.prepare_chat)."""
 
     def __init__(self, kit: AgentKit):
         self._kit = kit
@@ -61,7 +62,7 @@ class ChatKit:
         return self._kit.provider(provider_id)
 
     async def prepare(self, chat: dict[str, Any], input_parts: list[dict]) -> Prepared:
-        return Prepared({})
+        return await self._kit.prepare_chat(chat, input_parts)
 
     def mcp_sessions(self, cwd: Path) -> None:
         return None
@@ -70,7 +71,7 @@ class ChatKit:
         return await self._kit.context_window(provider, model)
 
     def background_jobs(self, chat: dict[str, Any], reason: str) -> list:
-        return []
+        return self._kit.background_jobs(chat, reason)  # what the person said about themselves, remembered
 
 
 class Chats:

@@ -25,7 +25,7 @@ from .agent.subagents import Delegate, load_definitions
 from .config import Settings, split_model_ref
 from .keys import SecretStore
 from .knowledge import Knowledge
-from .knowledge_search import KNOWLEDGE_NOTE, answer_text, search
+from .knowledge_search import KNOWLEDGE_NOTE, LIBRARY_NOTE, answer_text, search
 from .memory import Memory
 from .memory_extraction import eligible, extract
 from .models.library import ModelLibrary
@@ -109,14 +109,7 @@ class AgentKit:
             if chosen is not None:
                 notes.append(instructions(chosen))
         tools.append(Delegate(await asyncio.to_thread(load_definitions, self.home)))
-        said = text_of(input_parts)
-        if self.memory is not None and self.memory_on(task):
-            tools.append(MemoryTool(self.memory))
-            self._said[task["id"]] = said
-            try:
-                notes.append(await self.memory.note(f"{task.get('title') or ''}\n{said}"))
-            except Exception:  # a broken memory folder costs this turn its memories, never the turn
-                log.exception("could not load the memories for task %s", task["id"])
+        await self._add_memory(task, input_parts, tools, notes)
         bound = list(task.get("knowledge") or ())
         if bound and self.knowledge is not None:
             tools.append(SearchKnowledge(lambda query, limit: self._search(bound, query, limit)))
@@ -125,6 +118,32 @@ class AgentKit:
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
+
+    async def prepare_chat(self, chat: dict[str, Any], input_parts: list[dict]) -> Prepared:
+        """A chat's tools: no files, shell or MCP; memory when on, and search over the whole knowledge library
+        (it only reads) when the library holds documents."""
+        tools: list[Tool] = []
+        notes: list[str] = []
+        await self._add_memory(chat, input_parts, tools, notes)
+        if self.knowledge is not None:
+            library = [d["path"] for d in await self.knowledge.documents()]
+            if library:
+                tools.append(SearchKnowledge(lambda query, limit: self._search(library, query, limit)))
+                notes.append(LIBRARY_NOTE)
+        return Prepared({t.name: t for t in tools}, [n for n in notes if n])
+
+    async def _add_memory(self, owner: dict[str, Any], input_parts: list[dict], tools: list[Tool],
+                          notes: list[str]) -> None:
+        """The memory tool and the memories relevant to this input, when memory is on for this task or chat."""
+        if self.memory is None or not self.memory_on(owner):
+            return
+        said = text_of(input_parts)
+        tools.append(MemoryTool(self.memory))
+        self._said[owner["id"]] = said
+        try:
+            notes.append(await self.memory.note(f"{owner.get('title') or ''}\n{said}"))
+        except Exception:  # a broken memory folder costs this turn its memories, never the turn
+            log.exception("could not load the memories for %s", owner["id"])
 
     async def first_prompt(self) -> tuple[list[dict], list[dict]]:
         """The system message and tools a new task's first step starts with: the static prefix a local model's

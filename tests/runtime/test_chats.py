@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from runtime.api import ChatNotFound, ConfigError, Runtime, TaskBusy
-from runtime.providers.scripted import Delay, ScriptedModel
+from runtime.providers.scripted import Call, Delay, ScriptedModel
 from runtime.store.repo import DB_NAME
 from tests.support.helpers import MODEL, open_runtime
 
@@ -41,7 +41,8 @@ async def test_a_chat_is_its_own_record_and_has_no_workspace_or_tools(home):
         info = await rt.chats.get(chat.id)
         assert info.title == "Capital of France?" and info.state == "idle" and info.last_reason == "completed"
         assert await rt.list_tasks() == [] and [c.id for c in await rt.chats.list()] == [chat.id]
-        assert not model.requests[0].tools  # no file, shell or MCP tools
+        # No file, shell or MCP tools: memory (on by default), and no knowledge search with an empty library.
+        assert [t["function"]["name"] for t in model.requests[0].tools] == ["memory"]
         assert not (home / "workspaces").exists() or not any((home / "workspaces").iterdir())
     finally:
         await rt.aclose()
@@ -205,3 +206,30 @@ async def test_a_chat_killed_mid_turn_is_interrupted_keeps_its_text_and_continue
     finally:
         await rt.aclose()
     assert _count(home, "select count(*) from chat_turns where status = 'running'") == 0
+
+
+async def test_a_chat_searches_the_whole_library_read_only_and_follows_the_memory_setting(home, tmp_path):
+    doc = tmp_path / "keepers.md"
+    doc.write_text("# Keepers\n\nThe lighthouse keeper in 1900 was Ada Lovell, who kept the lamp for forty years.\n")
+    model = ScriptedModel([[Call("search_knowledge", {"query": "lighthouse keeper"})], ["Ada Lovell [1]."]])
+    rt = await open_runtime(home, model)
+    try:
+        await rt.knowledge_add([doc])
+        while (await rt.knowledge_status())["busy"]:
+            await asyncio.sleep(0.02)
+        chat = await rt.chats.create(model=MODEL)
+        await rt.chats.send(chat.id, "Who kept the lighthouse?")
+        await rt.chats.wait_idle(chat.id)
+        offered = {t["function"]["name"] for t in model.requests[0].tools}
+        assert offered == {"memory", "search_knowledge"}
+        tool_result = model.requests[1].messages[-1]
+        assert tool_result["role"] == "tool" and "Ada Lovell" in tool_result["content"]
+        assert (await rt.chats.messages(chat.id))[-1].text == "Ada Lovell [1]."
+
+        await rt.save_settings(rt.settings.model_copy(update={"memory": False}))
+        model.add_steps(["Noted."])
+        await rt.chats.send(chat.id, "Thanks")
+        await rt.chats.wait_idle(chat.id)
+        assert {t["function"]["name"] for t in model.requests[2].tools} == {"search_knowledge"}
+    finally:
+        await rt.aclose()
