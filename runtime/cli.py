@@ -25,12 +25,12 @@ import json
 import logging
 import signal
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from . import cli_memory
 from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
+from .cli_storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
 from .errors import (
     ConfigError,
     DataFolderBusy,
@@ -86,13 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     approve.add_argument("name")
     imp = mcp.add_parser("import", help="import a Claude Desktop / Cursor config file")
     imp.add_argument("path")
-    backup = sub.add_parser("backup", help="copy the database (also while the app runs)")
-    backup.add_argument("path", nargs="?", help="a file or folder (default: backups/ in the data folder)")
-    sub.add_parser("check", help="check the database's integrity and summarize it")
-    restore = sub.add_parser("restore", help="replace the database with a backup (the current one is kept aside)")
-    which = restore.add_mutually_exclusive_group(required=True)
-    which.add_argument("--latest", action="store_true", help="the newest backup that is not damaged")
-    which.add_argument("path", nargs="?", help="a backup file")
+    add_storage_parsers(sub)
     cli_memory.add_parsers(sub)
     add_chat_parser(sub)
     return p
@@ -295,55 +289,6 @@ async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
-
-
-def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
-
-
-async def _backup(args: argparse.Namespace) -> int:
-    from .api import Runtime
-
-    made = await Runtime.backup(args.home, args.path)
-    print(f"Backed up to {made.path} ({_size(made.size_bytes)}).")
-    return EXIT_OK
-
-
-async def _check(args: argparse.Namespace) -> int:
-    from .api import Runtime
-
-    report = await Runtime.check(args.home)
-    print(f"Database: {report.database} ({_size(report.size_bytes)})")
-    print(f"Integrity: {'ok' if report.ok else 'DAMAGED'}")
-    for problem in report.problems:
-        print(f"  {problem}")
-    if report.ok:
-        print(f"Tasks: {report.tasks}, messages: {report.messages}")
-    last = report.last_backup
-    print(f"Last backup: {_when(last.created_at)}, {report.backups} kept" if last else "Last backup: none")
-    if report.ok:
-        return EXIT_OK
-    way_out = ("Restore the latest backup with: hearth restore --latest" if last
-               else "There is no backup; choose another data folder with --home.")
-    print(f"hearth: the database is damaged. {way_out}", file=sys.stderr)
-    return EXIT_CORRUPT
-
-
-async def _restore(args: argparse.Namespace) -> int:
-    from .api import Runtime
-
-    if args.latest:
-        done = await Runtime.restore_latest_backup(args.home)
-    else:
-        done = await Runtime.restore_backup(args.home, args.path)
-    print(f"Restored the backup of {_when(done.backup.created_at)} ({done.backup.path}).")
-    if done.previous:
-        print(f"The database it replaced is kept as {done.previous}.")
-    return EXIT_OK
-
-
 async def _open(args: argparse.Namespace) -> Runtime:
     from .api import Runtime  # imported here: `main` starts loading the model first
 
@@ -358,8 +303,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    if args.command in ("backup", "check", "restore"):
-        return await {"backup": _backup, "check": _check, "restore": _restore}[args.command](args)
+    if args.command in STORAGE_COMMANDS:  # on the database file itself, without opening the runtime
+        return await storage_command(args)
     rt = await _open(args)
     try:
         if args.command == "run":
