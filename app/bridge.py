@@ -2,12 +2,13 @@
 events into Qt signals. Nothing here polls: everything follows runtime subscriptions.
 
 - Every action a widget takes (create, send, answer, stop, rename, delete, reads) goes through here, so the
-  sidebar, tray and notifications hear about it through signals.
+  sidebar, tray and notifications hear about it through signals; a chat's go through `sources.ChatSource`
+  (`rt.chats`), which emits the same signals.
 - A panel watches its task through a `TaskObserver`: one `rt.subscribe(task, follow=True)` for the panel's
   life, across every turn of the task. Events are queued and handed over in one batch per frame (~16 ms),
   consecutive text deltas of a part merged, so a 20,000-delta stream costs at most one repaint per frame.
-- The sidebar, tray and notifications follow one feed of every task's non-delta events (`rt.events()`): a
-  turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
+- The sidebar, tray and notifications follow one feed of every task's and chat's non-delta events
+  (`rt.events()`): a turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ class TaskObserver(QObject):
 
     batch = Signal(object)
 
-    def __init__(self, bridge: RuntimeBridge, task_id: str):
+    def __init__(self, bridge: RuntimeBridge, task_id: str, subscribe=None):
         super().__init__()
         self.task_id = task_id
+        self._subscribe = subscribe or bridge.rt.subscribe  # a chat's: rt.chats.subscribe
         self.flushes = 0
         self.events = 0
         self._pending: list = []
@@ -68,10 +70,10 @@ class TaskObserver(QObject):
         self._timer.setSingleShot(True)
         self._timer.setTimerType(Qt.TimerType.PreciseTimer)
         self._timer.timeout.connect(self._flush)
-        self._task = spawn(self._run(bridge.rt), bridge.report, long=True)
+        self._task = spawn(self._run(), bridge.report, long=True)
 
-    async def _run(self, rt: Runtime) -> None:
-        async for ev in rt.subscribe(self.task_id, follow=True):
+    async def _run(self) -> None:
+        async for ev in self._subscribe(self.task_id, follow=True):
             if self._closed:
                 return
             self._add(ev)
@@ -126,6 +128,7 @@ class RuntimeBridge(QObject):
         self.api = api  # the runtime.api module, for its typed errors
         self._closing = False
         self._settling: set[str] = set()
+        self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'
         self._feed = spawn(self._follow_all(), self.report, long=True)
 
     # -- plumbing --
@@ -210,6 +213,25 @@ class RuntimeBridge(QObject):
                                          planning=planning)
         self.tasks_changed.emit()
         return info
+
+    async def list_chats(self) -> list:
+        chats = await self.rt.chats.list()
+        self.chat_ids.update(c.id for c in chats)
+        return chats
+
+    async def create_chat(self, model: str | None = None):
+        info = await self.rt.chats.create(model=model or None)
+        self.chat_ids.add(info.id)
+        self.tasks_changed.emit()
+        return info
+
+    async def rename_chat(self, chat_id: str, title: str) -> None:
+        await self.rt.chats.rename(chat_id, title)
+        self.task_changed.emit(chat_id)
+
+    async def delete_chat(self, chat_id: str) -> None:
+        await self.rt.chats.delete(chat_id)
+        self.tasks_changed.emit()
 
     async def send(self, task_id: str, text: str, attachments: Iterable[str] = (), queue: bool = False
                    ) -> TurnHandle:

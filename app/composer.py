@@ -111,6 +111,7 @@ class Composer(QFrame):
         self.setObjectName("Composer")
         self.setAcceptDrops(True)
         self.attachments: list[str] = []
+        self.files_allowed = True
         self.running = False
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
@@ -236,7 +237,15 @@ class Composer(QFrame):
         dlg.filesSelected.connect(self.add_files)
         dlg.open()  # non-modal: a nested event loop would break qasync
 
+    def without_files(self) -> None:
+        """A chat's composer: text only (a chat has no workspace to copy files into)."""
+        self.files_allowed = False
+        self.attach.hide()
+        self.setAcceptDrops(False)
+
     def add_files(self, files: list[str]) -> None:
+        if not self.files_allowed:
+            return
         for f in files:
             if f and f not in self.attachments:
                 self.attachments.append(f)

@@ -238,7 +238,8 @@ class HearthApp(StartupProblems, QObject):
         return self.window is not None and self.window.is_task_visible(task_id)
 
     def _on_turn_event(self, task_id: str, ev) -> None:
-        if self._closing or self._visible(task_id):
+        # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify.
+        if self._closing or self._visible(task_id) or task_id in self.bridge.chat_ids:
             return
         title = self._titles.get(task_id, "A task")
         if ev.type == "input_requested":

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
 from PySide6.QtWidgets import QApplication, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
-from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, UserBubble, footer_text, link_button
+from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, EventLine, UserBubble, footer_text, link_button
 
 # An input of these kinds is not shown as a bubble: its answer carries a marker instead.
 MARKERS = {"continue": "continued", "retry": "another answer"}
@@ -99,9 +99,10 @@ class AssistantItem(QWidget):
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
 
-    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None):
+    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None, chat: bool = False):
         super().__init__(parent)
         self.message = message
+        self.chat = chat  # a chat's answer: no turn details; a failed one offers another model for the chat
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
@@ -172,7 +173,7 @@ class AssistantItem(QWidget):
         m = self.message
         self.retry.setVisible(can_continue and not m.live)
         self.copy.setVisible(not m.live and bool(m.text))
-        self.details.setVisible(not m.live and m.turn is not None)
+        self.details.setVisible(not m.live and m.turn is not None and not self.chat)
         if m.live:
             self.footer.setText(footer_text(None, *m.usage, live=True))
             self._set_banner(None, "", False)
@@ -203,7 +204,8 @@ class AssistantItem(QWidget):
             self.banner.deleteLater()
             self.banner = None
         if kind is not None:
-            self.banner = Banner(kind, text, can_continue)
+            fork = "Answer with another model…" if self.chat else "Continue in a new task with another model…"
+            self.banner = Banner(kind, text, can_continue, fork_label=fork)
             self.banner.continue_clicked.connect(self.continue_clicked)
             self.banner.settings_clicked.connect(self.settings_clicked)
             self.banner.fork_clicked.connect(self.fork_clicked)
@@ -223,8 +225,9 @@ class ConversationView(QScrollArea):
     send_now_clicked = Signal(int)
     discard_clicked = Signal(int)
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, chat: bool = False):
         super().__init__(parent)
+        self.chat = chat  # a chat's conversation: model-change lines, no edit of the last input
         self.setObjectName("Conversation")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -349,8 +352,10 @@ class ConversationView(QScrollArea):
         if m.role == "user" and m.rewind:
             item = QWidget()  # "Continue" and "Retry" are not bubbles: the answer says "continued"
             item.setFixedHeight(0)
+        elif m.role == "event":
+            item = EventLine(m.parts)
         elif m.role == "user":
-            editable = m.id == self._last_input() and not self.running
+            editable = m.id == self._last_input() and not self.running and not self.chat
             item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running,
                               editable=editable)
             item.send_now.connect(lambda mid=m.id: self.send_now_clicked.emit(mid))
@@ -359,7 +364,7 @@ class ConversationView(QScrollArea):
         else:
             before = self.messages[index - 1] if index > 0 else None
             marker = MARKERS[before.rewind] if before is not None and before.role == "user" and before.rewind else ""
-            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id))
+            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id), chat=self.chat)
             item.continue_clicked.connect(self.continue_clicked)
             item.retry_clicked.connect(self.retry_clicked)
             item.settings_clicked.connect(self.settings_clicked)

@@ -20,12 +20,14 @@ from .conversation import PAGE, ConversationView, Message
 if TYPE_CHECKING:
     from runtime.api import MessageInfo
 
+    from .sources import ChatSource, TaskSource
+
 
 class ConversationFeed:
-    def __init__(self, bridge: RuntimeBridge, task_id: str, conversation: ConversationView, panel,
-                 view_state=None):
+    def __init__(self, bridge: RuntimeBridge, source: TaskSource | ChatSource, conversation: ConversationView,
+                 panel, view_state=None):
         self.bridge = bridge
-        self.task_id = task_id
+        self.source = source
         self.conversation = conversation
         self.panel = panel
         self.observer: TaskObserver | None = None
@@ -50,7 +52,7 @@ class ConversationFeed:
             return
         self.conversation.expand_calls(expanded)
         self.conversation.restore_view(anchor, offset)
-        self.observer = self.bridge.observe(self.task_id)
+        self.observer = self.source.observe()
         self.observer.batch.connect(self._on_batch)
         self.loaded.set()
 
@@ -58,7 +60,7 @@ class ConversationFeed:
         """Messages for the view, with their turn rows; a running turn's answer becomes live (its events,
         replayed from the start, fill it)."""
         turn_ids = {m.turn_id for m in infos if m.role == "assistant" and m.turn_id}
-        turns = {t["id"]: t for t in await self.bridge.turns(self.task_id, turn_ids)} if turn_ids else {}
+        turns = {t["id"]: t for t in await self.source.turns(turn_ids)} if turn_ids else {}
         if self._closed:
             return []
         out = []
@@ -82,12 +84,12 @@ class ConversationFeed:
     async def open_page(self, at_top: bool = False) -> None:
         """The newest page (or the first one): what opening a task shows, at once."""
         if at_top:
-            infos = await self.bridge.messages(self.task_id, after=0, limit=PAGE + 1)
+            infos = await self.source.messages(after=0, limit=PAGE + 1)
             more, infos = len(infos) > PAGE, infos[:PAGE]
         else:
-            infos = await self.bridge.messages(self.task_id, limit=PAGE + 1)
+            infos = await self.source.messages(limit=PAGE + 1)
             more, infos = len(infos) > PAGE, infos[-PAGE:]
-        info = await self.bridge.get_task(self.task_id)
+        info = await self.source.info()
         messages = await self._messages(infos)
         if self._closed:
             return
@@ -99,13 +101,13 @@ class ConversationFeed:
 
     async def _open_around(self, anchor: int) -> None:
         """The pages around a message the person was reading when they left the task."""
-        before = await self.bridge.messages(self.task_id, before=anchor + 1, limit=PAGE + 1)
-        after = await self.bridge.messages(self.task_id, after=anchor, limit=PAGE + 1)
-        info = await self.bridge.get_task(self.task_id)
+        before = await self.source.messages(before=anchor + 1, limit=PAGE + 1)
+        after = await self.source.messages(after=anchor, limit=PAGE + 1)
+        info = await self.source.info()
         older, newer = len(before) > PAGE, len(after) > PAGE
         messages = await self._messages(before[-PAGE:] + after[:PAGE])
         if newer:  # know the newest message (and a turn running there) without showing it yet
-            await self._messages(await self.bridge.messages(self.task_id, limit=1))
+            await self._messages(await self.source.messages(limit=1))
         if self._closed:
             return
         self.conversation.show_page(messages, has_older=older, has_newer=newer, at_top=True)
@@ -114,7 +116,7 @@ class ConversationFeed:
     async def load_older(self) -> None:
         first = self.conversation.messages[0].id if self.conversation.messages else None
         try:
-            infos = await self.bridge.messages(self.task_id, before=first, limit=PAGE + 1)
+            infos = await self.source.messages(before=first, limit=PAGE + 1)
         except Exception:
             self.conversation.page_failed()
             raise
@@ -125,7 +127,7 @@ class ConversationFeed:
 
     async def load_newer(self) -> None:
         last = self.conversation.messages[-1].id if self.conversation.messages else 0
-        infos = await self.bridge.messages(self.task_id, after=last, limit=PAGE + 1)
+        infos = await self.source.messages(after=last, limit=PAGE + 1)
         more, infos = len(infos) > PAGE, infos[:PAGE]
         messages = await self._messages(infos)
         if not self._closed:
@@ -140,8 +142,8 @@ class ConversationFeed:
         await asyncio.shield(self._fetching)
 
     async def _read_new(self) -> None:
-        info = await self.bridge.get_task(self.task_id)
-        infos = await self.bridge.messages(self.task_id, after=self.last_id)
+        info = await self.source.info()
+        infos = await self.source.messages(after=self.last_id)
         messages = await self._messages(infos)
         if self._closed:
             return
@@ -153,10 +155,10 @@ class ConversationFeed:
 
     async def refresh_message(self, message: Message) -> None:
         """Re-read one message (its turn ended, or it left the queue) and show it as saved."""
-        infos = await self.bridge.messages(self.task_id, after=message.id - 1, limit=1)
+        infos = await self.source.messages(after=message.id - 1, limit=1)
         if not infos or infos[0].id != message.id or self._closed:
             return
-        turns = await self.bridge.turns(self.task_id, [infos[0].turn_id]) if infos[0].turn_id else []
+        turns = await self.source.turns([infos[0].turn_id]) if infos[0].turn_id else []
         if self._closed:
             return
         fresh = Message.of(infos[0], turns[0] if turns else None)
@@ -222,7 +224,7 @@ class ConversationFeed:
         finally:
             self._finishing -= 1
         await self.sync()
-        await self.bridge.wait_idle(self.task_id)  # the composer leaves "running" once the turn is cleaned up
+        await self.source.wait_idle()  # the composer leaves "running" once the turn is cleaned up
         if not self._closed:
             await self.sync()
 

@@ -1,4 +1,5 @@
-"""The main window: task sidebar, the open task's panel (one at a time; a panel is disposable), menus.
+"""The main window: the sidebar (Tasks and Chats), the open task's or chat's panel (one at a time; a panel is
+disposable), menus. The chat side is in chat_actions.py.
 
 It is only a viewer: closing it never stops a turn (the controller decides between hiding to the tray and
 quitting). It paints before the runtime is even imported, then `attach()` brings the tasks in.
@@ -15,6 +16,8 @@ from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidget
 
 from . import dialogs, export
+from .chat_actions import ChatActions
+from .chat_panel import ChatPanel
 from .icons import app_icon
 from .logs import log_folder
 from .new_task_dialog import NewTaskDialog
@@ -24,15 +27,16 @@ from .task_panel import TaskPanel
 from .welcome import WelcomePage
 
 
-class MainWindow(QMainWindow):
+class MainWindow(ChatActions, QMainWindow):
     painted = Signal()
 
     def __init__(self, ctl):
         super().__init__()
         self.ctl = ctl
         self.bridge = None
-        self.panel: TaskPanel | None = None
+        self.panel: TaskPanel | ChatPanel | None = None
         self.tasks: dict[str, object] = {}
+        self.chats: dict[str, object] = {}
         self._painted = False
         self.disposed = False
         self.setWindowTitle("Hearth")
@@ -73,6 +77,7 @@ class MainWindow(QMainWindow):
         bar = self.menuBar()
         f = bar.addMenu("&File")
         act(f, "New Task…", lambda: self.new_task(), "Ctrl+N")
+        act(f, "New Chat", self.new_chat, "Ctrl+Shift+N")
         f.addSeparator()
         act(f, "Export Task as Markdown…", lambda: self.export("md"))
         act(f, "Export Task as JSON…", lambda: self.export("json"))
@@ -84,8 +89,8 @@ class MainWindow(QMainWindow):
         act(f, "Close Window", self.close, "Ctrl+W")
         act(f, "Quit", lambda: self.ctl.request_quit(ask=True), "Ctrl+Q")
         t = bar.addMenu("&Task")
-        act(t, "Rename…", lambda: self.rename_task(self.current_task()), "F2")
-        act(t, "Delete…", lambda: self.delete_task(self.current_task()))
+        act(t, "Rename…", lambda: self._rename_current(), "F2")
+        act(t, "Delete…", lambda: self._delete_current())
         act(t, "Stop", self.stop_current, "Ctrl+.")
         h = bar.addMenu("&Help")
         act(h, "About Hearth", self.about)
@@ -111,8 +116,19 @@ class MainWindow(QMainWindow):
         return dialogs.about(self, str(self.bridge.home if self.bridge else ""), str(log_folder(self.ctl.home)))
 
     def _enable_task_actions(self) -> None:
+        task_only = ("Export Task as Markdown…", "Export Task as JSON…", "Open Workspace Folder")
         for a in self._task_actions:
-            a.setEnabled(self.panel is not None)
+            a.setEnabled(self.panel is not None and (isinstance(self.panel, TaskPanel) or a.text() not in task_only))
+
+    def _rename_current(self):
+        if isinstance(self.panel, ChatPanel):
+            return self.rename_chat(self.panel.chat_id)
+        return self.rename_task(self.current_task())
+
+    def _delete_current(self):
+        if isinstance(self.panel, ChatPanel):
+            return self.delete_chat(self.panel.chat_id)
+        return self.delete_task(self.current_task())
 
     # -- runtime attached --
 
@@ -121,9 +137,13 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentWidget(self.welcome)
         self.sidebar.setEnabled(True)
         self.sidebar.task_selected.connect(self.open_task)
+        self.sidebar.chat_selected.connect(self.open_chat)
         self.sidebar.new_requested.connect(lambda: self.new_task())
-        self.sidebar.rename_requested.connect(self.rename_task)
-        self.sidebar.delete_requested.connect(self.delete_task)
+        self.sidebar.new_chat_requested.connect(self.new_chat)
+        self.sidebar.rename_requested.connect(
+            lambda rid: self.rename_chat(rid) if self.sidebar.mode == "chats" else self.rename_task(rid))
+        self.sidebar.delete_requested.connect(
+            lambda rid: self.delete_chat(rid) if self.sidebar.mode == "chats" else self.delete_task(rid))
         self.sidebar.settings_requested.connect(lambda: self.ctl.open_settings())
         self.welcome.new_task.connect(self.new_task)
         self.welcome.use_server.connect(self.ctl.use_server)
@@ -176,13 +196,17 @@ class MainWindow(QMainWindow):
         self._reloads += 1
         mine = self._reloads
         tasks = await self.bridge.list_tasks()
+        chats = await self.bridge.list_chats()
         if self.disposed or mine != self._reloads:
             return
         self.tasks = {t.id: t for t in tasks}
-        self.sidebar.set_tasks(tasks, set(self.bridge.running_tasks()))
+        self.chats = {c.id: c for c in chats}
+        running = set(self.bridge.running_tasks())
+        self.sidebar.set_tasks(tasks, running)
+        self.sidebar.set_chats(chats, running)
         if self.panel is None:
             self.refresh_welcome()
-        elif self.panel.task_id not in self.tasks:
+        elif self.panel.task_id not in (self.chats if isinstance(self.panel, ChatPanel) else self.tasks):
             self.close_panel()
         self.ctl.tasks_updated(tasks)
 
@@ -194,10 +218,10 @@ class MainWindow(QMainWindow):
     # -- panels --
 
     def current_task(self) -> str | None:
-        return self.panel.task_id if self.panel is not None else None
+        return self.panel.task_id if isinstance(self.panel, TaskPanel) else None
 
     def open_task(self, task_id: str) -> TaskPanel | None:
-        if self.panel is not None and self.panel.task_id == task_id:
+        if isinstance(self.panel, TaskPanel) and self.panel.task_id == task_id:
             return self.panel
         info = self.tasks.get(task_id)
         if info is None or self.disposed:
@@ -209,6 +233,8 @@ class MainWindow(QMainWindow):
         self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
         self.stack.setCurrentWidget(self.panel)
+        self.sidebar.set_mode("tasks")
+        self.sidebar.select_chat(None)
         self.sidebar.select(task_id)
         self.ctl.prefs.last_task = task_id
         self._enable_task_actions()
@@ -228,6 +254,7 @@ class MainWindow(QMainWindow):
         self.stack.setCurrentWidget(self.welcome)
         if select_none:
             self.sidebar.select(None)
+            self.sidebar.select_chat(None)
         self._enable_task_actions()
 
     def is_task_visible(self, task_id: str) -> bool:
@@ -299,11 +326,13 @@ class MainWindow(QMainWindow):
         await self.reload_tasks()
 
     def stop_current(self) -> None:
-        if self.panel is not None:
+        if isinstance(self.panel, ChatPanel):
+            self.panel.stop()
+        elif self.panel is not None:
             self.bridge.run(self.bridge.stop(self.panel.task_id))
 
     def export(self, fmt: str) -> None:
-        if self.panel is None:
+        if not isinstance(self.panel, TaskPanel):
             return
         info = self.panel.info
         name = re.sub(r"[^\w\- ]+", "", info.title or "task").strip() or "task"
@@ -323,7 +352,7 @@ class MainWindow(QMainWindow):
         self.statusBar().showMessage(f"Exported to {path}", 8000)
 
     def open_workspace(self) -> None:
-        if self.panel is not None:
+        if isinstance(self.panel, TaskPanel):
             self.panel.open_workspace()
 
     def open_data_folder(self) -> None:

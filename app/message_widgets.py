@@ -286,7 +286,8 @@ class Banner(QFrame):
     settings_clicked = Signal()
     fork_clicked = Signal()
 
-    def __init__(self, kind: str, text: str, can_continue: bool, parent=None):
+    def __init__(self, kind: str, text: str, can_continue: bool, parent=None,
+                 fork_label: str = "Continue in a new task with another model…"):
         super().__init__(parent)
         self.setObjectName("Banner")
         self.setProperty("kind", kind)
@@ -306,11 +307,23 @@ class Banner(QFrame):
         self.extra: dict[str, QPushButton] = {}
         if kind == "error":
             for label, signal in (("Open Settings", self.settings_clicked),
-                                  ("Continue in a new task with another model…", self.fork_clicked)):
+                                  (fork_label, self.fork_clicked)):
                 button = link_button(label, signal)
                 buttons.addWidget(button)
                 self.extra[label] = button
         lay.addLayout(buttons)
+
+
+class EventLine(QLabel):
+    """A line in a conversation that is no one's message: a chat's model changed from here on."""
+
+    def __init__(self, parts: list[dict], parent=None):
+        part = parts[0] if parts else {}
+        text = f"Model changed to {part.get('to')}" if part.get("type") == "model_changed" else "—"
+        super().__init__(f"— {text} —", parent)
+        self.setObjectName("Muted")
+        self.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.setToolTip(f"Earlier answers came from {part.get('from')}." if part.get("from") else "")
 
 
 def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,

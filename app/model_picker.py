@@ -95,25 +95,27 @@ class ModelPicker(QComboBox):
 
 
 class ModelDialog(QDialog):
-    """Choose another model for "Continue in a new task with another model…"."""
+    """Choose another model: for "Continue in a new task with another model…", or a chat's next answers."""
 
     chosen = Signal(str)
 
-    def __init__(self, bridge, current: str, parent=None):
+    def __init__(self, bridge, current: str, parent=None, chat: bool = False):
         super().__init__(parent)
-        self.setWindowTitle("Continue with another model")
+        self.setWindowTitle("Change the chat's model" if chat else "Continue with another model")
         self.setModal(False)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         lay = QVBoxLayout(self)
-        note = QLabel("A new task starts with a copy of this conversation and the model you pick. This task keeps "
-                      f"its model ({current}).")
+        note = QLabel("The next answers come from the model you pick; the conversation stays as it is."
+                      if chat else "A new task starts with a copy of this conversation and the model you pick. "
+                      f"This task keeps its model ({current}).")
         note.setWordWrap(True)
         lay.addWidget(note)
-        self.picker = ModelPicker(bridge.settings.default_model)
+        self.picker = ModelPicker(current if chat else bridge.settings.default_model)
         self.picker.load(bridge)
         lay.addWidget(self.picker)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.ok = buttons.addButton("Continue in a new task", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.ok = buttons.addButton("Use this model" if chat else "Continue in a new task",
+                                    QDialogButtonBox.ButtonRole.AcceptRole)
         self.ok.setObjectName("Primary")
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.close)

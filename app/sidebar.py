@@ -1,4 +1,5 @@
-"""The task sidebar: one row per task with its title, a live state badge and the last activity.
+"""The sidebar: Tasks and Chats (two tabs), one row per task or chat with its title, a live state badge and the
+last activity.
 
 A model/view list: rows are painted by a delegate, not built from widgets, so 1,000 tasks cost what the ~15
 visible rows cost."""
@@ -15,9 +16,11 @@ from PySide6.QtWidgets import (
     QListView,
     QMenu,
     QPushButton,
+    QStackedWidget,
     QStyle,
     QStyledItemDelegate,
     QStyleOptionViewItem,
+    QTabBar,
     QVBoxLayout,
     QWidget,
 )
@@ -48,8 +51,9 @@ class TaskListModel(QAbstractListModel):
     """The tasks as rows (title, badge, last activity). Cost follows the rows on screen: the view asks only
     for those, and the delegate paints them; there is no widget per row."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, untitled: str = "New task"):
         super().__init__(parent)
+        self.untitled = untitled
         self.tasks: list = []
         self.badges: dict[str, str] = {}
         self.index_of: dict[str, int] = {}
@@ -61,10 +65,8 @@ class TaskListModel(QAbstractListModel):
         if not index.isValid():
             return None
         info = self.tasks[index.row()]
-        if role == Qt.ItemDataRole.DisplayRole:
-            return info.title or "New task"
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return info.title or "New task"
+        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
+            return info.title or self.untitled
         if role == TASK_ID:
             return info.id
         if role == BADGE:
@@ -128,8 +130,10 @@ class TaskDelegate(QStyledItemDelegate):
 
 class TaskSidebar(QWidget):
     task_selected = Signal(str)
+    chat_selected = Signal(str)
     new_requested = Signal()
-    rename_requested = Signal(str)
+    new_chat_requested = Signal()
+    rename_requested = Signal(str)  # a task's or a chat's id (the one of the tab shown: `mode`)
     delete_requested = Signal(str)
     settings_requested = Signal()
 
@@ -148,24 +152,30 @@ class TaskSidebar(QWidget):
         head.addWidget(logo)
         head.addWidget(brand, 1)
         lay.addLayout(head)
-        self.new_button = QPushButton("+  New task")
+        self.tabs = QTabBar()
+        self.tabs.setExpanding(True)
+        self.tabs.setDrawBase(False)
+        self.tabs.addTab("Tasks")
+        self.tabs.addTab("Chats")
+        self.tabs.setTabToolTip(0, "Tasks: a goal, a workspace folder and tools (Ctrl+N for a new one)")
+        self.tabs.setTabToolTip(1, "Chats: quick questions, no folder and no tools that change anything "
+                                   "(Ctrl+Shift+N for a new one)")
+        self.tabs.currentChanged.connect(lambda i: self.set_mode(("tasks", "chats")[i]))
+        lay.addWidget(self.tabs)
+        self.new_button = QPushButton()
         self.new_button.setObjectName("Primary")
-        self.new_button.setToolTip("New task (Ctrl+N)")
-        self.new_button.clicked.connect(self.new_requested)
+        self.new_button.clicked.connect(lambda: (self.new_chat_requested if self.mode == "chats"
+                                                 else self.new_requested).emit())
         lay.addWidget(self.new_button)
         self.model = TaskListModel(self)
-        self.list = QListView()
-        self.list.setObjectName("TaskList")
-        self.list.setModel(self.model)
-        self.list.setItemDelegate(TaskDelegate(self.list))
-        self.list.setUniformItemSizes(True)
-        self.list.setMouseTracking(True)
-        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.list.customContextMenuRequested.connect(self._menu)
-        self.list.selectionModel().currentChanged.connect(self._changed)
-        self.list.setVerticalScrollMode(QListView.ScrollMode.ScrollPerPixel)
-        lay.addWidget(self.list, 1)
-        self.empty = QLabel("No tasks yet.")
+        self.list = self._list(self.model, self.task_selected)
+        self.chat_model = TaskListModel(self, untitled="New chat")
+        self.chat_list = self._list(self.chat_model, self.chat_selected)
+        self.lists = QStackedWidget()
+        self.lists.addWidget(self.list)
+        self.lists.addWidget(self.chat_list)
+        lay.addWidget(self.lists, 1)
+        self.empty = QLabel()
         self.empty.setObjectName("Muted")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(self.empty)
@@ -173,60 +183,108 @@ class TaskSidebar(QWidget):
         settings.clicked.connect(self.settings_requested)
         lay.addWidget(settings)
         self._quiet = False
+        self.mode = ""
+        self.set_mode("tasks")
         self._clock = QTimer(self)  # "5 min ago" ages; repaint what is visible
-        self._clock.timeout.connect(self.list.viewport().update)
+        self._clock.timeout.connect(lambda: self.lists.currentWidget().viewport().update())
         self._clock.start(30_000)
         theme.notifier.changed.connect(self._retheme)
 
+    def _list(self, model: TaskListModel, selected: Signal) -> QListView:
+        view = QListView()
+        view.setObjectName("TaskList")
+        view.setModel(model)
+        view.setItemDelegate(TaskDelegate(view))
+        view.setUniformItemSizes(True)
+        view.setMouseTracking(True)
+        view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        view.customContextMenuRequested.connect(lambda pos: self._menu(view, pos))
+        view.selectionModel().currentChanged.connect(lambda index, _prev: self._changed(index, selected))
+        view.setVerticalScrollMode(QListView.ScrollMode.ScrollPerPixel)
+        return view
+
+    def set_mode(self, mode: str) -> None:
+        """Show the Tasks or the Chats tab."""
+        if mode == self.mode:
+            return
+        self.mode = mode
+        chats = mode == "chats"
+        self.tabs.setCurrentIndex(1 if chats else 0)
+        self.lists.setCurrentWidget(self.chat_list if chats else self.list)
+        self.new_button.setText("+  New chat" if chats else "+  New task")
+        self.new_button.setToolTip("New chat (Ctrl+Shift+N)" if chats else "New task (Ctrl+N)")
+        self._update_empty()
+
+    def _update_empty(self) -> None:
+        chats = self.mode == "chats"
+        self.empty.setText("No chats yet." if chats else "No tasks yet.")
+        self.empty.setVisible(not (self.chat_model if chats else self.model).tasks)
+
     @property
     def rows(self) -> dict[str, str]:
-        """Task id -> badge of every row."""
+        """Task id -> badge of every task row."""
         return {t.id: self.model.badges.get(t.id, "idle") for t in self.model.tasks}
 
     def set_tasks(self, tasks: list, running: set[str]) -> None:
         """Show `tasks` (newest activity first) keeping the selection."""
-        current = self.current_task()
+        self._fill(self.list, self.model, tasks, running)
+
+    def set_chats(self, chats: list, running: set[str]) -> None:
+        self._fill(self.chat_list, self.chat_model, chats, running)
+
+    def _fill(self, view: QListView, model: TaskListModel, rows: list, running: set[str]) -> None:
+        current = self._current(view)
         self._quiet = True
         try:
-            self.model.set_tasks(tasks, {t.id: badge_for(t, t.id in running) for t in tasks})
-            self.select(current)
+            model.set_tasks(rows, {t.id: badge_for(t, t.id in running) for t in rows})
+            self._select(view, model, current)
         finally:
             self._quiet = False
-        self.empty.setVisible(not tasks)
+        self._update_empty()
 
     def select(self, task_id: str | None) -> None:
+        self._select(self.list, self.model, task_id)
+
+    def select_chat(self, chat_id: str | None) -> None:
+        self._select(self.chat_list, self.chat_model, chat_id)
+
+    def _select(self, view: QListView, model: TaskListModel, row_id: str | None) -> None:
         quiet, self._quiet = self._quiet, True
         try:
-            row = self.model.index_of.get(task_id) if task_id else None
+            row = model.index_of.get(row_id) if row_id else None
             if row is None:
-                self.list.selectionModel().clear()
+                view.selectionModel().clear()
             else:
-                index = self.model.index(row)
-                self.list.selectionModel().setCurrentIndex(
-                    index, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+                view.selectionModel().setCurrentIndex(model.index(row),
+                                                      QItemSelectionModel.SelectionFlag.ClearAndSelect)
         finally:
             self._quiet = quiet
 
     def current_task(self) -> str | None:
-        index = self.list.selectionModel().currentIndex()
-        return index.data(TASK_ID) if index.isValid() and self.list.selectionModel().isSelected(index) else None
+        return self._current(self.list)
+
+    @staticmethod
+    def _current(view: QListView) -> str | None:
+        index = view.selectionModel().currentIndex()
+        return index.data(TASK_ID) if index.isValid() and view.selectionModel().isSelected(index) else None
 
     def badge(self, task_id: str) -> str | None:
         return self.model.badges.get(task_id) if task_id in self.model.index_of else None
 
-    def _changed(self, index: QModelIndex, _prev) -> None:
+    def _changed(self, index: QModelIndex, selected: Signal) -> None:
         if not self._quiet and index.isValid():
-            self.task_selected.emit(index.data(TASK_ID))
+            selected.emit(index.data(TASK_ID))
 
-    def _menu(self, pos: QPoint) -> None:
-        index = self.list.indexAt(pos)
+    def _menu(self, view: QListView, pos: QPoint) -> None:
+        index = view.indexAt(pos)
         if not index.isValid():
             return
         tid = index.data(TASK_ID)
         menu = QMenu(self)
         menu.addAction("Rename…", lambda: self.rename_requested.emit(tid))
         menu.addAction("Delete…", lambda: self.delete_requested.emit(tid))
-        menu.popup(self.list.viewport().mapToGlobal(pos))
+        menu.popup(view.viewport().mapToGlobal(pos))
 
     def _retheme(self, _name: str) -> None:
         self.list.viewport().update()
+        self.chat_list.viewport().update()

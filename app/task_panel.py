@@ -26,6 +26,7 @@ from .conversation import ConversationView, Message
 from .conversation_feed import ConversationFeed
 from .details import DetailsDialog
 from .model_picker import ModelDialog
+from .sources import TaskSource
 from .todos import TodoBox
 from .waiting import WaitingBox
 
@@ -131,7 +132,7 @@ class TaskPanel(QWidget):
         bl.addWidget(self.composer)
         lay.addWidget(bottom)
         self._set_title(info)
-        self.feed = ConversationFeed(bridge, self.task_id, self.conversation, self, view_state)
+        self.feed = ConversationFeed(bridge, TaskSource(bridge, self.task_id), self.conversation, self, view_state)
         self.bridge.run(self.feed.start())
 
     # -- what the feed reads and follows --

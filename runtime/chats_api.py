@@ -12,7 +12,7 @@ into a task" (`to_task`) starts a task whose history is the chat's messages.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -78,7 +78,7 @@ class Chats:
     def __init__(self, rt: Facade, store: ChatStore):
         self._rt = rt
         self.store = store
-        self.turns: TurnHost = rt._host(store, ChatKit(rt.kit), self._row, noun="Chat")
+        self.host: TurnHost = rt._host(store, ChatKit(rt.kit), self._row, noun="Chat")
 
     async def _row(self, chat_id: str) -> dict:
         """The chat as the turn engine reads an owner: no workspace, nothing to approve (it has no tools that
@@ -142,6 +142,11 @@ class Chats:
         rows = await self.store.messages(chat_id, before=before, after=after, limit=limit)
         return [MessageInfo.model_validate(r) for r in rows]
 
+    async def turns(self, chat_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+        """As `Runtime.turns`: turn rows (reason, error, usage, times)."""
+        await self._row(chat_id)
+        return await self.store.turns(chat_id, None if turn_ids is None else list(turn_ids))
+
     async def to_task(self, chat_id: str, title: str | None = None, approval: str = "ask") -> TaskInfo:
         """A new task on the chat's model whose history is the chat's messages (the chat stays as it is)."""
         chat = await self._row(chat_id)
@@ -155,28 +160,28 @@ class Chats:
                    queue: bool = False) -> TurnHandle:
         if not text.strip():
             raise ConfigError("A message needs some text.")
-        return await self.turns.send(chat_id, [{"type": "text", "text": text}], client_msg_id, queue)
+        return await self.host.send(chat_id, [{"type": "text", "text": text}], client_msg_id, queue)
 
     async def continue_chat(self, chat_id: str, client_msg_id: str | None = None) -> TurnHandle:
         """Carry on the last answer where it stopped (a Stop, a crash, an error or the length limit)."""
-        return await self.turns.send(chat_id, [{"type": "continue"}], client_msg_id, False)
+        return await self.host.send(chat_id, [{"type": "continue"}], client_msg_id, False)
 
     async def retry(self, chat_id: str, client_msg_id: str | None = None) -> TurnHandle:
         """A new answer to the last message (with the chat's current model)."""
-        last = await self.turns.last_input(chat_id)
-        return await self.turns.send(chat_id, [{"type": "retry", "message_id": last}], client_msg_id, False)
+        last = await self.host.last_input(chat_id)
+        return await self.host.send(chat_id, [{"type": "retry", "message_id": last}], client_msg_id, False)
 
     async def run_queued(self, chat_id: str) -> TurnHandle | None:
-        return await self.turns.run_queued(chat_id)
+        return await self.host.run_queued(chat_id)
 
     async def discard_queued(self, chat_id: str, message_id: int) -> bool:
-        return await self.turns.discard_queued(chat_id, message_id)
+        return await self.host.discard_queued(chat_id, message_id)
 
     async def stop(self, chat_id: str) -> None:
-        await self.turns.stop(chat_id)
+        await self.host.stop(chat_id)
 
     async def wait_idle(self, chat_id: str) -> None:
-        await self.turns.wait_idle(chat_id)
+        await self.host.wait_idle(chat_id)
 
     def is_running(self, chat_id: str) -> bool:
         return chat_id in self._rt.aborts
@@ -184,4 +189,4 @@ class Chats:
     def subscribe(self, chat_id: str, after_seq: int = 0, turn_id: str | None = None, follow: bool = False,
                   deltas: bool = True) -> AsyncIterator[Event]:
         """As `Runtime.subscribe`; the events' `task_id` is the chat's id."""
-        return self.turns.subscribe(chat_id, after_seq, turn_id, follow, deltas)
+        return self.host.subscribe(chat_id, after_seq, turn_id, follow, deltas)

@@ -127,7 +127,8 @@ async def shots(out: Path) -> None:
         home = tmp / "demo"
         home.mkdir()
         ids = await seed(home)
-        ctl = HearthApp(home, providers={"scripted": live_model()}, tools=[SLOW_TOOL], use_tray=False)
+        ctl = HearthApp(home, providers={"scripted": live_model(), "local": chat_model()}, tools=[SLOW_TOOL],
+                        use_tray=False)
         await ctl.start()
         win = ctl.window
         panel = win.open_task(ids["finished"])
@@ -183,6 +184,7 @@ async def shots(out: Path) -> None:
         win.grab().save(str(out / "07-dark-theme.png"))
         theme.apply("light")
         await everyday_shots(ctl, out, ids)
+        await chat_shot(ctl, out)
         await ctl.shutdown()
         await broken_settings_shot(tmp / "broken", out)
     finally:
@@ -228,6 +230,30 @@ async def everyday_shots(ctl, out: Path, ids: dict[str, str]) -> None:
     dialog.model.view().window().grab().save(str(out / "13-model-picker-list.png"))
     dialog.model.hidePopup()
     dialog.close()
+
+
+def chat_model() -> ScriptedModel:
+    return ScriptedModel([
+        ["A starter is a pet that lives in a jar, so a pun works well: **Clint Yeastwood**, **Bread Pitt** or "
+         "**Doughlene**. Pick one you will enjoy saying when you feed it."],
+        ["Feed it every 12 hours at room temperature: discard half, then add equal weights of flour and water "
+         "(say 50 g each). In the fridge, once a week is enough."],
+    ], chunk_delay=0.0)
+
+
+async def chat_shot(ctl, out: Path) -> None:
+    """A chat with a model change between its answers, in the Chats tab."""
+    win = ctl.window
+    chat = await ctl.bridge.create_chat(model="local/qwen2.5-3b")
+    await ctl.rt.chats.send(chat.id, "Name ideas for my sourdough starter?")
+    await ctl.rt.chats.wait_idle(chat.id)
+    await ctl.rt.chats.set_model(chat.id, "local/llama3.1-8b")
+    await ctl.rt.chats.send(chat.id, "And how often do I feed it?")
+    await ctl.rt.chats.wait_idle(chat.id)
+    await win.reload_tasks()
+    win.open_chat(chat.id)
+    await _settle(0.8)
+    win.grab().save(str(out / "17-chat.png"))
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:

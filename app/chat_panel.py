@@ -1,0 +1,216 @@
+"""A chat panel: a quick conversation beside the tasks, lighter than a task panel.
+
+No folder, approval or planning chips (a chat has no workspace and no tools that change anything); the model is a
+button, because a chat's model may change between answers (a line in the conversation marks where). "Turn into a
+task" starts a task whose history is this chat. The conversation itself is the task panel's: the same feed
+(paging, replay of a running answer, live events), read through a `ChatSource`; the turn goes on when the panel
+is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from .bridge import RuntimeBridge
+from .composer import Composer
+from .conversation import ConversationView, Message
+from .conversation_feed import ConversationFeed
+from .model_picker import ModelDialog
+from .sources import ChatSource
+from .task_panel import PHASES
+
+
+class ChatPanel(QWidget):
+    title_changed = Signal(str)
+    settings_requested = Signal()
+    became_task = Signal(str)  # the new task's id
+
+    def __init__(self, bridge: RuntimeBridge, info, enter_sends: bool = True, view_state=None, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.task_id: str = info.id  # the owner id the window and the bridge's signals use
+        self.chat_id: str = info.id
+        self.info = info
+        self.source = ChatSource(bridge, info.id)
+        self._closed = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.setObjectName("TaskPanel")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        head = QWidget()
+        head.setObjectName("PanelHead")
+        head.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        top = QHBoxLayout(head)
+        top.setContentsMargins(24, 12, 24, 10)
+        self.title = QLabel()
+        self.title.setObjectName("PanelTitle")
+        top.addWidget(self.title, 1)
+        self.model_button = QPushButton()
+        self.model_button.setObjectName("Link")
+        self.model_button.setToolTip("The model of the next answers: change it at any time")
+        self.model_button.clicked.connect(self.choose_model)
+        top.addWidget(self.model_button)
+        to_task = QPushButton("Turn into a task")
+        to_task.setToolTip("Start a task (with a workspace and tools) whose history is this chat")
+        to_task.clicked.connect(self.turn_into_task)
+        top.addWidget(to_task)
+        lay.addWidget(head)
+
+        self.conversation = ConversationView(chat=True)
+        self.conversation.continue_clicked.connect(lambda: self._act(self.source.continue_chat()))
+        self.conversation.retry_clicked.connect(lambda: self._act(self.source.retry()))
+        self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
+        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
+        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
+        self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued()))
+        self.conversation.discard_clicked.connect(self._discard)
+        self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.fork_clicked.connect(self.choose_model)
+        lay.addWidget(self.conversation, 1)
+
+        bottom = QWidget()
+        bottom.setObjectName("PanelBottom")
+        bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(24, 6, 24, 14)
+        self.phase = QLabel()
+        self.phase.setObjectName("Phase")
+        self.phase.hide()
+        bl.addWidget(self.phase)
+        self.composer = Composer()
+        self.composer.without_files()
+        self.composer.set_enter_sends(enter_sends)
+        self.composer.submitted.connect(self._on_submit)
+        self.composer.stop_requested.connect(self.stop)
+        bl.addWidget(self.composer)
+        lay.addWidget(bottom)
+        self._show_info(info)
+        self.feed = ConversationFeed(bridge, self.source, self.conversation, self, view_state)
+        self.bridge.run(self.feed.start())
+
+    # -- what the feed calls --
+
+    @property
+    def loaded(self) -> asyncio.Event:
+        return self.feed.loaded
+
+    @property
+    def live(self) -> dict[str, Message]:
+        return self.feed.live
+
+    @property
+    def live_turn(self) -> str | None:
+        return next(iter(self.feed.live), None)
+
+    @property
+    def settled(self) -> bool:
+        return not self.feed.live and not self.feed._finishing and not self.composer.running
+
+    async def sync(self) -> None:
+        await self.feed.sync()
+
+    def turn_started(self) -> None:
+        self.composer.set_running(True)
+        self.conversation.set_running(True)
+
+    def apply_info(self, info) -> None:
+        self.info = info
+        self._show_info(info)
+        running = self.source.is_running()
+        self.composer.set_running(running)
+        self.conversation.set_running(running)
+        if not running:
+            self.phase.hide()
+
+    def show_phases(self, events: list) -> None:
+        for ev in events:
+            if ev.type == "status":
+                self._phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
+            elif ev.type == "text_delta":
+                self._phase("Writing…")
+            elif ev.type == "tool_call":
+                self._phase(f"Running {ev.name}…" if str(ev.state) == "running" else "Thinking…")
+            elif ev.type == "aborted":
+                self._phase("Stopping…")
+            elif ev.type == "turn_ended":
+                self.phase.hide()
+
+    def _phase(self, text: str) -> None:
+        self.phase.setText(f"● {text}")
+        self.phase.show()
+
+    def _show_info(self, info) -> None:
+        title = info.title or "New chat"
+        if self.title.text() != title:
+            self.title.setText(title)
+            self.title_changed.emit(title)
+        self.model_button.setText(f"{info.model} ▾")
+
+    # -- actions --
+
+    def _act(self, action) -> None:
+        async def go():
+            await action
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _on_submit(self, text: str, _files: list[str]) -> None:
+        queue = self.source.is_running()
+
+        async def go():
+            try:
+                try:
+                    await self.source.send(text, queue=queue)
+                except self.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
+                    await self.source.send(text, queue=True)
+            except Exception:
+                self.composer.restore(text, [])
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _discard(self, message_id: int) -> None:
+        async def go():
+            if await self.source.discard_queued(message_id) and not self._closed:
+                self.conversation.remove_message(message_id)
+
+        self.bridge.run(go())
+
+    def choose_model(self) -> ModelDialog:
+        dlg = ModelDialog(self.bridge, self.info.model, self, chat=True)
+        dlg.chosen.connect(lambda model: self._act(self.source.set_model(model)))
+        dlg.show()
+        self.model_dialog = dlg
+        return dlg
+
+    def turn_into_task(self) -> None:
+        async def go():
+            info = await self.source.to_task()
+            self.became_task.emit(info.id)
+
+        self.bridge.run(go())
+
+    def stop(self) -> None:
+        self._phase("Stopping…")
+        self.bridge.run(self.source.stop())
+
+    def focus_composer(self) -> None:
+        self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def turn_text(self, turn_id: str) -> str:
+        return self.conversation.turn_text(turn_id)
+
+    def view_state(self) -> tuple:
+        anchor, offset = self.conversation.view_state()
+        return anchor, offset, self.conversation.expanded_calls()
+
+    def close_panel(self) -> None:
+        """Stop observing; the answer goes on."""
+        self._closed = True
+        self.feed.close()
