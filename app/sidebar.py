@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from runtime.events import STATE_WORDS, state_key
+
 from . import theme
 from .icons import app_icon
 from .util import ago
@@ -33,18 +35,11 @@ TASK_ID = Qt.ItemDataRole.UserRole
 BADGE = Qt.ItemDataRole.UserRole + 1
 UPDATED = Qt.ItemDataRole.UserRole + 2
 ROW_HEIGHT = 52
-BADGE_TEXT = {"running": "running", "waiting": "waiting for you", "interrupted": "interrupted", "error": "error",
-              "idle": "idle"}
+BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 
 
 def badge_for(info, running: bool) -> str:
-    if running:
-        return "running"
-    if info.state == "waiting":
-        return "waiting"
-    if info.last_reason in ("interrupted", "error"):
-        return info.last_reason
-    return "idle"
+    return state_key(info.state, info.last_reason, running)
 
 
 class TaskListModel(QAbstractListModel):

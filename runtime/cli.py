@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import signal
 import sys
 from typing import TYPE_CHECKING
@@ -31,6 +32,7 @@ from . import cli_memory
 from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
 from .cli_storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
+from .cli_tasks import add_task_parsers, resolve_task, show_command, skills_command, tasks_command
 from .errors import (
     ConfigError,
     DataFolderBusy,
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
-READ_COMMANDS = ("tasks", "show")
+READ_COMMANDS = ("tasks", "show")  # and `skills list`: they run beside an app that has the data folder
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,9 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--deny", action="store_true")
     how.add_argument("--text", help="the answer to a question")
     answer.add_argument("--always", action="store_true", help="remember the approval or denial for this tool")
-    sub.add_parser("tasks", help="list tasks")
-    show = sub.add_parser("show", help="show a task's conversation")
-    show.add_argument("task_id")
+    add_task_parsers(sub)
     add_models_parser(sub)
     mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
     mcp.add_parser("list", help="configured servers, their command lines and consent")
@@ -93,6 +93,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.task:
+        args.task = await resolve_task(rt, args.task)
     if args.queued:
         if not args.task or args.text:
             raise ConfigError("--queued runs a task's queued inputs: give --task ID and no text.")
@@ -209,6 +211,7 @@ async def _ask_in_terminal(rt: Runtime, task_id: str):
 
 
 async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
+    args.task_id = await resolve_task(rt, args.task_id)
     req = (await rt.get_task(args.task_id)).pending_request
     if not req:
         raise ConfigError(f"Task {args.task_id} is not waiting for an answer.")
@@ -224,31 +227,6 @@ async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
         answer = args.text
     handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always)
     return await _follow(rt, args.task_id, handle.turn_id)
-
-
-async def _tasks(rt: Runtime) -> int:
-    for t in await rt.list_tasks():
-        state = t.state if t.state != "idle" else (t.last_reason or "idle")
-        print(f"{t.id}  {state:<11}  {t.model:<28}  {t.title or '(untitled)'}")
-    return EXIT_OK
-
-
-async def _show(rt: Runtime, task_id: str) -> int:
-    task = await rt.get_task(task_id)
-    print(f"# {task.title or '(untitled)'}  [{task.state}{', ' + task.last_reason if task.last_reason else ''}]")
-    for m in await rt.messages(task_id):
-        print(f"\n## {m.role}")
-        for part in m.parts:
-            kind = part.get("type")
-            if kind in ("text", "reasoning") and part.get("text"):
-                print(part["text"] if kind == "text" else f"(thinking) {part['text']}")
-            elif kind == "tool_call":
-                print(f"[{part['name']} {part['state']}] {part.get('result') or ''}".rstrip())
-            elif kind == "attachment":
-                print(f"(attached {part['name']})")
-            elif kind == "answer":
-                print(f"(answered: {part['answer']})")
-    return EXIT_OK
 
 
 def _confirm(line: str, yes: bool) -> bool:
@@ -296,7 +274,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
         return await Runtime.open(args.home)
     except DataFolderBusy:
         reads = (args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
-                 or (args.command == "chat" and (args.list or args.show)))
+                 or (args.command == "chat" and (args.list or args.show))
+                 or (args.command == "skills" and args.skills_command in (None, "list")))
         if not reads and not cli_memory.reads_only(args):
             raise
         return await Runtime.open(args.home, read_only=True)
@@ -312,7 +291,9 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "answer":
             return await _answer(rt, args)
         if args.command == "tasks":
-            return await _tasks(rt)
+            return await tasks_command(rt)
+        if args.command == "skills":
+            return await skills_command(rt, args)
         if args.command == "models":
             return await models_command(rt, args)
         if args.command == "mcp":
@@ -321,7 +302,7 @@ async def _main(args: argparse.Namespace) -> int:
             return await chat_command(rt, args)
         if args.command in cli_memory.COMMANDS:
             return await cli_memory.run(rt, args)
-        return await _show(rt, args.task_id)
+        return await show_command(rt, args)
     finally:
         await rt.aclose()
 
@@ -339,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     _plain_logging()
     try:
         return asyncio.run(_main(args))
+    except BrokenPipeError:  # `hearth show ID | head`: the reader has all it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush fails quietly
+        return EXIT_OK
     except HearthError as exc:
         if preload is not None:
             preload.abandon()  # also lets llama-cpp-python give stderr back before the message

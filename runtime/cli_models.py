@@ -36,11 +36,16 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         await rt.remove_model(args.name)
         print(f"Removed {args.name}.")
         return EXIT_OK
+    default = rt.settings.default_model
+
+    def default_mark(ref: str) -> str:
+        return "  (default)" if ref == default else ""
+
     print("Installed (use with --model):")
     for m in rt.installed_models():
         where = m.repo or ("bundled with Hearth" if m.source == "bundled" else m.path)
         missing = "" if m.present else "  (file missing)"
-        print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}")
+        print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}{default_mark(m.ref)}")
     print("\nCatalog (hearth models pull ID):")
     for c in rt.model_catalog():
         mark = "installed" if c.installed else "won't fit in this computer's memory" if c.fits is False else ""
@@ -52,7 +57,7 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         if isinstance(models, str):
             print(f"{provider_id}: unavailable: {models}")
         else:
-            print("\n".join(models) if models else f"{provider_id}: no models")
+            print("\n".join(m + default_mark(m) for m in models) if models else f"{provider_id}: no models")
     known = {p.base_url for p in rt.settings.providers}
     for preset in rt.presets():
         if preset.id in detected and preset.base_url not in known:

@@ -22,6 +22,22 @@ class EndReason(StrEnum):
     waiting = "waiting"
 
 
+# The words a task's or chat's state is shown with, the same in the app's sidebar and `hearth tasks`.
+STATE_WORDS = {"running": "running", "waiting": "waiting for you", "interrupted": "interrupted", "error": "error",
+               "idle": "idle"}
+
+
+def state_key(state: str, last_reason: str | None, running: bool) -> str:
+    """One key of STATE_WORDS: a running turn, a question or approval waiting, the last turn's bad ending, idle."""
+    if running or state == "running":
+        return "running"
+    if state == "waiting":
+        return "waiting"
+    if last_reason in ("interrupted", "error"):
+        return last_reason
+    return "idle"
+
+
 class TaskState(StrEnum):
     idle = "idle"
     running = "running"

@@ -1,0 +1,108 @@
+"""`hearth tasks`, `hearth show` and `hearth skills` as a person reads them: real child processes on a data folder
+filled through a real server (the endings come from real turns), plain words, ids by a unique prefix."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+
+from runtime.api import Runtime
+from tests.runtime.test_cli import _cli, _result
+from tests.support.helpers import ECHO, collect, write_settings
+from tests.support.openai_server import OpenAIServer, Reply
+
+
+async def _fill(home) -> dict[str, str]:
+    """Three tasks: one that called a tool and completed, one whose answer hit the length limit, one failed."""
+    ids = {}
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        rt = await Runtime.open(home, tools=[ECHO])
+        try:
+            for name, replies in (
+                ("tool", [Reply(chunks=[], tool_calls=[("c1", "echo", {"text": "hi"})], finish="tool_calls"),
+                          Reply(chunks=["Echoed."])]),
+                ("cut", [Reply(chunks=["A very long answer that"], finish="length")]),
+                ("failed", [Reply(status=400, error_body={"error": {"message": "model 'x' not found"}})]),
+            ):
+                server.script(*replies)
+                task = await rt.create_task(title=f"The {name} task", approval="full_auto")
+                await rt.send(task.id, f"please do the {name} thing")
+                await collect(rt, task.id)
+                await rt.wait_idle(task.id)
+                ids[name] = task.id
+        finally:
+            await rt.aclose()
+    return ids
+
+
+async def test_tasks_and_show_speak_plainly_and_take_an_id_prefix(home):
+    ids = await _fill(home)
+    code, out, err = await _result(await _cli("tasks", home=home))
+    assert code == 0, err
+    header, *rows = out.splitlines()
+    assert header.split()[:3] == ["ID", "STATE", "LAST"] and len(rows) == 3
+    failed_row = next(r for r in rows if r.startswith(ids["failed"]))
+    assert " error " in failed_row and "The failed task" in failed_row
+    assert all(re.search(r"  \d{4}-\d\d-\d\d \d\d:\d\d  ", r) for r in rows)  # a date, not a float
+
+    code, out, err = await _result(await _cli("show", ids["failed"][:10], home=home))
+    assert code == 0, err
+    assert out.startswith("# The failed task  [error]") and "[failed:" in out and "not found" in out
+    code, out, _ = await _result(await _cli("show", ids["cut"][:10], home=home))
+    assert "[cut off at the model's length limit]" in out
+    code, out, _ = await _result(await _cli("show", ids["tool"][:10], "--steps", home=home))
+    assert "[echo done]" in out and "step 1:" in out and "called echo" in out and "step 2:" in out
+    assert out.count("idle") == 1  # the state once, not "idle, completed"
+
+    prefix = os.path.commonprefix(list(ids.values()))
+    code, _, err = await _result(await _cli("show", prefix or "", home=home))
+    assert code == 2 and "Traceback" not in err and ("give more of it" in err or "id" in err)
+    code, _, err = await _result(await _cli("show", "zzzz", home=home))
+    assert code == 2 and "Traceback" not in err and "zzzz" in err
+
+
+async def test_show_into_a_closed_pipe_ends_quietly(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["a line of a long answer\n" * 20_000]))  # far more than a pipe holds
+        rt = await Runtime.open(home)
+        try:
+            task = await rt.create_task(title="Long")
+            await rt.send(task.id, "write a lot")
+            await rt.wait_idle(task.id)
+        finally:
+            await rt.aclose()
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    # `hearth show ID | head -1`: head leaves after one line, the rest of the output meets a closed pipe.
+    script = f"{sys.executable} -m runtime.cli --home {home} show {task.id[:8]} | head -1"
+    proc = await asyncio.to_thread(subprocess.run, ["bash", "-o", "pipefail", "-c", script], env=env,
+                                   capture_output=True, text=True, timeout=120)
+    assert proc.stdout == "# Long  [idle]\n"
+    assert proc.returncode == 0 and proc.stderr == ""
+
+
+async def test_skills_list_and_add(home, tmp_path):
+    write_settings(home, "http://127.0.0.1:9/v1")
+    code, out, _ = await _result(await _cli("skills", home=home))
+    assert code == 0 and "No skills yet" in out
+    folder = tmp_path / "release-notes"
+    folder.mkdir()
+    (folder / "SKILL.md").write_text("---\nname: release-notes\ndescription: Write release notes from a git log\n"
+                                     "---\nGroup the changes by kind.\n")
+    code, out, err = await _result(await _cli("skills", "add", str(folder), home=home))
+    assert code == 0 and "release-notes" in out, err
+    code, out, _ = await _result(await _cli("skills", "list", home=home))
+    assert "release-notes" in out and "Write release notes from a git log" in out
+    code, _, err = await _result(await _cli("skills", "add", str(tmp_path / "missing"), home=home))
+    assert code == 2 and "Traceback" not in err
+
+
+async def test_models_marks_the_default(home):
+    code, out, err = await _result(await _cli("models", home=home))
+    assert code == 0, err
+    marked = [line for line in out.splitlines() if line.endswith("(default)")]
+    assert marked and all("builtin/" in line for line in marked)  # the bundled model, where it is listed
