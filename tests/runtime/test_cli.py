@@ -35,7 +35,7 @@ async def test_run_streams_the_answer_and_exits_0(home):
         assert out.strip() == "Hello from the server."
         task_id = err.strip().splitlines()[-1].split()[-1]
         code, out, _ = await _result(await _cli("tasks", home=home))
-        assert code == 0 and task_id in out and "completed" in out
+        assert code == 0 and task_id in out and " idle " in out
         code, out, _ = await _result(await _cli("show", task_id, home=home))
         assert code == 0 and "hi there" in out and "Hello from the server." in out
         server.script(Reply(chunks=["Again."]))
@@ -78,7 +78,9 @@ async def test_ctrl_c_stops_the_turn_and_exits_130(home):
         code, _, err = await _result(proc)
         assert code == 130, err
         code, out, _ = await _result(await _cli("tasks", home=home))
-        assert "aborted" in out
+        task_id = out.splitlines()[1].split()[0]
+        code, out, _ = await _result(await _cli("show", task_id, home=home))
+        assert "[stopped]" in out
 
 
 def _one_line(err: str) -> str:
