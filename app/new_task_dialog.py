@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QFileInfo, Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QFileIconProvider,
     QFormLayout,
     QFrame,
     QGridLayout,
@@ -145,6 +146,7 @@ class DocumentChips(QWidget):
         lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignLeft)
         self.grid = QGridLayout()
         self.grid.setSpacing(4)
+        self.grid.setColumnStretch(self.COLUMNS, 1)  # chips keep their size, packed to the left
         lay.addLayout(self.grid)
         self.chips: dict[str, QFrame] = {}
 
@@ -176,9 +178,12 @@ class DocumentChips(QWidget):
         chip.setObjectName("AttachmentChip")
         lay = QHBoxLayout(chip)
         lay.setContentsMargins(8, 2, 4, 2)
-        name = QLabel(("📁 " if Path(path).is_dir() else "📄 ") + Path(path).name)
-        name.setToolTip(path)
-        lay.addWidget(name)
+        icon = QLabel()  # the desktop's own file or folder icon (emoji need a font the system may lack)
+        icon.setPixmap(QFileIconProvider().icon(QFileInfo(path)).pixmap(16, 16))
+        lay.addWidget(icon)
+        chip.name = QLabel(Path(path).name)
+        chip.setToolTip(path)
+        lay.addWidget(chip.name)
         remove = QToolButton()
         remove.setText("✕")
         remove.setAutoRaise(True)
@@ -192,4 +197,4 @@ class DocumentChips(QWidget):
         for chip in self.chips.values():  # taken out first: a widget added twice would leave a stale cell
             self.grid.removeWidget(chip)
         for i, path in enumerate(self.paths):
-            self.grid.addWidget(self.chips[path], i // self.COLUMNS, i % self.COLUMNS)
+            self.grid.addWidget(self.chips[path], i // self.COLUMNS, i % self.COLUMNS, Qt.AlignmentFlag.AlignLeft)
