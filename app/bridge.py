@@ -208,9 +208,9 @@ class RuntimeBridge(QObject):
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False) -> TaskInfo:
+                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True) -> TaskInfo:
         info = await self.rt.create_task(title=title or None, model=model or None, approval=approval,
-                                         planning=planning)
+                                         planning=planning, knowledge=tuple(knowledge), memory=memory)
         self.tasks_changed.emit()
         return info
 

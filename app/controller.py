@@ -195,7 +195,8 @@ class HearthApp(StartupProblems, QObject):
         win = self.open_settings()
         if win is None:
             return
-        win.tabs.setCurrentIndex(0)
+        win.tabs.setCurrentWidget(win.models)
+        win.models.setCurrentWidget(win.providers)
         entry = win.providers.add_preset(preset_id, models)
         if models:
             win.providers.default_model.setCurrentText(f"{entry['id']}/{models[0]}")

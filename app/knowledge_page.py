@@ -70,8 +70,8 @@ class KnowledgePage(QWidget):
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.rows: dict[str, QTreeWidgetItem] = {}
-        self._follow = spawn(self._follow_changes(), bridge.report, long=True)
-        self.destroyed.connect(lambda *_: self.stop())
+        # Follows for the page's life: deleting the page (its window closed) cancels it.
+        self._follow = spawn(self._follow_changes(), bridge.report, long=True, owner=self, load=True)
 
     def stop(self) -> None:
         """Stop following the library (when the page closes)."""
@@ -113,7 +113,7 @@ class KnowledgePage(QWidget):
         dlg = QFileDialog(self, "Add a folder" if folder else "Add files", str(Path.home()))
         dlg.setFileMode(QFileDialog.FileMode.Directory if folder else QFileDialog.FileMode.ExistingFiles)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dlg.filesSelected.connect(lambda paths: self.bridge.run(self.add(paths)))
+        dlg.filesSelected.connect(lambda paths: self.bridge.run(self.add(paths), owner=self))
         dlg.open()
 
     async def add(self, paths: list[str]) -> None:
@@ -132,4 +132,4 @@ class KnowledgePage(QWidget):
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()
-            self.bridge.run(self.add(paths))
+            self.bridge.run(self.add(paths), owner=self)

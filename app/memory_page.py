@@ -42,7 +42,7 @@ class MemoryPage(QWidget):
         lay = QVBoxLayout(self)
         self.enabled = QCheckBox("Remember things about me across tasks")
         self.enabled.setChecked(self.rt.memory_enabled)
-        self.enabled.toggled.connect(lambda on: self.bridge.run(self._set_enabled(on)))
+        self.enabled.toggled.connect(lambda on: self.bridge.run(self._set_enabled(on), owner=self))
         lay.addWidget(self.enabled)
         intro = QLabel("Memories are small Markdown files in your data folder. Tasks read the ones that fit and may "
                        "add new ones; secrets are never kept. A task created with memory off neither reads nor "
@@ -52,11 +52,12 @@ class MemoryPage(QWidget):
         lay.addWidget(intro)
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search memories")
-        self.search.textChanged.connect(lambda _t: self.bridge.run(self.reload()))
+        self.search.textChanged.connect(lambda _t: self.bridge.run(self.reload(), owner=self, load=True))
         lay.addWidget(self.search)
         split = QSplitter(Qt.Orientation.Horizontal)
         self.list = QListWidget()
-        self.list.currentItemChanged.connect(lambda item, _old: self.bridge.run(self._show(item)))
+        self.list.currentItemChanged.connect(
+            lambda item, _old: self.bridge.run(self._show(item), owner=self, load=True))
         split.addWidget(self.list)
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("Choose a memory to read or edit it.")
@@ -65,13 +66,13 @@ class MemoryPage(QWidget):
         lay.addWidget(split, 1)
         row = QHBoxLayout()
         self.save = QPushButton("Save")
-        self.save.clicked.connect(lambda: self.bridge.run(self._save()))
+        self.save.clicked.connect(lambda: self.bridge.run(self._save(), owner=self))
         self.open_file = QPushButton("Open file")
         self.open_file.clicked.connect(self._open)
         self.delete = QPushButton("Delete")
-        self.delete.clicked.connect(lambda: self.bridge.run(self._delete()))
+        self.delete.clicked.connect(lambda: self.bridge.run(self._delete(), owner=self))
         self.forget_all = QPushButton("Forget everything…")
-        self.forget_all.clicked.connect(lambda: self.bridge.run(self._forget_all()))
+        self.forget_all.clicked.connect(lambda: self.bridge.run(self._forget_all(), owner=self))
         for button in (self.save, self.open_file, self.delete):
             row.addWidget(button)
         row.addStretch(1)
@@ -81,7 +82,7 @@ class MemoryPage(QWidget):
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self._selection_changed()
-        self.bridge.run(self.reload())
+        self.bridge.run(self.reload(), owner=self, load=True)
 
     def current_name(self) -> str | None:
         item = self.list.currentItem()

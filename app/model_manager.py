@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 
+import shiboken6
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -202,11 +203,17 @@ class ModelManager(QWidget):
         self.downloads_box.addWidget(row)
         self.message.clear()
 
+        def progress(p) -> None:
+            # Reports queued before a pause may arrive after Settings closed and deleted the row.
+            if shiboken6.isValid(row):
+                row.update_progress(p)
+
         async def go():
             try:
-                model = await self.rt.pull_model(ref, row.update_progress)
+                model = await self.rt.pull_model(ref, progress)
             except asyncio.CancelledError:
-                self._end(ref, f"Paused {title or ref}; Download resumes it.")
+                if shiboken6.isValid(self):  # paused by closing Settings: nothing left to update
+                    self._end(ref, f"Paused {title or ref}; Download resumes it.")
                 raise
             except Exception as exc:
                 self._end(ref, error_text(exc))
@@ -214,7 +221,7 @@ class ModelManager(QWidget):
             self._end(ref, f"Installed {model.label} as {model.ref}.")
             self.changed.emit()
 
-        self.downloads[ref] = spawn(go(), long=True)
+        self.downloads[ref] = spawn(go(), long=True, owner=self)
         self.refresh()
 
     def pause(self, ref: str) -> None:
@@ -223,6 +230,10 @@ class ModelManager(QWidget):
             self.rows[ref].pause_button.setEnabled(False)
             self.rows[ref].detail.setText("Pausing…")
             task.cancel()
+
+    def pause_all(self) -> None:
+        for ref in list(self.downloads):
+            self.pause(ref)
 
     def _end(self, ref: str, message: str) -> None:
         self.downloads.pop(ref, None)
@@ -276,7 +287,7 @@ class ModelManager(QWidget):
             self.refresh()
             self.changed.emit()
 
-        spawn(go())
+        spawn(go(), owner=self)
 
 
 def _clear(grid: QGridLayout) -> None:

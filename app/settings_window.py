@@ -1,7 +1,9 @@
-"""The Settings window: Models (providers and presets), Tools (MCP servers), Skills, Permissions (sandbox, rules,
-paused MCP servers) and Appearance (theme, Enter sends). Appearance is app-only and applies at once. Models are
-saved with the Save button through the runtime (`save_settings`, keys via `set_api_key` into the OS keyring); MCP
-changes apply at once (see mcp_editor)."""
+"""The Settings window: Models (two sub-tabs: Providers and presets; Local models: installed, catalog, downloads),
+Tools (MCP servers), Skills, Memory, Knowledge (the document library), Permissions (sandbox, rules, paused MCP
+servers) and Appearance (theme, Enter sends). Appearance is app-only and applies at once. Providers are saved with
+the Save button through the runtime (`save_settings`, keys via `set_api_key` into the OS keyring); every other tab
+applies its changes at once. Closing the window pauses running downloads (the partial file is kept; Download
+resumes it): nothing would show their progress once the window is gone."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ from PySide6.QtWidgets import (
 
 from . import dialogs
 from .bridge import RuntimeBridge
+from .knowledge_page import KnowledgePage
 from .mcp_editor import McpEditor
+from .memory_page import MemoryPage
+from .model_manager import ModelManager
 from .permissions_page import PermissionsPage
 from .prefs import Prefs
 from .providers_editor import ProvidersEditor
@@ -51,11 +56,20 @@ class SettingsWindow(QDialog):
                                          bridge.presets())
         self.providers.test_requested.connect(self._test)
         self.providers.changed.connect(self._dirty)
-        self.tabs.addTab(self.providers, "Models")
+        self.local_models = ModelManager(bridge.rt)
+        self.models = QTabWidget()
+        self.models.setDocumentMode(True)
+        self.models.addTab(self.providers, "Providers")
+        self.models.addTab(self.local_models, "Local models")
+        self.tabs.addTab(self.models, "Models")
         self.mcp = McpEditor(bridge)
         self.tabs.addTab(self.mcp, "Tools (MCP)")
         self.skills = SkillsPage(bridge)
         self.tabs.addTab(self.skills, "Skills")
+        self.memory = MemoryPage(bridge)
+        self.tabs.addTab(self.memory, "Memory")
+        self.knowledge = KnowledgePage(bridge)
+        self.tabs.addTab(self.knowledge, "Knowledge")
         self.permissions = PermissionsPage(bridge)
         self.tabs.addTab(self.permissions, "Permissions")
         # Rules change from approval cards while this window is open: read again whenever the tab is shown.
@@ -126,6 +140,7 @@ class SettingsWindow(QDialog):
     def closeEvent(self, event) -> None:
         """Unsaved changes are never dropped silently: ask to save or discard them."""
         if not self.dirty:
+            self.local_models.pause_all()
             event.accept()
             return
         event.ignore()

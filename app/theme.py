@@ -100,6 +100,9 @@ def stylesheet(c: dict[str, str]) -> str:
     QPushButton#Danger {{ color: {c['error']}; }}
     QToolButton#Toggle {{ border: none; color: {c['muted']}; padding: 2px 0; }}
     QToolButton#Toggle:hover {{ color: {c['text']}; }}
+    QPushButton#CitationChip {{ color: {c['accent']}; background: {c['code']}; border: none; border-radius: 10px;
+        padding: 2px 10px; }}
+    QPushButton#CitationChip:hover {{ text-decoration: underline; }}
     QPushButton#Link {{ border: none; color: {c['accent']}; padding: 0; text-align: left; background: transparent; }}
     QLabel#Phase {{ color: {c['muted']}; }}
     QLabel#Welcome {{ font-size: 22px; font-weight: 600; }}

@@ -1,6 +1,8 @@
 """A tool call as a card: name, arguments, live state, and its result (collapsed; long output truncated with
 "Show all"). Built from a persisted tool part or from live `tool_call` events; both carry the same fields.
-The result's text view is only created when the person expands it: most cards are never opened."""
+The result's text view is only created when the person expands it: most cards are never opened. A
+search_knowledge result also shows its cited passages as chips under the card's toggle, visible while the
+result is collapsed: clicking one opens the document (app/citation.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
+from .citation import CitationRow
 from .markdown import mono_font
 from .util import human_size
 
@@ -34,6 +37,7 @@ STATE_COLORS = {
 TRUNCATE_CHARS = 2000
 TRUNCATE_LINES = 30
 ARGS_LINES = 8
+CITING_TOOL = "search_knowledge"
 
 
 def args_text(args: dict) -> str:
@@ -114,6 +118,7 @@ class ToolCard(QFrame):
         self.progress.hide()
         lay.addWidget(self.progress)
         self._progress_lines: list[str] = []
+        self.citations: CitationRow | None = None
         self.result_view: QPlainTextEdit | None = None
         self.more: QPushButton | None = None
         theme.notifier.changed.connect(self._retheme)
@@ -140,6 +145,7 @@ class ToolCard(QFrame):
         if result != self.result:
             self.result = result
             self._fill_result()
+            self._fill_citations()
         if state != self.state:
             self.state = state
             # A failed call opens its result: the person wants to see why.
@@ -195,6 +201,21 @@ class ToolCard(QFrame):
         lines = self.result.count("\n") + 1
         self.toggle.setText(f"Result · {lines} line{'s' if lines != 1 else ''}, {human_size(len(self.result))}")
         self._show_result(self.toggle.isChecked())
+
+    def _fill_citations(self) -> None:
+        if self.citations is not None:
+            self.citations.setParent(None)
+            self.citations.deleteLater()
+            self.citations = None
+        if self.name != CITING_TOOL or not self.result:
+            return
+        row = CitationRow(self.result)
+        if row.chips:
+            self.citations = row
+            lay = self.layout()
+            lay.insertWidget(lay.indexOf(self.toggle) + 1, row)
+        else:
+            row.deleteLater()
 
     def _show_result(self, shown: bool) -> None:
         self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
