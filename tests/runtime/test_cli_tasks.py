@@ -9,9 +9,13 @@ import re
 import subprocess
 import sys
 
-from runtime.api import Runtime
+import pytest
+
+from runtime.api import ConfigError, Runtime, TaskNotFound
+from runtime.cli_tasks import resolve_task
+from runtime.providers.scripted import ScriptedModel
 from tests.runtime.test_cli import _cli, _result
-from tests.support.helpers import ECHO, collect, write_settings
+from tests.support.helpers import ECHO, MODEL, collect, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 
 
@@ -58,9 +62,6 @@ async def test_tasks_and_show_speak_plainly_and_take_an_id_prefix(home):
     assert "[echo done]" in out and "step 1:" in out and "called echo" in out and "step 2:" in out
     assert out.count("idle") == 1  # the state once, not "idle, completed"
 
-    prefix = os.path.commonprefix(list(ids.values()))
-    code, _, err = await _result(await _cli("show", prefix or "", home=home))
-    assert code == 2 and "Traceback" not in err and ("give more of it" in err or "id" in err)
     code, _, err = await _result(await _cli("show", "zzzz", home=home))
     assert code == 2 and "Traceback" not in err and "zzzz" in err
 
@@ -106,3 +107,17 @@ async def test_models_marks_the_default(home):
     assert code == 0, err
     marked = [line for line in out.splitlines() if line.endswith("(default)")]
     assert marked and all("builtin/" in line for line in marked)  # the bundled model, where it is listed
+
+
+async def test_an_ambiguous_prefix_asks_for_more_of_the_id(home):
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    try:
+        ids = [(await rt.create_task(model=MODEL)).id for _ in range(17)]  # 17 ids: two share a first digit
+        first = next(c for c in "0123456789abcdef" if sum(i.startswith(c) for i in ids) > 1)
+        with pytest.raises(ConfigError, match="give more of it"):
+            await resolve_task(rt, first)
+        assert await resolve_task(rt, ids[0]) == ids[0]
+        with pytest.raises(TaskNotFound):
+            await resolve_task(rt, "")
+    finally:
+        await rt.aclose()

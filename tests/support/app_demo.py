@@ -253,7 +253,7 @@ async def chat_shot(ctl, out: Path) -> None:
     await win.reload_tasks()
     win.open_chat(chat.id)
     await _settle(0.8)
-    win.grab().save(str(out / "17-chat.png"))
+    win.grab().save(str(out / "22-chat.png"))
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:
