@@ -33,7 +33,8 @@ def status_text(doc: dict) -> str:
     if doc["status"] == "indexing":
         return f"Indexing {round(100 * (doc['progress'] or 0))}%"
     text = STATUS_TEXT.get(doc["status"], doc["status"])
-    return f"{text} · {doc['passages']} passages" if doc["status"] == "ready" else text
+    n = doc["passages"]
+    return f"{text} · {n} passage{'' if n == 1 else 's'}" if doc["status"] == "ready" else text
 
 
 class KnowledgePage(QWidget):
