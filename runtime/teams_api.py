@@ -318,6 +318,8 @@ class Teams:
             row = await self._assignment(team_id, key)
             req = row["pending_request"]
             if not req or req["request_id"] != request_id:
+                if seen := await self.store.find_client_message(row["id"], f"answer:{request_id}"):
+                    return self.turns.duplicate(seen)  # answered already (a double click)
                 raise ConfigError(f"Assignment {key!r} is not waiting for an answer to request {request_id!r}.")
             if req["kind"] == "approval" and answer not in ("approve", "deny"):
                 raise ConfigError(f"An approval is answered with 'approve' or 'deny', not {answer!r}.")

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from runtime.api import ConfigError, Runtime, TeamNotFound
-from runtime.providers.scripted import Delay, Fail, ScriptedModel
+from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import write_settings
@@ -40,7 +40,7 @@ class Counted(ScriptedModel):
 
 MEMBERS = [
     {"name": "lead", "model": "lead/m", "role": "You plan and merge.", "approval": "full_auto"},
-    {"name": "writer", "model": "writer/m", "tools": ["read_file"], "approval": "full_auto"},
+    {"name": "writer", "model": "writer/m", "tools": ["read_file", "write_file"], "approval": "full_auto"},
     {"name": "critic", "model": "critic/m", "tools": [], "approval": "full_auto"},
 ]
 DIAMOND = [
@@ -98,7 +98,7 @@ async def test_the_diamond_runs_b_and_c_at_once_and_d_gets_both_results(home):
         assert '<result of="C" title="Critique" by="critic">\nCritique text.\n</result>' in d_input
         # The member's role and tools reach its requests.
         assert "You plan and merge." in lead.requests[0].messages[0]["content"]
-        assert [t["function"]["name"] for t in writer.requests[0].tools] == ["read_file"]
+        assert sorted(t["function"]["name"] for t in writer.requests[0].tools) == ["read_file", "write_file"]
         assert not critic.requests[0].tools
         assert team.assignments[3].output == "Final essay."
         assert [m.text for m in await rt.teams.messages(team.id, "B")] == [last_input(writer), "Draft text."]
@@ -167,6 +167,33 @@ async def test_stop_during_b_and_c_ends_both_aborted_and_d_never_starts(home):
         await rt.teams.wait_idle(team.id)
         assert statuses(await rt.teams.get(team.id)) == dict.fromkeys("ABCD", "done")
         assert "B, continued." in last_input(providers["lead"])
+    finally:
+        await rt.aclose()
+
+
+async def test_a_member_asking_approval_waits_and_its_answer_moves_the_plan_on(home):
+    providers = models([["A."], ["D."]], [[Call("write_file", {"path": "draft.md", "content": "Draft."})], ["Saved."]],
+                       [["C."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        members = [dict(m, approval="ask") if m["name"] == "writer" else m for m in MEMBERS]
+        team = await rt.teams.create("Goal", members, DIAMOND)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == {"A": "done", "B": "waiting", "C": "done", "D": "blocked"}
+        request = team.assignments[1].pending_request
+        assert request["kind"] == "approval" and request["tool_name"] == "write_file" and team.state == "idle"
+        with pytest.raises(ConfigError, match="'approve' or 'deny'"):
+            await rt.teams.answer(team.id, "B", request["request_id"], "maybe")
+        first = await rt.teams.answer(team.id, "B", request["request_id"], "approve")
+        again = await rt.teams.answer(team.id, "B", request["request_id"], "approve")  # a double click
+        assert again.message_id == first.message_id
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done")
+        assert (home / "workspaces" / team.id / "draft.md").read_text() == "Draft."  # the team's folder
+        assert team.assignments[1].output == "Saved."
     finally:
         await rt.aclose()
 
