@@ -51,10 +51,11 @@ from .errors import (
     StorageUnavailable,
     TaskBusy,
     TaskNotFound,
+    TeamNotFound,
 )
 from .events import EndReason, Event
 from .host import TurnHost
-from .infos import ChatInfo, MessageInfo, TaskInfo, TurnHandle
+from .infos import AssignmentInfo, ChatInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
 from .jobs import JobQueue
 from .keys import SecretStore
 from .kit import AgentKit
@@ -76,8 +77,10 @@ from .store.faults import guard as storage_faults
 from .store.knowledge_repo import KnowledgeRepo
 from .store.memory_repo import MemoryRepo
 from .store.repo import Store
+from .store.teams import TeamStore
 from .stream_buffer import BufferRegistry, BufferState
 from .tasks_api import TasksMixin
+from .teams_api import Teams
 from .tools.base import Tool
 from .tools.mcp_consent import MCPConsents
 from .turns_api import TurnsMixin
@@ -85,12 +88,13 @@ from .turns_api import TurnsMixin
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "ChatInfo", "ChatNotFound",
-    "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled", "DownloadProgress", "EndReason", "Event",
-    "HearthError", "InstalledModel", "MCPToolChange", "MessageInfo", "ModelError", "PermissionRule", "Preset",
-    "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
-    "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly",
-    "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TurnHandle", "format_progress", "resolve_home",
+    "PRESETS", "AssignmentInfo", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "ChatInfo",
+    "ChatNotFound", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled", "DownloadProgress",
+    "EndReason", "Event", "HearthError", "InstalledModel", "MCPToolChange", "MemberInfo", "MessageInfo", "ModelError",
+    "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored",
+    "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull",
+    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TeamInfo", "TeamNotFound",
+    "TurnHandle", "format_progress", "resolve_home",
 ]
 
 
@@ -118,6 +122,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self.task_turns = self._host(store, self.kit, self._task_row)
         self.chats = Chats(self, ChatStore(store.engine))
+        self.teams = Teams(self, TeamStore(store.engine))
         self._folder_lock = folder_lock
         self.read_only = read_only
         self._closed = False
@@ -139,7 +144,8 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
                 settings = settings or load_settings(home)
                 store = await Store.open(home, migrate=not read_only)
                 if not read_only:
-                    recovered = await store.recover() + await ChatStore(store.engine).recover()
+                    recovered = (await store.recover() + await ChatStore(store.engine).recover()
+                                 + await TeamStore(store.engine).recover())
                     if recovered:
                         log.info("recovered %d interrupted turn(s)", len(recovered))
         except BaseException:
@@ -166,11 +172,11 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         usable when `open()` failed with `SettingsError`. Returns where the old file went."""
         return set_aside_settings(resolve_home(home))
 
-    def _host(self, store, agent, owner_row, noun: str = "Task") -> TurnHost:
+    def _host(self, store, agent, owner_row, noun: str = "Task", turn_over=None) -> TurnHost:
         """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
         return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
                         owner_row=owner_row, writable=self._writable, closed=lambda: self._closed, runs=self._runs,
-                        noun=noun)
+                        noun=noun, turn_over=turn_over)
 
     def _writable(self) -> None:
         if self._closed:

@@ -1,5 +1,5 @@
-"""Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore`, also
-`python -m runtime.cli`.
+"""Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore | team`, also
+`python -m runtime.cli` (`hearth team …`: runtime/cli_team.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -28,7 +28,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from . import cli_memory
+from . import cli_memory, cli_team
 from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
 from .cli_storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
@@ -43,6 +43,7 @@ from .errors import (
     StorageError,
     StorageFull,
     TaskNotFound,
+    TeamNotFound,
 )
 from .preload import start_preload
 from .redact import redact
@@ -89,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     add_storage_parsers(sub)
     cli_memory.add_parsers(sub)
     add_chat_parser(sub)
+    cli_team.add_team_parser(sub)
     return p
 
 
@@ -276,7 +278,7 @@ async def _open(args: argparse.Namespace) -> Runtime:
         reads = (args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
                  or (args.command == "chat" and (args.list or args.show))
                  or (args.command == "skills" and args.skills_command in (None, "list")))
-        if not reads and not cli_memory.reads_only(args):
+        if not reads and not cli_memory.reads_only(args) and not cli_team.reads_only(args):
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -302,6 +304,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await chat_command(rt, args)
         if args.command in cli_memory.COMMANDS:
             return await cli_memory.run(rt, args)
+        if args.command in cli_team.COMMANDS:
+            return await cli_team.run(rt, args)
         return await show_command(rt, args)
     finally:
         await rt.aclose()
@@ -333,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_code(exc: HearthError) -> int:
     from .api import BackupNotFound
 
-    if isinstance(exc, (ConfigError, TaskNotFound, RequestNotFound, BackupNotFound)):
+    if isinstance(exc, (ConfigError, TaskNotFound, TeamNotFound, RequestNotFound, BackupNotFound)):
         return EXIT_USAGE
     if isinstance(exc, (DataFolderBusy, ReadOnlyRuntime)):
         return EXIT_BUSY

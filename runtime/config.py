@@ -87,6 +87,7 @@ class Settings(BaseModel):
     default_model: str = BUILTIN_MODEL
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=dict, alias="mcpServers")
     max_steps: int = 25
+    team_max_parallel: int = Field(default=2, ge=1)  # a new team's limit of assignments running at once
     mcp_connect_timeout: float = Field(default=10.0, gt=0)
     # The sandbox of run_shell (runtime/tools/sandbox.py): the bubblewrap program, and how many processes one
     # command may run at once (0: no limit).

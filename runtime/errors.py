@@ -17,6 +17,20 @@ class ChatNotFound(HearthError):
         self.chat_id = chat_id
 
 
+class TeamNotFound(HearthError):
+    """No such team, or (with `assignment`) no such assignment in it; `team_id` None: an assignment's own id."""
+
+    def __init__(self, team_id: str | None, assignment: str | None = None):
+        if assignment is None:
+            message = f"No team with id {team_id!r}."
+        elif team_id is None:
+            message = f"No assignment with id {assignment!r}."
+        else:
+            message = f"Team {team_id!r} has no assignment {assignment!r}."
+        super().__init__(message)
+        self.team_id = team_id
+
+
 class TaskBusy(HearthError):
     """A task (or a chat: `noun`) already has a turn running."""
 

@@ -45,17 +45,18 @@ class TurnHost:
     def __init__(self, store: Conversations, agent: AgentPort, *, locks: TaskLocks, aborts: AbortRegistry,
                  buffers: BufferRegistry, jobs: JobQueue, owner_row: Callable[[str], Awaitable[dict]],
                  writable: Callable[[], None], closed: Callable[[], bool], runs: set[asyncio.Task],
-                 noun: str = "Task"):
+                 noun: str = "Task", turn_over: Callable[[str], None] | None = None):
         self.store = store
         self.noun = noun  # what errors call an owner
         self.aborts = aborts
         self.buffers = buffers
         self.services = TurnServices(storage=store, locks=locks, aborts=aborts, streams=buffers, jobs=jobs,
-                                     agent=agent, on_turn_done=self._after_turn)
+                                     agent=agent, on_turn_done=self._turn_done)
         self._owner_row = owner_row  # raises the surface's not-found error
         self._writable = writable
         self._closed = closed
         self._runs = runs  # shared with the runtime, which waits for them at shutdown
+        self._turn_over = turn_over  # told each owner whose turn ended (committed, slot released): a team plan
         self._has_queue: set[str] = set()  # owners whose queued inputs this process runs one after another
         self._sending: dict[tuple[str, str], asyncio.Future] = {}  # inputs being written, by client id
 
@@ -167,6 +168,11 @@ class TurnHost:
         self._writable()
         await self._owner_row(owner_id)
         return await self.store.discard_queued(owner_id, message_id)
+
+    def _turn_done(self, owner_id: str) -> None:
+        if self._turn_over is not None:
+            self._turn_over(owner_id)
+        self._after_turn(owner_id)
 
     def _after_turn(self, owner_id: str) -> None:
         """A turn is over: start the owner's next queued input, if this process has any waiting."""

@@ -45,6 +45,42 @@ class ChatInfo(BaseModel):
     updated_at: float
 
 
+class MemberInfo(BaseModel):
+    name: str
+    role: str  # role instructions
+    model: str
+    tools: list | str  # tool names, or "all"
+    approval: str
+
+
+class AssignmentInfo(BaseModel):
+    id: str  # its conversation's id (the `task_id` of its events)
+    key: str  # the plan's name for it, e.g. "A"
+    title: str | None
+    instructions: str
+    member: str
+    depends_on: list[str]
+    # blocked | ready | running | waiting | done | failed | interrupted | skipped | aborted
+    status: str
+    reason: str | None  # what a blocked one waits for; why one failed
+    output: str | None  # a done one's answer, which its dependents get
+    last_error: str | None
+    pending_request: dict | None  # the approval or question a waiting one needs answered
+    input_tokens: int
+    output_tokens: int
+
+
+class TeamInfo(BaseModel):
+    id: str
+    title: str  # the goal
+    max_parallel: int
+    state: str  # idle | running | done
+    members: list[MemberInfo]
+    assignments: list[AssignmentInfo]
+    created_at: float
+    updated_at: float
+
+
 class MessageInfo(BaseModel):
     id: int
     role: str

@@ -79,7 +79,8 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
             page.rows[p].text(1) not in ("Waiting",) and not page.rows[p].text(1).startswith("Indexing")
             for p in page.rows), what="both settled")
         by_name = {item.text(0): item for item in page.rows.values()}
-        assert by_name["notes.md"].text(1).startswith("Ready · 1 passage") and "passages" not in by_name["notes.md"].text(1)
+        ready = by_name["notes.md"].text(1)
+        assert ready.startswith("Ready · 1 passage") and "passages" not in ready
         assert by_name["blob.txt"].text(1) == "Cannot be read" and "binary" in by_name["blob.txt"].text(2)
         await page.add([str(tmp_path / "nowhere")])
         assert page.status.text().startswith("Not added:") and "was not found" in page.status.text()

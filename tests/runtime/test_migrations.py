@@ -28,6 +28,8 @@ FIFTH = {"memories", "documents", "passages"} | {
     f"{t}{s}" for t in ("memory_fts", "passages_fts") for s in ("", "_data", "_idx", "_docsize", "_config")
 } | {"memory_fts_content"}
 SIXTH = {"chats", "chat_messages", "chat_turns", "chat_checkpoints"}
+SEVENTH = {"teams", "team_members", "team_assignments", "assignment_messages", "assignment_turns",
+           "assignment_checkpoints"}
 
 
 def _tables(path) -> set[str]:
@@ -84,7 +86,8 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
         assert tables in (set(), first, first | {"permission_rules"},
                           first | {"permission_rules", "context_checkpoints"},
                           first | {"permission_rules", "context_checkpoints"} | FIFTH,
-                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH), k
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH,
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH), k
         store = await Store.open(home)
         await store.aclose()
         assert _version(home / DB_NAME) == [head]

@@ -57,6 +57,12 @@ async def test_pragmas_and_indexes(tmp_path):
         assert "ix_messages_task_order" in " ".join(str(r) for r in plan)
         plan = await conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT * FROM tasks ORDER BY updated_at DESC")
         assert "ix_tasks_updated" in " ".join(str(r) for r in plan)
+        # An assignment's conversation is read and recovered through its own indexes, as a chat's.
+        plan = await conn.exec_driver_sql(
+            "EXPLAIN QUERY PLAN SELECT * FROM assignment_messages WHERE assignment_id = 'x' ORDER BY id")
+        assert "ix_assignment_messages_order" in " ".join(str(r) for r in plan)
+        plan = await conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT id FROM assignment_turns WHERE status = 'running'")
+        assert "ix_assignment_turns_running" in " ".join(str(r) for r in plan)
     await store.aclose()
 
 

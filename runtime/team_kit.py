@@ -1,0 +1,64 @@
+"""An assignment's agent port and input (teams_api.py): the member's tools and role, its dependencies' results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .kit import Prepared
+
+if TYPE_CHECKING:
+    from .kit import AgentKit
+    from .providers.base import Provider
+
+
+class TeamKit:
+    """An assignment's agent port: the task kit, with the member's tools and its role as a note."""
+
+    def __init__(self, kit: AgentKit):
+        self._kit = kit
+
+    @property
+    def max_steps(self) -> int:
+        return self._kit.max_steps
+
+    def provider(self, provider_id: str) -> Provider:
+        return self._kit.provider(provider_id)
+
+    async def prepare(self, owner: dict[str, Any], input_parts: list[dict]) -> Prepared:
+        prepared = await self._kit.prepare(owner, input_parts)
+        allowed = owner["member_row"]["tools"]
+        tools = prepared.tools if allowed == "all" else {n: t for n, t in prepared.tools.items() if n in allowed}
+        return Prepared(tools, [role_note(owner), *prepared.notes])
+
+    def mcp_sessions(self, cwd: Path) -> None:
+        return None
+
+    async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
+        return await self._kit.context_window(provider, model)
+
+    def background_jobs(self, owner: dict[str, Any], reason: str) -> list:
+        return []
+
+
+def role_note(owner: dict[str, Any]) -> str:
+    member = owner["member_row"]
+    lines = [f"You are {member['name']}, a member of a team working toward this goal: {owner['goal']}",
+             "The person's message is your assignment. Your final answer is handed to the team members whose "
+             "assignments build on yours, so end with the result itself, complete."]
+    if member["role"]:
+        lines.append(f"Your role: {member['role']}")
+    return "\n".join(lines)
+
+
+def assignment_input(row: dict[str, Any], by_key: dict[str, dict]) -> str:
+    """The instructions, then each dependency's result, labelled (a skipped one has none)."""
+    sections = [row["instructions"]]
+    if row["depends_on"]:
+        sections.append("Results of the assignments this one builds on:")
+    for key in row["depends_on"]:
+        dep = by_key[key]
+        body = dep["output"] if dep["status"] == "done" else "(skipped by the person: there is no result)"
+        sections.append(f'<result of="{dep["key"]}" title="{dep["title"] or dep["key"]}" by="{dep["member"]}">\n'
+                        f"{body}\n</result>")
+    return "\n\n".join(sections)

@@ -1,0 +1,320 @@
+"""Teams on the shared turn engine: a 4-assignment diamond (A → B, A → C, B + C → D) with 3 members, each on its
+own scripted model, so every request is counted: B and C overlap, D's input holds their results, a failure keeps
+D blocked until a retry, Stop ends B and C `aborted`, a kill -9 during B is recovered and continued."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+import textwrap
+
+import pytest
+
+from runtime.api import ConfigError, Runtime, TeamNotFound
+from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
+from runtime.store.repo import DB_NAME
+from tests.runtime.test_cli import _cli, _result
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, Reply
+
+
+class Counted(ScriptedModel):
+    """A scripted model that counts how many requests of all the models sharing `flight` are in flight at once."""
+
+    def __init__(self, steps, flight: dict, **kw):
+        super().__init__(steps, **kw)
+        self.flight = flight
+
+    async def stream(self, request, *, on_queued=None):
+        self.flight["now"] += 1
+        self.flight["peak"] = max(self.flight["peak"], self.flight["now"])
+        try:
+            async for item in super().stream(request, on_queued=on_queued):
+                yield item
+        finally:
+            self.flight["now"] -= 1
+
+
+MEMBERS = [
+    {"name": "lead", "model": "lead/m", "role": "You plan and merge.", "approval": "full_auto"},
+    {"name": "writer", "model": "writer/m", "tools": ["read_file", "write_file"], "approval": "full_auto"},
+    {"name": "critic", "model": "critic/m", "tools": [], "approval": "full_auto"},
+]
+DIAMOND = [
+    {"key": "A", "title": "Outline", "instructions": "Outline the essay.", "member": "lead"},
+    {"key": "B", "title": "Draft", "instructions": "Draft it.", "member": "writer", "depends_on": ["A"]},
+    {"key": "C", "title": "Critique", "instructions": "Critique the outline.", "member": "critic",
+     "depends_on": ["A"]},
+    {"key": "D", "title": "Merge", "instructions": "Merge draft and critique.", "member": "lead",
+     "depends_on": ["B", "C"]},
+]
+
+
+def models(lead, writer, critic, flight=None):
+    flight = flight if flight is not None else {"now": 0, "peak": 0}
+    return {"lead": Counted(lead, flight, id="lead"), "writer": Counted(writer, flight, id="writer"),
+            "critic": Counted(critic, flight, id="critic")}
+
+
+def statuses(team) -> dict[str, str]:
+    return {a.key: a.status for a in team.assignments}
+
+
+def last_input(model: ScriptedModel, n: int = -1) -> str:
+    return model.requests[n].messages[-1]["content"]
+
+
+async def wait_for(predicate, seconds: float = 20):
+    for _ in range(int(seconds / 0.02)):
+        if await predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the condition never came true")
+
+
+async def test_the_diamond_runs_b_and_c_at_once_and_d_gets_both_results(home):
+    flight = {"now": 0, "peak": 0}
+    providers = models([["Outline: three parts."], ["Final essay."]], [[Delay(0.3), "Draft text."]],
+                       [[Delay(0.3), "Critique text."]], flight)
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Write an essay", MEMBERS, DIAMOND, max_parallel=2)
+        assert statuses(team) == {"A": "ready", "B": "blocked", "C": "blocked", "D": "blocked"}
+        assert team.assignments[3].reason == "waiting for B, C"
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done") and team.state == "done"
+        assert flight["peak"] == 2  # B's and C's requests were in flight together
+        lead, writer, critic = providers["lead"], providers["writer"], providers["critic"]
+        assert len(lead.requests) == 2 and len(writer.requests) == 1 and len(critic.requests) == 1
+        assert "Outline: three parts." in last_input(writer) and "Outline: three parts." in last_input(critic)
+        d_input = last_input(lead)
+        assert d_input.startswith("Merge draft and critique.")
+        assert '<result of="B" title="Draft" by="writer">\nDraft text.\n</result>' in d_input
+        assert '<result of="C" title="Critique" by="critic">\nCritique text.\n</result>' in d_input
+        # The member's role and tools reach its requests.
+        assert "You plan and merge." in lead.requests[0].messages[0]["content"]
+        assert sorted(t["function"]["name"] for t in writer.requests[0].tools) == ["read_file", "write_file"]
+        assert not critic.requests[0].tools
+        assert team.assignments[3].output == "Final essay."
+        assert [m.text for m in await rt.teams.messages(team.id, "B")] == [last_input(writer), "Draft text."]
+        assert await rt.list_tasks() == [] and await rt.chats.list() == []
+    finally:
+        await rt.aclose()
+
+
+async def test_max_parallel_one_runs_b_and_c_one_after_the_other(home):
+    flight = {"now": 0, "peak": 0}
+    providers = models([["A."], ["D."]], [[Delay(0.2), "B."]], [[Delay(0.2), "C."]], flight)
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND, max_parallel=1)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        assert statuses(await rt.teams.get(team.id)) == dict.fromkeys("ABCD", "done")
+        assert flight["peak"] == 1
+    finally:
+        await rt.aclose()
+
+
+async def test_a_failure_keeps_d_blocked_with_the_reason_until_c_is_retried(home):
+    providers = models([["A."], ["D merged."]], [["B."]], [[Fail("the critic's server fell over")], ["C again."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == {"A": "done", "B": "done", "C": "failed", "D": "blocked"}
+        assert "the critic's server fell over" in team.assignments[2].reason
+        assert team.assignments[3].reason.startswith("waiting for C, which failed: ")
+        assert "the critic's server fell over" in team.assignments[3].reason
+        assert team.state == "idle" and len(providers["lead"].requests) == 1  # D never asked its model
+        with pytest.raises(ConfigError, match="only a failed"):
+            await rt.teams.retry(team.id, "B")
+        await rt.teams.retry(team.id, "C")
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done") and team.state == "done"
+        assert "C again." in last_input(providers["lead"])
+    finally:
+        await rt.aclose()
+
+
+async def test_stop_during_b_and_c_ends_both_aborted_and_d_never_starts(home):
+    providers = models([["A."], ["D."]], [[Delay(30), "never"], ["B, continued."]],
+                       [[Delay(30), "never"], ["C, continued."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+
+        async def both_asked():
+            return len(providers["writer"].requests) == 1 and len(providers["critic"].requests) == 1
+
+        await wait_for(both_asked)
+        await rt.teams.stop(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == {"A": "done", "B": "aborted", "C": "aborted", "D": "blocked"}
+        assert team.assignments[3].reason == "waiting for B, which was stopped" and team.state == "idle"
+        assert len(providers["lead"].requests) == 1
+        await rt.teams.run(team.id)  # continues B and C, then D
+        await rt.teams.wait_idle(team.id)
+        assert statuses(await rt.teams.get(team.id)) == dict.fromkeys("ABCD", "done")
+        assert "B, continued." in last_input(providers["lead"])
+    finally:
+        await rt.aclose()
+
+
+async def test_a_member_asking_approval_waits_and_its_answer_moves_the_plan_on(home):
+    providers = models([["A."], ["D."]], [[Call("write_file", {"path": "draft.md", "content": "Draft."})], ["Saved."]],
+                       [["C."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        members = [dict(m, approval="ask") if m["name"] == "writer" else m for m in MEMBERS]
+        team = await rt.teams.create("Goal", members, DIAMOND)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == {"A": "done", "B": "waiting", "C": "done", "D": "blocked"}
+        request = team.assignments[1].pending_request
+        assert request["kind"] == "approval" and request["tool_name"] == "write_file" and team.state == "idle"
+        with pytest.raises(ConfigError, match="'approve' or 'deny'"):
+            await rt.teams.answer(team.id, "B", request["request_id"], "maybe")
+        first = await rt.teams.answer(team.id, "B", request["request_id"], "approve")
+        again = await rt.teams.answer(team.id, "B", request["request_id"], "approve")  # a double click
+        assert again.message_id == first.message_id
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done")
+        assert (home / "workspaces" / team.id / "draft.md").read_text() == "Draft."  # the team's folder
+        assert team.assignments[1].output == "Saved."
+    finally:
+        await rt.aclose()
+
+
+async def test_a_plan_with_a_cycle_or_unknown_names_is_refused(home):
+    rt = await Runtime.open(home, providers=models([], [], []))
+    try:
+        cyclic = [{"key": "A", "instructions": "a", "member": "lead", "depends_on": ["B"]},
+                  {"key": "B", "instructions": "b", "member": "lead", "depends_on": ["A"]}]
+        with pytest.raises(ConfigError, match="goes in a circle"):
+            await rt.teams.create("Goal", MEMBERS, cyclic)
+        with pytest.raises(ConfigError, match="not a member"):
+            await rt.teams.create("Goal", MEMBERS, [{"key": "A", "instructions": "a", "member": "nobody"}])
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND[:1])
+        with pytest.raises(ConfigError, match="depends on 'Z'"):
+            await rt.teams.add_assignment(team.id, "B", "b", "writer", depends_on=["Z"])
+        team = await rt.teams.add_assignment(team.id, "B", "b", "writer", depends_on=["A"])
+        assert statuses(team) == {"A": "ready", "B": "blocked"}
+        with pytest.raises(ConfigError, match="already"):
+            await rt.teams.add_member(team.id, "lead", "lead/m")
+        with pytest.raises(TeamNotFound):
+            await rt.teams.get("nope")
+        assert len((await rt.teams.get(team.id)).assignments) == 2  # nothing a refusal touched was lost
+    finally:
+        await rt.aclose()
+
+
+CHILD = textwrap.dedent(
+    """
+    import asyncio, sys
+    from runtime.api import Runtime
+    from tests.runtime.test_teams import DIAMOND, MEMBERS, models
+
+    async def main():
+        providers = models([["Outline."]], [[f"word{i} " for i in range(100000)]], [["Critique."]])
+        providers["writer"].chunk_delay = 0.002
+        rt = await Runtime.open(sys.argv[1], providers=providers)
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+        while True:
+            info = await rt.teams.get(team.id)
+            if info.assignments[2].status == "done" and len(providers["writer"].requests) == 1:
+                break
+            await asyncio.sleep(0.01)
+        chars = 0
+        async for ev in rt.teams.subscribe(team.id, "B"):
+            if ev.type == "text_delta":
+                chars += len(ev.text)
+                if chars > 3000:
+                    print("STREAMED", team.id, flush=True)
+                    chars = -10**9
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_killed_during_b_a_is_not_rerun_b_is_interrupted_and_run_finishes_the_plan(home):
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD, str(home),
+                                                stdout=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().split()
+        assert line[0] == "STREAMED"
+        team_id = line[1]
+        await asyncio.sleep(0.6)  # past a checkpoint (every 0.25 s)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    providers = models([["Merged."]], [["and the end."]], [])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.get(team_id)
+        assert statuses(team) == {"A": "done", "B": "interrupted", "C": "done", "D": "blocked"}
+        assert team.state == "idle" and "which was interrupted" in team.assignments[3].reason
+        user, partial = await rt.teams.messages(team_id, "B")
+        assert user.text.startswith("Draft it.") and "Outline." in user.text
+        assert partial.text.startswith("word0 word1 ") and len(partial.text) > 3000
+        await rt.teams.run(team_id)
+        await rt.teams.wait_idle(team_id)
+        team = await rt.teams.get(team_id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done") and team.state == "done"
+        # A and C were not run again: the lead's one request is D's, the critic's model was never asked.
+        assert len(providers["lead"].requests) == 1 and providers["critic"].requests == []
+        assert providers["writer"].requests[0].messages[-2]["content"] == partial.text  # a Continue
+        assert team.assignments[1].output == partial.text + "and the end."
+        d_input = last_input(providers["lead"])
+        assert partial.text + "and the end." in d_input and "Critique." in d_input
+    finally:
+        await rt.aclose()
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        assert db.execute("select count(*) from assignment_turns where status = 'running'").fetchone()[0] == 0
+        assert db.execute("select count(*) from tasks").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
+async def test_the_cli_creates_runs_and_shows_a_team(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        code, _, err = await _result(await _cli(
+            "team", "create", "Essay", "--member", "lead", "local/test-model", "--assign", "A", "nobody", "x",
+            home=home))
+        assert code == 2 and err.strip() == ("hearth: Assignment 'A' is given to 'nobody', who is not a member of "
+                                             "the team (members: lead).")
+        code, out, err = await _result(await _cli(
+            "team", "create", "Essay", "--member", "lead", "local/test-model", "You plan.", "--member", "writer",
+            "local/test-model", "--assign", "A", "lead", "Outline: the essay.", "--assign", "B", "writer",
+            "Draft it.", "A", "--approval", "full_auto", home=home))
+        assert code == 0, err
+        team_id = out.splitlines()[0]
+        assert "B      blocked" in out and "waiting for A" in out
+        server.script(Reply(chunks=["An ", "outline."]), Reply(chunks=["A draft."]))
+        code, out, err = await _result(await _cli("team", "run", team_id, home=home))
+        assert code == 0, err
+        assert "[done]" in out and "A      done" in out and "B      done" in out
+        assert "An outline." in server.chat_requests[1]["messages"][-1]["content"]
+        code, out, _ = await _result(await _cli("team", "show", team_id, "B", home=home))
+        assert code == 0 and "Input: Draft it." in out and "Answer: A draft." in out
+        code, out, _ = await _result(await _cli("team", "show", home=home))
+        assert code == 0 and f"{team_id}  done     2/2 done  Essay" in out
+        code, _, err = await _result(await _cli("team", "run", "nope", home=home))
+        assert code == 2 and "No team with id 'nope'" in err
