@@ -32,16 +32,14 @@ import time
 import uuid
 from pathlib import Path
 
-from alembic.autogenerate import compare_metadata
 from alembic.command import upgrade
-from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine
 
 from runtime.api import Runtime
 from runtime.providers.scripted import ScriptedModel
 from runtime.store.db import alembic_config
-from runtime.store.models import Base
+from tests.support.schema import schema_diff
 
 CHILD = textwrap.dedent(
     """
@@ -176,7 +174,7 @@ async def check(home: Path, template: Path | None) -> dict:
             return {"problems": problems}
         try:
             async with rt.store.engine.connect() as conn:
-                diff = await conn.run_sync(lambda c: compare_metadata(MigrationContext.configure(c), Base.metadata))
+                diff = await conn.run_sync(schema_diff)
                 version = (await conn.exec_driver_sql("select version_num from alembic_version")).scalars().all()
                 integrity = (await conn.exec_driver_sql("PRAGMA integrity_check")).scalar()
         finally:

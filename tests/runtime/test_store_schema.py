@@ -4,28 +4,20 @@ from __future__ import annotations
 
 import sqlite3
 
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from runtime.store.db import alembic_config, make_engine, migrate
-from runtime.store.models import FTS_TABLES, Base, is_fts_table
+from runtime.store.models import FTS_TABLES
 from runtime.store.repo import DB_NAME, Store
+from tests.support.schema import schema_diff
 
 
 async def test_migrated_schema_equals_models(tmp_path):
     engine = make_engine(tmp_path / "x.sqlite3")
     await migrate(engine)
 
-    def diff(conn):
-        # The FTS5 tables (and their shadow tables) are not in the metadata; test_fts_tables checks them.
-        def include_name(name, type_, _parent):
-            return not (type_ == "table" and is_fts_table(name))
-
-        return compare_metadata(MigrationContext.configure(conn, opts={"include_name": include_name}), Base.metadata)
-
     async with engine.connect() as conn:
-        assert await conn.run_sync(diff) == []
+        assert await conn.run_sync(schema_diff) == []
     await engine.dispose()
 
 
