@@ -129,6 +129,7 @@ class RuntimeBridge(QObject):
         self._closing = False
         self._settling: set[str] = set()
         self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'
+        self.assignment_teams: dict[str, str] = {}  # and these are assignments': their team's goal
         self._feed = spawn(self._follow_all(), self.report, long=True)
 
     # -- plumbing --
@@ -222,6 +223,17 @@ class RuntimeBridge(QObject):
     async def create_chat(self, model: str | None = None):
         info = await self.rt.chats.create(model=model or None)
         self.chat_ids.add(info.id)
+        self.tasks_changed.emit()
+        return info
+
+    async def list_teams(self) -> list:
+        teams = await self.rt.teams.list()
+        self.assignment_teams.update({a.id: t.title for t in teams for a in t.assignments})
+        return teams
+
+    async def create_team(self, **spec):
+        info = await self.rt.teams.create(**spec)
+        self.assignment_teams.update({a.id: info.title for a in info.assignments})
         self.tasks_changed.emit()
         return info
 

@@ -203,7 +203,9 @@ class HearthApp(StartupProblems, QObject):
 
     def _enter_sends(self, on: bool) -> None:
         if self.window is not None and self.window.panel is not None:
-            self.window.panel.composer.set_enter_sends(on)
+            composer = getattr(self.window.panel, "composer", None)  # a team's board has none
+            if composer is not None:
+                composer.set_enter_sends(on)
 
     # -- tasks, tray, notifications --
 
@@ -239,8 +241,14 @@ class HearthApp(StartupProblems, QObject):
         return self.window is not None and self.window.is_task_visible(task_id)
 
     def _on_turn_event(self, task_id: str, ev) -> None:
-        # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify.
+        # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify, and
+        # a team's assignment when it needs the person.
         if self._closing or self._visible(task_id) or task_id in self.bridge.chat_ids:
+            return
+        team = self.bridge.assignment_teams.get(task_id)
+        if team is not None:
+            if ev.type == "input_requested":
+                self.notify(task_id, f"The team “{team}” is waiting for you", "Open Hearth to answer.")
             return
         title = self._titles.get(task_id, "A task")
         if ev.type == "input_requested":

@@ -99,9 +99,11 @@ class AssistantItem(QWidget):
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
 
-    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None, chat: bool = False):
+    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None, chat: bool = False,
+                 retry: bool = True):
         super().__init__(parent)
         self.message = message
+        self.can_retry = retry
         self.chat = chat  # a chat's answer: no turn details; a failed one offers another model for the chat
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -171,7 +173,7 @@ class AssistantItem(QWidget):
     def set_meta(self, can_continue: bool) -> None:
         """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
         m = self.message
-        self.retry.setVisible(can_continue and not m.live)
+        self.retry.setVisible(can_continue and not m.live and self.can_retry)
         self.copy.setVisible(not m.live and bool(m.text))
         self.details.setVisible(not m.live and m.turn is not None and not self.chat)
         if m.live:
@@ -225,9 +227,10 @@ class ConversationView(QScrollArea):
     send_now_clicked = Signal(int)
     discard_clicked = Signal(int)
 
-    def __init__(self, parent=None, chat: bool = False):
+    def __init__(self, parent=None, chat: bool = False, retry: bool = True):
         super().__init__(parent)
         self.chat = chat  # a chat's conversation: model-change lines, no edit of the last input
+        self.offers_retry = retry  # answers offer Retry (a team's board offers it per assignment instead)
         self.setObjectName("Conversation")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -364,7 +367,8 @@ class ConversationView(QScrollArea):
         else:
             before = self.messages[index - 1] if index > 0 else None
             marker = MARKERS[before.rewind] if before is not None and before.role == "user" and before.rewind else ""
-            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id), chat=self.chat)
+            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id), chat=self.chat,
+                                 retry=self.offers_retry)
             item.continue_clicked.connect(self.continue_clicked)
             item.retry_clicked.connect(self.retry_clicked)
             item.settings_clicked.connect(self.settings_clicked)

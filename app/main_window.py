@@ -24,19 +24,22 @@ from .new_task_dialog import NewTaskDialog
 from .problem import ProblemPage
 from .sidebar import TaskSidebar
 from .task_panel import TaskPanel
+from .team_actions import TeamActions
+from .team_panel import TeamPanel
 from .welcome import WelcomePage
 
 
-class MainWindow(ChatActions, QMainWindow):
+class MainWindow(ChatActions, TeamActions, QMainWindow):
     painted = Signal()
 
     def __init__(self, ctl):
         super().__init__()
         self.ctl = ctl
         self.bridge = None
-        self.panel: TaskPanel | ChatPanel | None = None
+        self.panel: TaskPanel | ChatPanel | TeamPanel | None = None
         self.tasks: dict[str, object] = {}
         self.chats: dict[str, object] = {}
+        self.teams: dict[str, object] = {}
         self._painted = False
         self.disposed = False
         self.setWindowTitle("Hearth")
@@ -78,6 +81,7 @@ class MainWindow(ChatActions, QMainWindow):
         f = bar.addMenu("&File")
         act(f, "New Task…", lambda: self.new_task(), "Ctrl+N")
         act(f, "New Chat", self.new_chat, "Ctrl+Shift+N")
+        act(f, "New Team…", self.new_team)
         f.addSeparator()
         act(f, "Export Task as Markdown…", lambda: self.export("md"))
         act(f, "Export Task as JSON…", lambda: self.export("json"))
@@ -121,11 +125,15 @@ class MainWindow(ChatActions, QMainWindow):
             a.setEnabled(self.panel is not None and (isinstance(self.panel, TaskPanel) or a.text() not in task_only))
 
     def _rename_current(self):
+        if isinstance(self.panel, TeamPanel):
+            return None
         if isinstance(self.panel, ChatPanel):
             return self.rename_chat(self.panel.chat_id)
         return self.rename_task(self.current_task())
 
     def _delete_current(self):
+        if isinstance(self.panel, TeamPanel):
+            return None
         if isinstance(self.panel, ChatPanel):
             return self.delete_chat(self.panel.chat_id)
         return self.delete_task(self.current_task())
@@ -140,6 +148,8 @@ class MainWindow(ChatActions, QMainWindow):
         self.sidebar.chat_selected.connect(self.open_chat)
         self.sidebar.new_requested.connect(lambda: self.new_task())
         self.sidebar.new_chat_requested.connect(self.new_chat)
+        self.sidebar.team_selected.connect(self.open_team)
+        self.sidebar.new_team_requested.connect(self.new_team)
         self.sidebar.rename_requested.connect(
             lambda rid: self.rename_chat(rid) if self.sidebar.mode == "chats" else self.rename_task(rid))
         self.sidebar.delete_requested.connect(
@@ -150,6 +160,7 @@ class MainWindow(ChatActions, QMainWindow):
         # Bound methods only: a lambda would outlive this (disposable) window on the long-lived bridge.
         bridge.task_changed.connect(self._task_changed)
         bridge.tasks_changed.connect(self._tasks_changed)
+        bridge.turn_event.connect(self._team_event)
         bridge.error.connect(self._show_error)
         self.refresh_welcome()
         self.loading = bridge.run(self._first_load())
@@ -197,22 +208,30 @@ class MainWindow(ChatActions, QMainWindow):
         mine = self._reloads
         tasks = await self.bridge.list_tasks()
         chats = await self.bridge.list_chats()
+        teams = await self.bridge.list_teams()
         if self.disposed or mine != self._reloads:
             return
         self.tasks = {t.id: t for t in tasks}
         self.chats = {c.id: c for c in chats}
+        self.teams = {t.id: t for t in teams}
         running = set(self.bridge.running_tasks())
         self.sidebar.set_tasks(tasks, running)
         self.sidebar.set_chats(chats, running)
+        self.sidebar.set_teams(teams)
+        owners = self.chats if isinstance(self.panel, ChatPanel) else self.teams if isinstance(
+            self.panel, TeamPanel) else self.tasks
         if self.panel is None:
             self.refresh_welcome()
-        elif self.panel.task_id not in (self.chats if isinstance(self.panel, ChatPanel) else self.tasks):
+        elif self.panel.task_id not in owners:
             self.close_panel()
         self.ctl.tasks_updated(tasks)
 
     def _task_changed(self, task_id: str) -> None:
         self._reload.start()
-        if self.panel is not None and self.panel.task_id == task_id:
+        if isinstance(self.panel, TeamPanel):
+            if self.panel.owns(task_id):
+                self.panel.changed(task_id)
+        elif self.panel is not None and self.panel.task_id == task_id:
             self.bridge.run(self.panel.sync())
 
     # -- panels --
@@ -246,7 +265,7 @@ class MainWindow(ChatActions, QMainWindow):
         if self.panel is None:
             return
         panel, self.panel = self.panel, None
-        if panel.loaded.is_set():  # scroll position and open cards come back when the task is shown again
+        if panel.loaded.is_set() and not isinstance(panel, TeamPanel):  # scroll and open cards come back
             self.ctl.view_states[panel.task_id] = panel.view_state()
         panel.close_panel()
         self.stack.removeWidget(panel)
@@ -255,6 +274,7 @@ class MainWindow(ChatActions, QMainWindow):
         if select_none:
             self.sidebar.select(None)
             self.sidebar.select_chat(None)
+            self.sidebar.select_team(None)
         self._enable_task_actions()
 
     def is_task_visible(self, task_id: str) -> bool:
@@ -326,7 +346,9 @@ class MainWindow(ChatActions, QMainWindow):
         await self.reload_tasks()
 
     def stop_current(self) -> None:
-        if isinstance(self.panel, ChatPanel):
+        if isinstance(self.panel, TeamPanel):
+            self.bridge.run(self.bridge.rt.teams.stop(self.panel.team_id))
+        elif isinstance(self.panel, ChatPanel):
             self.panel.stop()
         elif self.panel is not None:
             self.bridge.run(self.bridge.stop(self.panel.task_id))
@@ -377,6 +399,7 @@ class MainWindow(ChatActions, QMainWindow):
         if self.bridge is not None:
             for signal, slot in ((self.bridge.task_changed, self._task_changed),
                                  (self.bridge.tasks_changed, self._tasks_changed),
+                                 (self.bridge.turn_event, self._team_event),
                                  (self.bridge.error, self._show_error)):
                 try:
                     signal.disconnect(slot)

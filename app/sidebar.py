@@ -1,5 +1,5 @@
-"""The sidebar: Tasks and Chats (two tabs), one row per task or chat with its title, a live state badge and the
-last activity.
+"""The sidebar: Tasks, Chats and Teams (three tabs), one row per task, chat or team with its title, a live state
+badge and the last activity.
 
 A model/view list: rows are painted by a delegate, not built from widgets, so 1,000 tasks cost what the ~15
 visible rows cost."""
@@ -38,8 +38,21 @@ ROW_HEIGHT = 52
 BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 
 
+MODES = ("tasks", "chats", "teams")
+
+
 def badge_for(info, running: bool) -> str:
     return state_key(info.state, info.last_reason, running)
+
+
+def team_badge(team) -> str:
+    """A team's row: working, an assignment waiting for the person, one failed or interrupted, else idle."""
+    statuses = {a.status for a in team.assignments}
+    for status, badge in (("running", "running"), ("waiting", "waiting"), ("failed", "error"),
+                          ("interrupted", "interrupted")):
+        if status in statuses:
+            return badge
+    return "idle"
 
 
 class TaskListModel(QAbstractListModel):
@@ -126,8 +139,10 @@ class TaskDelegate(QStyledItemDelegate):
 class TaskSidebar(QWidget):
     task_selected = Signal(str)
     chat_selected = Signal(str)
+    team_selected = Signal(str)
     new_requested = Signal()
     new_chat_requested = Signal()
+    new_team_requested = Signal()
     rename_requested = Signal(str)  # a task's or a chat's id (the one of the tab shown: `mode`)
     delete_requested = Signal(str)
     settings_requested = Signal()
@@ -152,23 +167,27 @@ class TaskSidebar(QWidget):
         self.tabs.setDrawBase(False)
         self.tabs.addTab("Tasks")
         self.tabs.addTab("Chats")
+        self.tabs.addTab("Teams")
         self.tabs.setTabToolTip(0, "Tasks: a goal, a workspace folder and tools (Ctrl+N for a new one)")
         self.tabs.setTabToolTip(1, "Chats: quick questions, no folder and no tools that change anything "
                                    "(Ctrl+Shift+N for a new one)")
-        self.tabs.currentChanged.connect(lambda i: self.set_mode(("tasks", "chats")[i]))
+        self.tabs.setTabToolTip(2, "Teams: members that work a plan of assignments together")
+        self.tabs.currentChanged.connect(lambda i: self.set_mode(MODES[i]))
         lay.addWidget(self.tabs)
         self.new_button = QPushButton()
         self.new_button.setObjectName("Primary")
-        self.new_button.clicked.connect(lambda: (self.new_chat_requested if self.mode == "chats"
-                                                 else self.new_requested).emit())
+        self.new_button.clicked.connect(lambda: {"chats": self.new_chat_requested, "teams": self.new_team_requested}
+                                        .get(self.mode, self.new_requested).emit())
         lay.addWidget(self.new_button)
         self.model = TaskListModel(self)
         self.list = self._list(self.model, self.task_selected)
         self.chat_model = TaskListModel(self, untitled="New chat")
         self.chat_list = self._list(self.chat_model, self.chat_selected)
+        self.team_model = TaskListModel(self, untitled="New team")
+        self.team_list = self._list(self.team_model, self.team_selected)
         self.lists = QStackedWidget()
-        self.lists.addWidget(self.list)
-        self.lists.addWidget(self.chat_list)
+        for view in (self.list, self.chat_list, self.team_list):
+            self.lists.addWidget(view)
         lay.addWidget(self.lists, 1)
         self.empty = QLabel()
         self.empty.setObjectName("Muted")
@@ -199,21 +218,23 @@ class TaskSidebar(QWidget):
         return view
 
     def set_mode(self, mode: str) -> None:
-        """Show the Tasks or the Chats tab."""
+        """Show the Tasks, Chats or Teams tab."""
         if mode == self.mode:
             return
         self.mode = mode
-        chats = mode == "chats"
-        self.tabs.setCurrentIndex(1 if chats else 0)
-        self.lists.setCurrentWidget(self.chat_list if chats else self.list)
-        self.new_button.setText("+  New chat" if chats else "+  New task")
-        self.new_button.setToolTip("New chat (Ctrl+Shift+N)" if chats else "New task (Ctrl+N)")
+        index = MODES.index(mode)
+        self.tabs.setCurrentIndex(index)
+        self.lists.setCurrentIndex(index)
+        noun = {"tasks": "task", "chats": "chat", "teams": "team"}[mode]
+        self.new_button.setText(f"+  New {noun}")
+        self.new_button.setToolTip({"tasks": "New task (Ctrl+N)", "chats": "New chat (Ctrl+Shift+N)"}.get(
+            mode, "New team"))
         self._update_empty()
 
     def _update_empty(self) -> None:
-        chats = self.mode == "chats"
-        self.empty.setText("No chats yet." if chats else "No tasks yet.")
-        self.empty.setVisible(not (self.chat_model if chats else self.model).tasks)
+        model = (self.model, self.chat_model, self.team_model)[MODES.index(self.mode)]
+        self.empty.setText(f"No {self.mode} yet.")
+        self.empty.setVisible(not model.tasks)
 
     @property
     def rows(self) -> dict[str, str]:
@@ -222,16 +243,19 @@ class TaskSidebar(QWidget):
 
     def set_tasks(self, tasks: list, running: set[str]) -> None:
         """Show `tasks` (newest activity first) keeping the selection."""
-        self._fill(self.list, self.model, tasks, running)
+        self._fill(self.list, self.model, tasks, {t.id: badge_for(t, t.id in running) for t in tasks})
 
     def set_chats(self, chats: list, running: set[str]) -> None:
-        self._fill(self.chat_list, self.chat_model, chats, running)
+        self._fill(self.chat_list, self.chat_model, chats, {c.id: badge_for(c, c.id in running) for c in chats})
 
-    def _fill(self, view: QListView, model: TaskListModel, rows: list, running: set[str]) -> None:
+    def set_teams(self, teams: list) -> None:
+        self._fill(self.team_list, self.team_model, teams, {t.id: team_badge(t) for t in teams})
+
+    def _fill(self, view: QListView, model: TaskListModel, rows: list, badges: dict[str, str]) -> None:
         current = self._current(view)
         self._quiet = True
         try:
-            model.set_tasks(rows, {t.id: badge_for(t, t.id in running) for t in rows})
+            model.set_tasks(rows, badges)
             self._select(view, model, current)
         finally:
             self._quiet = False
@@ -242,6 +266,9 @@ class TaskSidebar(QWidget):
 
     def select_chat(self, chat_id: str | None) -> None:
         self._select(self.chat_list, self.chat_model, chat_id)
+
+    def select_team(self, team_id: str | None) -> None:
+        self._select(self.team_list, self.team_model, team_id)
 
     def _select(self, view: QListView, model: TaskListModel, row_id: str | None) -> None:
         quiet, self._quiet = self._quiet, True
@@ -272,7 +299,7 @@ class TaskSidebar(QWidget):
 
     def _menu(self, view: QListView, pos: QPoint) -> None:
         index = view.indexAt(pos)
-        if not index.isValid():
+        if not index.isValid() or view is self.team_list:  # a team is neither renamed nor deleted yet
             return
         tid = index.data(TASK_ID)
         menu = QMenu(self)
@@ -281,5 +308,5 @@ class TaskSidebar(QWidget):
         menu.popup(view.viewport().mapToGlobal(pos))
 
     def _retheme(self, _name: str) -> None:
-        self.list.viewport().update()
-        self.chat_list.viewport().update()
+        for view in (self.list, self.chat_list, self.team_list):
+            view.viewport().update()

@@ -91,3 +91,30 @@ class ChatSource:
         info = await self.chats.to_task(self.id)
         self.bridge.tasks_changed.emit()
         return info
+
+
+class AssignmentSource:
+    """One assignment of a team (`rt.teams`): its conversation as a read-only feed on the board."""
+
+    kind = "assignment"
+
+    def __init__(self, bridge: RuntimeBridge, team_id: str, assignment):
+        self.bridge, self.team_id, self.key, self.id = bridge, team_id, assignment.key, assignment.id
+        self.teams = bridge.rt.teams
+
+    async def info(self):
+        team = await self.teams.get(self.team_id)
+        return next(a for a in team.assignments if a.key == self.key)
+
+    async def messages(self, **page):
+        return await self.teams.messages(self.team_id, self.key, **page)
+
+    async def turns(self, turn_ids: Iterable[str]) -> list[dict]:
+        return await self.teams.turn_rows(self.team_id, self.key, turn_ids)
+
+    def observe(self) -> TaskObserver:
+        return TaskObserver(self.bridge, self.id,
+                            lambda _id, follow: self.teams.subscribe(self.team_id, self.key, follow=follow))
+
+    async def wait_idle(self) -> None:
+        await self.teams.wait_assignment(self.team_id, self.key)

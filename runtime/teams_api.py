@@ -285,13 +285,31 @@ class Teams:
                 return
             for assignment_id in running:
                 await self.turns.wait_idle(assignment_id)
-            await asyncio.gather(*list(self._settling), return_exceptions=True)
+            await self.wait_settled()
 
     # -- an assignment's conversation --
 
-    async def messages(self, team_id: str, key: str) -> list[MessageInfo]:
+    async def messages(self, team_id: str, key: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[MessageInfo]:
+        """As `Runtime.messages`, for one assignment (paged the same way)."""
         row = await self._assignment(team_id, key)
-        return [MessageInfo.model_validate(m) for m in await self.store.messages(row["id"])]
+        rows = await self.store.messages(row["id"], before=before, after=after, limit=limit)
+        return [MessageInfo.model_validate(m) for m in rows]
+
+    async def turn_rows(self, team_id: str, key: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+        """As `Runtime.turns`, for one assignment: its turn rows (reason, error, usage, times)."""
+        row = await self._assignment(team_id, key)
+        return await self.store.turns(row["id"], None if turn_ids is None else list(turn_ids))
+
+    async def wait_assignment(self, team_id: str, key: str) -> None:
+        """Until the assignment's running turn (if any) is over and the plan has taken it in."""
+        row = await self._assignment(team_id, key)
+        await self.turns.wait_idle(row["id"])
+        await self.wait_settled()
+
+    async def wait_settled(self) -> None:
+        """Until every ended turn has moved its plan on: what a board reads after a turn ends."""
+        await asyncio.gather(*list(self._settling), return_exceptions=True)
 
     async def subscribe(self, team_id: str, key: str, after_seq: int = 0, turn_id: str | None = None,
                         follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:

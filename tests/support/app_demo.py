@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from runtime.api import Runtime
-from runtime.providers.scripted import Call, Delay, Reasoning, ScriptedModel, StepUsage
+from runtime.providers.scripted import Call, Delay, Fail, Reasoning, ScriptedModel, StepUsage
 from runtime.tools.base import Effect, FunctionTool
 
 ANSWER = """Here is a small, tidy layout for the project:
@@ -127,8 +127,8 @@ async def shots(out: Path) -> None:
         home = tmp / "demo"
         home.mkdir()
         ids = await seed(home)
-        ctl = HearthApp(home, providers={"scripted": live_model(), "local": chat_model()}, tools=[SLOW_TOOL],
-                        use_tray=False)
+        ctl = HearthApp(home, providers={"scripted": live_model(), "local": chat_model(), **team_models()},
+                        tools=[SLOW_TOOL], use_tray=False)
         await ctl.start()
         win = ctl.window
         panel = win.open_task(ids["finished"])
@@ -185,6 +185,7 @@ async def shots(out: Path) -> None:
         theme.apply("light")
         await everyday_shots(ctl, out, ids)
         await chat_shot(ctl, out)
+        await team_shot(ctl, out)
         await ctl.shutdown()
         await broken_settings_shot(tmp / "broken", out)
     finally:
@@ -254,6 +255,41 @@ async def chat_shot(ctl, out: Path) -> None:
     win.open_chat(chat.id)
     await _settle(0.8)
     win.grab().save(str(out / "22-chat.png"))
+
+
+def team_models() -> dict[str, ScriptedModel]:
+    return {
+        "lead": ScriptedModel([["1. Why lighthouses stand where they do\n2. The keepers\n3. Storms and the lamp"]]),
+        "writer": ScriptedModel([[
+            "## Lighthouses\n\nA lighthouse stands where the sea is most dangerous: on the reef, the point, the "
+            "harbour mouth. For two centuries **keepers** lived beside the lamp, trimming wicks and winding the "
+            "clockwork that turned the lens. In a storm the light was the one thing a ship could trust."]]),
+        "critic": ScriptedModel([[Delay(0.3), Fail("The model server at 127.0.0.1:8081 did not answer.")]]),
+    }
+
+
+async def team_shot(ctl, out: Path) -> None:
+    """A team's board: A and B done, C failed, D blocked because of it; B's work shown."""
+    win = ctl.window
+    team = await ctl.bridge.create_team(
+        goal="An essay about lighthouses, drafted and checked",
+        members=[{"name": "lead", "model": "lead/qwen2.5-7b", "role": "You plan and merge.", "approval": "full_auto"},
+                 {"name": "writer", "model": "writer/qwen2.5-3b", "role": "You write.", "approval": "full_auto"},
+                 {"name": "critic", "model": "critic/llama3.1-8b", "role": "You find problems."}],
+        assignments=[{"key": "A", "member": "lead", "instructions": "Outline a short essay about lighthouses."},
+                     {"key": "B", "member": "writer", "instructions": "Write the essay.", "depends_on": ["A"]},
+                     {"key": "C", "member": "critic", "instructions": "List what it must not forget.",
+                      "depends_on": ["A"]},
+                     {"key": "D", "member": "lead", "instructions": "Merge draft and critique.",
+                      "depends_on": ["B", "C"]}])
+    await ctl.rt.teams.run(team.id)
+    await ctl.rt.teams.wait_idle(team.id)
+    await win.reload_tasks()
+    panel = win.open_team(team.id)
+    await _settle(0.5)
+    panel.select("B")
+    await _settle(0.8)
+    win.grab().save(str(out / "23-team-board.png"))
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:

@@ -1,0 +1,55 @@
+"""The main window's team side: the Teams tab's list, a team's board, and a new team."""
+
+from __future__ import annotations
+
+from .team_dialog import NewTeamDialog
+from .team_panel import TeamPanel
+
+
+class TeamActions:
+    """Mixed into MainWindow: it owns `panel`, `sidebar`, `stack`, `bridge` and `close_panel`."""
+
+    teams: dict[str, object]
+
+    def new_team(self) -> NewTeamDialog | None:
+        if not self._ready():
+            return None
+        self.sidebar.set_mode("teams")
+        dlg = NewTeamDialog(self.bridge.settings.default_model, self)
+        dlg.create_requested.connect(lambda spec: self.bridge.run(self._create_team(dlg, spec)))
+        dlg.show()
+        self.new_team_dialog = dlg
+        return dlg
+
+    async def _create_team(self, dlg: NewTeamDialog, spec: dict) -> None:
+        try:
+            info = await self.bridge.create_team(**spec)
+        except self.bridge.api.HearthError as exc:
+            dlg.failed(str(exc))
+            return
+        dlg.close()
+        await self.reload_tasks()
+        self.open_team(info.id)
+
+    def open_team(self, team_id: str) -> TeamPanel | None:
+        if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:
+            return self.panel
+        info = self.teams.get(team_id)
+        if info is None or self.disposed:
+            return None
+        self.close_panel(select_none=False)
+        self.sidebar.select(None)
+        self.sidebar.select_chat(None)
+        panel = self.panel = TeamPanel(self.bridge, info)
+        panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        self.stack.addWidget(panel)
+        self.stack.setCurrentWidget(panel)
+        self.sidebar.set_mode("teams")
+        self.sidebar.select_team(team_id)
+        self._enable_task_actions()
+        return panel
+
+    def _team_event(self, owner_id: str, ev) -> None:
+        """An event of one of the open board's assignments: the board reads the team again."""
+        if isinstance(self.panel, TeamPanel) and self.panel.owns(owner_id):
+            self.panel.changed(owner_id, turn_ended=ev.type == "turn_ended")

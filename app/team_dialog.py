@@ -1,0 +1,119 @@
+"""New team: a goal, the members (name, model, role, approval mode) and the plan (assignments, each for a member,
+with the assignments it waits for). Blank rows are left out; the runtime checks the whole team (an unknown member
+or dependency, a cycle) and its sentence shows here, with everything typed kept. Non-modal: a nested Qt event
+loop would break qasync."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+APPROVALS = {"Asks before changes": "ask", "Edits files, asks before commands": "auto_edit",
+             "Runs everything without asking": "full_auto"}
+MEMBER_ROWS, PLAN_ROWS = 4, 8
+
+
+class NewTeamDialog(QDialog):
+    create_requested = Signal(dict)  # the keyword arguments of rt.teams.create
+
+    def __init__(self, default_model: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("New team")
+        self.setModal(False)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.resize(760, 620)
+        lay = QVBoxLayout(self)
+        form = QFormLayout()
+        self.goal = QLineEdit()
+        self.goal.setPlaceholderText("What the team works toward, e.g. Write and review a blog post about our trip")
+        form.addRow("Goal", self.goal)
+        self.parallel = QSpinBox()
+        self.parallel.setRange(1, 8)
+        self.parallel.setValue(2)
+        self.parallel.setToolTip("How many assignments may run at the same time")
+        form.addRow("At once", self.parallel)
+        lay.addLayout(form)
+        lay.addWidget(QLabel("Members"))
+        self.members = self._table(["Name", "Model", "Role instructions", "Approval"], MEMBER_ROWS)
+        for row in range(MEMBER_ROWS):
+            self.members.setItem(row, 1, QTableWidgetItem(default_model))
+            mode = QComboBox()
+            mode.addItems(list(APPROVALS))
+            self.members.setCellWidget(row, 3, mode)
+        lay.addWidget(self.members)
+        lay.addWidget(QLabel("Plan"))
+        self.plan = self._table(["Id", "Member", "Instructions", "After (ids, comma-separated)"], PLAN_ROWS)
+        lay.addWidget(self.plan, 1)
+        self.error = QLabel()
+        self.error.setObjectName("Warning")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        lay.addWidget(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.create = buttons.addButton("Create team", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.create.setObjectName("Primary")
+        buttons.accepted.connect(self._accept)
+        buttons.rejected.connect(self.close)
+        lay.addWidget(buttons)
+
+    @staticmethod
+    def _table(headers: list[str], rows: int) -> QTableWidget:
+        table = QTableWidget(rows, len(headers))
+        table.setHorizontalHeaderLabels(headers)
+        table.verticalHeader().hide()
+        table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        return table
+
+    def set_member(self, row: int, name: str, model: str, role: str = "", approval: str = "ask") -> None:
+        for column, text in enumerate((name, model, role)):
+            self.members.setItem(row, column, QTableWidgetItem(text))
+        self.members.cellWidget(row, 3).setCurrentIndex(list(APPROVALS.values()).index(approval))
+
+    def set_assignment(self, row: int, key: str, member: str, instructions: str, after: str = "") -> None:
+        for column, text in enumerate((key, member, instructions, after)):
+            self.plan.setItem(row, column, QTableWidgetItem(text))
+
+    @staticmethod
+    def _cell(table: QTableWidget, row: int, column: int) -> str:
+        item = table.item(row, column)
+        return item.text().strip() if item is not None else ""
+
+    def values(self) -> dict:
+        members = []
+        for row in range(self.members.rowCount()):
+            name = self._cell(self.members, row, 0)
+            if name:
+                members.append({"name": name, "model": self._cell(self.members, row, 1) or None,
+                                "role": self._cell(self.members, row, 2),
+                                "approval": APPROVALS[self.members.cellWidget(row, 3).currentText()]})
+        plan = []
+        for row in range(self.plan.rowCount()):
+            key, member, instructions, after = (self._cell(self.plan, row, c) for c in range(4))
+            if key or instructions:
+                plan.append({"key": key, "member": member, "instructions": instructions,
+                             "depends_on": [d.strip() for d in after.split(",") if d.strip()]})
+        return {"goal": self.goal.text().strip(), "members": members, "assignments": plan,
+                "max_parallel": self.parallel.value()}
+
+    def _accept(self) -> None:
+        self.error.hide()
+        self.create.setEnabled(False)
+        self.create_requested.emit(self.values())
+
+    def failed(self, text: str) -> None:
+        """The runtime refused the team: say why and keep everything typed."""
+        self.error.setText(text)
+        self.error.show()
+        self.create.setEnabled(True)

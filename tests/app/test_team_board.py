@@ -1,0 +1,91 @@
+"""The team board as a person uses it, offscreen with real widgets and a real data folder: a team made in the New
+team dialog (a bad plan is refused with the reason, nothing typed lost), the diamond A → B, A → C, B + C → D run
+from the board with B and C at once, a failure that keeps D blocked with the reason until Retry, the selected
+assignment's conversation, and Stop team ending both running assignments while D never starts."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QPushButton
+
+from app.team_panel import TeamPanel
+from runtime.providers.scripted import Delay, Fail, ScriptedModel
+from tests.support.qt_helpers import until
+
+
+def _row(panel: TeamPanel, key: str) -> list[str]:
+    for i in range(panel.board.topLevelItemCount()):
+        item = panel.board.topLevelItem(i)
+        if item.text(0).startswith(f"{key}:"):
+            return [item.text(c) for c in range(4)]
+    raise AssertionError(f"no row {key}")
+
+
+def _fill(dlg, goal: str, d_after: str = "B, C") -> None:
+    dlg.goal.setText(goal)
+    dlg.set_member(0, "lead", "lead/big", "You plan the work and merge the results.", "full_auto")
+    dlg.set_member(1, "writer", "writer/small", "You write.", "full_auto")
+    dlg.set_member(2, "critic", "critic/small", "You find problems.", "full_auto")
+    dlg.set_assignment(0, "A", "lead", "Outline a short essay about lighthouses.")
+    dlg.set_assignment(1, "B", "writer", "Write the essay from the outline.", "A")
+    dlg.set_assignment(2, "C", "critic", "List what the essay must not forget.", "A")
+    dlg.set_assignment(3, "D", "lead", "Merge the draft and the critique.", d_after)
+
+
+async def _new_team(ctl, goal: str) -> TeamPanel:
+    window = ctl.window
+    dlg = window.new_team()
+    _fill(dlg, goal, d_after="B, C, D")  # D after itself: a cycle
+    dlg.create.click()
+    await until(lambda: dlg.error.isVisible(), what="the refusal")
+    assert "D" in dlg.error.text() and dlg.goal.text() == goal  # said why; everything typed is still there
+    dlg.plan.item(3, 3).setText("B, C")
+    dlg.create.click()
+    await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+    return window.panel
+
+
+async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(launch):
+    lead = ScriptedModel([["1. Light 2. Keepers 3. Storms"], ["Merged: a fine essay."]])
+    writer = ScriptedModel([["Draft ", Delay(0.4), "about keepers and storms."]])
+    critic = ScriptedModel([[Delay(0.2), Fail("the critic's server is down")], ["Do not forget the lamp."]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    panel = await _new_team(ctl, "An essay about lighthouses")
+    assert ctl.window.sidebar.mode == "teams" and ctl.window.sidebar.team_model.rowCount() == 1
+    assert _row(panel, "D")[2] == "blocked"
+
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "running" and _row(panel, "C")[2] == "running",
+                what="B and C at once")
+    await until(lambda: _row(panel, "C")[2] == "failed" and _row(panel, "B")[2] == "done", timeout=15,
+                what="C failed, B done")
+    d = _row(panel, "D")
+    assert d[2] == "blocked" and "C" in d[3] and "failed" in d[3]
+    assert len(lead.requests) == 1  # D did not start
+
+    panel.select("C")
+    await until(lambda: panel.buttons["Retry"].isVisible(), what="Retry offered")
+    panel.buttons["Retry"].click()
+    await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="D done after the retry")
+    d_input = lead.requests[1].messages[-1]["content"]
+    assert "about keepers and storms" in d_input and "Do not forget the lamp." in d_input
+    panel.select("D")
+    await until(lambda: "Merged: a fine essay." in [m.text for m in panel.conversation.messages],
+                what="D's answer on the board")
+    assert panel.state.text() == "done"
+
+
+async def test_stop_team_ends_the_running_assignments_and_d_never_starts(launch):
+    lead = ScriptedModel([["Outline."]])
+    writer = ScriptedModel([["Drafting", Delay(30)]])
+    critic = ScriptedModel([["Checking", Delay(30)]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    panel = await _new_team(ctl, "Stop me")
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "running" and _row(panel, "C")[2] == "running", timeout=15,
+                what="B and C running")
+    [stop] = [b for b in panel.findChildren(QPushButton) if b.text() == "Stop team"]
+    stop.click()
+    await until(lambda: _row(panel, "B")[2] == "stopped" and _row(panel, "C")[2] == "stopped", timeout=15,
+                what="both stopped")
+    assert _row(panel, "D")[2] == "blocked" and len(lead.requests) == 1
+    await until(lambda: panel.run_button.text() == "Continue" and panel.run_button.isEnabled(), what="Continue")
