@@ -122,11 +122,13 @@ async def test_tool_calling_turn_runs_the_tool_and_completes(open_rt):
     calls: list[dict] = []
     rt = await open_rt(tools=[weather_tool(calls)])
     task = await rt.create_task()
-    handle = await rt.send(task.id, "What's the weather in Paris?")
+    handle = await rt.send(task.id, "Use the get_weather tool: what's the weather in Paris?")
     events = await asyncio.wait_for(collect(rt, task.id), 180)
     ended = events[-1]
     assert ended.type == "turn_ended" and ended.reason == EndReason.completed, ended
-    assert not [e for e in events if e.type in ("warning", "input_requested")]
+    # No question, approval or problem; the final answer may stop at this test's 48-token limit, and then says so.
+    assert not [e for e in events if e.type == "input_requested"
+                or (e.type == "warning" and e.code != "truncated")]
 
     states = [(e.name, e.state) for e in events if e.type == "tool_call"]
     assert states[:3] == [("get_weather", "pending"), ("get_weather", "running"), ("get_weather", "done")]
@@ -144,6 +146,7 @@ async def test_tool_calling_turn_runs_the_tool_and_completes(open_rt):
     steps = await rt.store.steps(handle.turn_id)
     assert len(steps) >= 2 and steps[0]["finish_reason"] == "tool_calls"
     assert steps[-1]["finish_reason"] in ("stop", "length")
+    assert any(e.type == "warning" for e in events) == (steps[-1]["finish_reason"] == "length")
     assert (await rt.get_task(task.id)).last_reason == "completed"
 
 
