@@ -7,16 +7,17 @@
     hearth team show [ID [KEY]]              # every team; one team's board; one assignment's conversation
     hearth team run ID [--retry KEY] [--skip KEY]
     hearth team stop ID [--assignment KEY]
+    hearth team answer ID KEY (--approve | --deny | --text "...")
 
 `--member NAME MODEL [ROLE]` (tools: all; approval: `--approval`, default ask) and `--assign KEY MEMBER
 INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take separate words, so a model or an instruction may hold a
 colon. In the JSON file, members and assignments are objects with the facade's fields (teams_api.Teams.create).
 `create` prints the team's id on stdout. `run` starts or continues the plan (stopped and interrupted
 assignments continue; `--retry` / `--skip` first deal with a failed one), waits until nothing runs and prints the
-board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (answer it
-in the app), 3 when one failed, 130 on Ctrl-C (which stops the team: running assignments end aborted). A team
-runs in the process that runs it, so `stop` in another process only marks the team stopped; Ctrl-C is how to
-stop a running `hearth team run`.
+board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (`answer`
+gives it and goes on like `run`), 3 when one failed, 130 on Ctrl-C (which stops the team: running assignments
+end aborted). A team runs in the process that runs it, so `stop` in another process only marks the team
+stopped; Ctrl-C is how to stop a running `hearth team run`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ def add_team_parser(sub) -> None:
     run.add_argument("team_id")
     run.add_argument("--retry", metavar="KEY", help="first give a failed assignment a new answer")
     run.add_argument("--skip", metavar="KEY", help="first go on without a failed assignment")
+    answer = cmds.add_parser("answer", help="answer the approval or question an assignment waits for, and go on")
+    answer.add_argument("team_id")
+    answer.add_argument("key")
+    which = answer.add_mutually_exclusive_group(required=True)
+    which.add_argument("--approve", action="store_true")
+    which.add_argument("--deny", action="store_true")
+    which.add_argument("--text", help="the answer to a question")
     stop = cmds.add_parser("stop", help="stop a team (or one assignment of it)")
     stop.add_argument("team_id")
     stop.add_argument("--assignment", metavar="KEY")
@@ -79,7 +87,27 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
             await rt.teams.stop(args.team_id)
         print(board(await rt.teams.get(args.team_id)))
         return EXIT_OK
+    if args.team_command == "answer":
+        await _answer(rt, args)
+        return await _follow(rt, args.team_id)
     return await _run(rt, args)
+
+
+async def _answer(rt: Runtime, args: argparse.Namespace) -> None:
+    team = await rt.teams.get(args.team_id)
+    assignment = next((a for a in team.assignments if a.key == args.key), None)
+    req = assignment.pending_request if assignment is not None and assignment.status == "waiting" else None
+    if req is None:
+        raise ConfigError(f"Assignment {args.key!r} is not waiting for an answer.")
+    if req["kind"] == "approval":
+        if args.text is not None:
+            raise ConfigError("This assignment waits for an approval: answer with --approve or --deny.")
+        answer = "approve" if args.approve else "deny"
+    else:
+        if args.text is None:
+            raise ConfigError(f"This assignment asks: {req['prompt']} Answer with --text \"...\".")
+        answer = args.text
+    await rt.teams.answer(args.team_id, args.key, req["request_id"], answer)
 
 
 def _plan(args: argparse.Namespace) -> dict:
@@ -130,17 +158,22 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
     if args.skip:
         await rt.teams.skip(args.team_id, args.skip)
     await rt.teams.run(args.team_id)
+    return await _follow(rt, args.team_id)
+
+
+async def _follow(rt: Runtime, team_id: str) -> int:
+    """Wait until nothing of the team runs (Ctrl-C stops it), print the board, and say how it ended."""
     loop = asyncio.get_running_loop()
     stopping: set[asyncio.Task] = set()
-    loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(rt.teams.stop(args.team_id))))
+    loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(rt.teams.stop(team_id))))
     try:
-        await rt.teams.wait_idle(args.team_id)
+        await rt.teams.wait_idle(team_id)
         if stopping:
             await asyncio.gather(*stopping)
-            await rt.teams.wait_idle(args.team_id)
+            await rt.teams.wait_idle(team_id)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-    team = await rt.teams.get(args.team_id)
+    team = await rt.teams.get(team_id)
     print(board(team))
     statuses = {a.status for a in team.assignments}
     if stopping or statuses & {"aborted", "interrupted"}:

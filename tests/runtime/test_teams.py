@@ -318,3 +318,24 @@ async def test_the_cli_creates_runs_and_shows_a_team(home):
         assert code == 0 and f"{team_id}  done     2/2 done  Essay" in out
         code, _, err = await _result(await _cli("team", "run", "nope", home=home))
         assert code == 2 and "No team with id 'nope'" in err
+
+
+async def test_the_cli_answers_an_approval_and_goes_on(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        code, out, err = await _result(await _cli(
+            "team", "create", "Notes", "--member", "writer", "local/test-model", "--assign", "A", "writer",
+            "Save the notes.", home=home))
+        assert code == 0, err
+        team_id = out.splitlines()[0]
+        server.script(Reply(chunks=[], tool_calls=[("w1", "write_file", {"path": "notes.md", "content": "hi"})],
+                            finish="tool_calls"))
+        code, out, err = await _result(await _cli("team", "run", team_id, home=home))
+        assert code == 4 and "A      waiting" in out, err
+        code, _, err = await _result(await _cli("team", "answer", team_id, "A", "--text", "yes", home=home))
+        assert code == 2 and "--approve or --deny" in err
+        server.script(Reply(chunks=["Saved."]))
+        code, out, err = await _result(await _cli("team", "answer", team_id, "A", "--approve", home=home))
+        assert code == 0 and "A      done" in out, err
+        code, _, err = await _result(await _cli("team", "answer", team_id, "A", "--approve", home=home))
+        assert code == 2 and "not waiting" in err
