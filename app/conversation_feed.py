@@ -215,10 +215,10 @@ class ConversationFeed:
         self.live.pop(m.turn_id, None)
         self._final.add(m.turn_id)
         m.live = False
+        self._finishing += 1  # now, not when the task starts: until the saved message is shown, nothing settled
         self.bridge.run(self._finished(m))
 
     async def _finished(self, m: Message) -> None:
-        self._finishing += 1
         try:
             await self.refresh_message(m)
         finally:
