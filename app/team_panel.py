@@ -236,14 +236,16 @@ class TeamPanel(QWidget):
             self.waiting.deleteLater()
             self.waiting = None
         if request:
-            self.waiting = WaitingBox(request)
+            # A team's approvals are this one call's: no network exception and no "always" rule to offer.
+            plain = {k: v for k, v in request.items() if k not in ("network_offer", "suggested_rule")}
+            self.waiting = WaitingBox(plain)
+            if hasattr(self.waiting, "always"):
+                self.waiting.always.hide()
             self.waiting.answered.connect(self._answer)
             self.waiting_slot.addWidget(self.waiting)
 
     def _answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
-        key = self.selected
-        self._act(self.teams.answer(self.team_id, key, request_id, "approve" if answer.startswith("approve")
-                                    else answer))
+        self._act(self.teams.answer(self.team_id, self.selected, request_id, answer))
 
     def _assignment_action(self, name: str) -> None:
         key = self.selected

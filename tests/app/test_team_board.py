@@ -8,7 +8,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QPushButton
 
 from app.team_panel import TeamPanel
-from runtime.providers.scripted import Delay, Fail, ScriptedModel
+from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from tests.support.qt_helpers import until
 
 
@@ -89,3 +89,27 @@ async def test_stop_team_ends_the_running_assignments_and_d_never_starts(launch)
                 what="both stopped")
     assert _row(panel, "D")[2] == "blocked" and len(lead.requests) == 1
     await until(lambda: panel.run_button.text() == "Continue" and panel.run_button.isEnabled(), what="Continue")
+
+
+async def test_an_assignment_asking_approval_is_answered_on_the_board(launch):
+    lead = ScriptedModel([["Outline."], ["Merged."]])
+    writer = ScriptedModel([["Saving.", Call("write_file", {"path": "essay.md", "content": "An essay."})],
+                            ["Saved the essay."]])
+    critic = ScriptedModel([["Fine."]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    window = ctl.window
+    dlg = window.new_team()
+    _fill(dlg, "Approve on the board")
+    dlg.set_member(1, "writer", "writer/small", "You write.", "ask")
+    dlg.create.click()
+    await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+    panel = window.panel
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "waiting for you", timeout=15, what="B asks")
+    panel.select("B")
+    await until(lambda: panel.waiting is not None, what="the approval card")
+    assert panel.waiting.always.isHidden() and not hasattr(panel.waiting, "with_network")
+    panel.waiting.approve.click()
+    await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="the plan finished")
+    assert panel.waiting is None
+    assert "Saved the essay." in [m.text for m in panel.conversation.messages]
