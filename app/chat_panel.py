@@ -9,21 +9,19 @@ is closed.
 
 from __future__ import annotations
 
-import asyncio
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from .bridge import RuntimeBridge
 from .composer import Composer
-from .conversation import ConversationView, Message
-from .conversation_feed import ConversationFeed
+from .conversation import ConversationView
+from .conversation_feed import ConversationFeed, FeedPanel
 from .model_picker import ModelDialog
 from .sources import ChatSource
 from .task_panel import PHASES
 
 
-class ChatPanel(QWidget):
+class ChatPanel(FeedPanel, QWidget):
     title_changed = Signal(str)
     settings_requested = Signal()
     became_task = Signal(str)  # the new task's id
@@ -93,25 +91,6 @@ class ChatPanel(QWidget):
         self.bridge.run(self.feed.start())
 
     # -- what the feed calls --
-
-    @property
-    def loaded(self) -> asyncio.Event:
-        return self.feed.loaded
-
-    @property
-    def live(self) -> dict[str, Message]:
-        return self.feed.live
-
-    @property
-    def live_turn(self) -> str | None:
-        return next(iter(self.feed.live), None)
-
-    @property
-    def settled(self) -> bool:
-        return not self.feed.live and not self.feed._finishing and not self.composer.running
-
-    async def sync(self) -> None:
-        await self.feed.sync()
 
     def turn_started(self) -> None:
         self.composer.set_running(True)
@@ -199,16 +178,6 @@ class ChatPanel(QWidget):
     def stop(self) -> None:
         self._phase("Stopping…")
         self.bridge.run(self.source.stop())
-
-    def focus_composer(self) -> None:
-        self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
-
-    def turn_text(self, turn_id: str) -> str:
-        return self.conversation.turn_text(turn_id)
-
-    def view_state(self) -> tuple:
-        anchor, offset = self.conversation.view_state()
-        return anchor, offset, self.conversation.expanded_calls()
 
     def close_panel(self) -> None:
         """Stop observing; the answer goes on."""

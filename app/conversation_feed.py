@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from PySide6.QtCore import Qt
+
 from .bridge import RuntimeBridge, TaskObserver
 from .conversation import PAGE, ConversationView, Message
 
@@ -235,3 +237,39 @@ class ConversationFeed:
             self.observer.close()
             self.observer.deleteLater()
             self.observer = None
+
+
+class FeedPanel:
+    """What a panel with a composer over a feed answers alike (task and chat panels): mixed in before QWidget.
+    It owns `feed`, `conversation` and `composer`."""
+
+    @property
+    def loaded(self) -> asyncio.Event:
+        return self.feed.loaded
+
+    @property
+    def live(self) -> dict[str, Message]:
+        return self.feed.live
+
+    @property
+    def live_turn(self) -> str | None:
+        return next(iter(self.feed.live), None)
+
+    @property
+    def settled(self) -> bool:
+        """No turn runs and every ended turn is shown as it was saved."""
+        return not self.feed.live and not self.feed._finishing and not self.composer.running
+
+    async def sync(self) -> None:
+        await self.feed.sync()
+
+    def focus_composer(self) -> None:
+        self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def turn_text(self, turn_id: str) -> str:
+        return self.conversation.turn_text(turn_id)
+
+    def view_state(self) -> tuple:
+        anchor, offset = self.conversation.view_state()
+        return anchor, offset, self.conversation.expanded_calls()
+

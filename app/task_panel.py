@@ -13,7 +13,6 @@ ignored (its events are a replay of what the message holds).
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QUrl, Signal
@@ -22,8 +21,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
-from .conversation import ConversationView, Message
-from .conversation_feed import ConversationFeed
+from .conversation import ConversationView
+from .conversation_feed import ConversationFeed, FeedPanel
 from .details import DetailsDialog
 from .model_picker import ModelDialog
 from .sources import TaskSource
@@ -46,7 +45,7 @@ APPROVAL_LABELS = {
 }
 
 
-class TaskPanel(QWidget):
+class TaskPanel(FeedPanel, QWidget):
     title_changed = Signal(str)
     settings_requested = Signal()
     task_forked = Signal(str)  # the new task's id
@@ -138,28 +137,8 @@ class TaskPanel(QWidget):
     # -- what the feed reads and follows --
 
     @property
-    def loaded(self) -> asyncio.Event:
-        return self.feed.loaded
-
-    @property
     def observer(self) -> TaskObserver | None:
         return self.feed.observer
-
-    @property
-    def live(self) -> dict[str, Message]:
-        return self.feed.live
-
-    @property
-    def live_turn(self) -> str | None:
-        return next(iter(self.feed.live), None)
-
-    @property
-    def settled(self) -> bool:
-        """No turn runs and every ended turn is shown as it was saved."""
-        return not self.feed.live and not self.feed._finishing and not self.composer.running
-
-    async def sync(self) -> None:
-        await self.feed.sync()
 
     def turn_started(self) -> None:
         self.composer.set_running(True)
@@ -329,18 +308,6 @@ class TaskPanel(QWidget):
 
     def open_workspace(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(self.info.workspace))
-
-    def focus_composer(self) -> None:
-        self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)
-
-    # -- reading back --
-
-    def turn_text(self, turn_id: str) -> str:
-        return self.conversation.turn_text(turn_id)
-
-    def view_state(self) -> tuple:
-        anchor, offset = self.conversation.view_state()
-        return anchor, offset, self.conversation.expanded_calls()
 
     def close_panel(self) -> None:
         """Stop observing; the turn goes on."""
