@@ -158,6 +158,9 @@ class RuntimeBridge(QObject):
         async for ev in self.rt.events():
             if self._closing:
                 return
+            if ev.type == "turn_started" and self.assignment_teams and ev.task_id not in self.chat_ids \
+                    and ev.task_id not in self.assignment_teams:
+                await self.list_teams()  # a lead may have planned new assignments: know them as a team's
             self.turn_event.emit(ev.task_id, ev)
             if ev.type in _TASK_CHANGES:
                 self.task_changed.emit(ev.task_id)

@@ -1,7 +1,7 @@
 """New team: a goal, the members (name, model, role, approval mode) and the plan (assignments, each for a member,
-with the assignments it waits for). Blank rows are left out; the runtime checks the whole team (an unknown member
-or dependency, a cycle) and its sentence shows here, with everything typed kept. Non-modal: a nested Qt event
-loop would break qasync."""
+with the assignments it waits for) — or a lead member who writes the plan from the goal. Blank rows are left out;
+the runtime checks the whole team (an unknown member or dependency, a cycle) and its sentence shows here, with
+everything typed kept. Non-modal: a nested Qt event loop would break qasync."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 APPROVALS = {"Asks before changes": "ask", "Edits files, asks before commands": "auto_edit",
              "Runs everything without asking": "full_auto"}
 MEMBER_ROWS, PLAN_ROWS = 4, 8
+BY_ME = "Me: the assignments below"
 
 
 class NewTeamDialog(QDialog):
@@ -53,6 +54,13 @@ class NewTeamDialog(QDialog):
             mode.addItems(list(APPROVALS))
             self.members.setCellWidget(row, 3, mode)
         lay.addWidget(self.members)
+        planner = QFormLayout()
+        self.planner = QComboBox()
+        self.planner.setToolTip("A member who turns the goal into assignments before the team starts on them")
+        self.planner.addItem(BY_ME)
+        self.members.itemChanged.connect(self._members_changed)
+        planner.addRow("Plan written by", self.planner)
+        lay.addLayout(planner)
         lay.addWidget(QLabel("Plan"))
         self.plan = self._table(["Id", "Member", "Instructions", "After (ids, comma-separated)"], PLAN_ROWS)
         lay.addWidget(self.plan, 1)
@@ -75,6 +83,16 @@ class NewTeamDialog(QDialog):
         table.verticalHeader().hide()
         table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
         return table
+
+    def _members_changed(self) -> None:
+        """The lead is chosen among the members typed so far."""
+        chosen = self.planner.currentText()
+        names = [self._cell(self.members, row, 0) for row in range(self.members.rowCount())]
+        self.planner.blockSignals(True)
+        self.planner.clear()
+        self.planner.addItems([BY_ME, *(n for n in names if n)])
+        self.planner.setCurrentIndex(max(self.planner.findText(chosen), 0))
+        self.planner.blockSignals(False)
 
     def set_member(self, row: int, name: str, model: str, role: str = "", approval: str = "ask") -> None:
         for column, text in enumerate((name, model, role)):
@@ -104,8 +122,9 @@ class NewTeamDialog(QDialog):
             if key or instructions:
                 plan.append({"key": key, "member": member, "instructions": instructions,
                              "depends_on": [d.strip() for d in after.split(",") if d.strip()]})
+        lead = self.planner.currentText() if self.planner.currentIndex() > 0 else None
         return {"goal": self.goal.text().strip(), "members": members, "assignments": plan,
-                "max_parallel": self.parallel.value()}
+                "max_parallel": self.parallel.value(), "lead": lead}
 
     def _accept(self) -> None:
         self.error.hide()

@@ -3,7 +3,8 @@
     hearth team create "Write an essay" --member lead local/qwen "You plan and merge." \\
         --member writer local/qwen --assign A lead "Outline the essay." --assign B writer "Draft it." A \\
         [--max-parallel 2] [--approval full_auto]
-    hearth team create --file plan.json      # {"goal", "members": [...], "assignments": [...], "max_parallel"}
+    hearth team create "Write an essay" --member lead local/qwen --member writer local/qwen --lead lead
+    hearth team create --file plan.json      # {"goal", "members", "assignments", "max_parallel", "lead"}
     hearth team show [ID [KEY]]              # every team; one team's board; one assignment's conversation
     hearth team run ID [--retry KEY] [--skip KEY]
     hearth team stop ID [--assignment KEY]
@@ -11,7 +12,8 @@
 
 `--member NAME MODEL [ROLE]` (tools: all; approval: `--approval`, default ask) and `--assign KEY MEMBER
 INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take separate words, so a model or an instruction may hold a
-colon. In the JSON file, members and assignments are objects with the facade's fields (teams_api.Teams.create).
+colon. `--lead NAME` starts the plan with that member turning the goal into assignments. In the JSON file,
+members and assignments are objects with the facade's fields (teams_api.Teams.create).
 `create` prints the team's id on stdout. `run` starts or continues the plan (stopped and interrupted
 assignments continue; `--retry` / `--skip` first deal with a failed one), waits until nothing runs and prints the
 board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (`answer`
@@ -48,7 +50,8 @@ def add_team_parser(sub) -> None:
     create.add_argument("--assign", action="append", nargs="+", default=[], metavar="KEY MEMBER INSTRUCTIONS [DEPS]")
     create.add_argument("--approval", default="ask", help="the members' approval mode (ask, auto_edit, full_auto)")
     create.add_argument("--max-parallel", type=int, help="assignments running at once (default: settings)")
-    create.add_argument("--file", help="a JSON plan: goal, members, assignments, max_parallel")
+    create.add_argument("--lead", metavar="NAME", help="a member who first turns the goal into assignments")
+    create.add_argument("--file", help="a JSON plan: goal, members, assignments, max_parallel, lead")
     show = cmds.add_parser("show", help="list teams, show a team's board, or an assignment's conversation")
     show.add_argument("team_id", nargs="?")
     show.add_argument("key", nargs="?")
@@ -118,8 +121,9 @@ def _plan(args: argparse.Namespace) -> dict:
             raise ConfigError(f"Cannot read {args.file}: {exc.strerror or exc}.") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"{args.file} is not valid JSON ({exc}).") from None
-        if not isinstance(plan, dict) or set(plan) - {"goal", "members", "assignments", "max_parallel"}:
-            raise ConfigError(f"{args.file} must be an object with goal, members, assignments and max_parallel.")
+        if not isinstance(plan, dict) or set(plan) - {"goal", "members", "assignments", "max_parallel", "lead"}:
+            raise ConfigError(f"{args.file} must be an object with goal, members, assignments, max_parallel "
+                              "and lead.")
         return plan
     if not args.goal or not args.goal.strip():
         raise ConfigError('Give the team a goal, e.g. hearth team create "Write an essay" --member …')
@@ -135,7 +139,8 @@ def _plan(args: argparse.Namespace) -> dict:
             raise ConfigError(f"--assign takes KEY MEMBER INSTRUCTIONS [DEPS], not {' '.join(words)!r}.")
         deps = [d.strip() for d in words[3].split(",") if d.strip()] if len(words) == 4 else []
         assignments.append({"key": words[0], "member": words[1], "instructions": words[2], "depends_on": deps})
-    return {"goal": args.goal, "members": members, "assignments": assignments, "max_parallel": args.max_parallel}
+    return {"goal": args.goal, "members": members, "assignments": assignments, "max_parallel": args.max_parallel,
+            "lead": args.lead}
 
 
 async def _show(rt: Runtime, args: argparse.Namespace) -> int:

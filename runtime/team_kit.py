@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .kit import Prepared
+from .team_lead import PlanAssignments, Propose
+from .tools.base import Effect
 
 if TYPE_CHECKING:
     from .kit import AgentKit
@@ -13,10 +15,12 @@ if TYPE_CHECKING:
 
 
 class TeamKit:
-    """An assignment's agent port: the task kit, with the member's tools and its role as a note."""
+    """An assignment's agent port: the task kit, with the member's tools and its role as a note. A lead's
+    planning assignment gets the member's read-only tools and `plan_assignments` (team_lead.py)."""
 
-    def __init__(self, kit: AgentKit):
+    def __init__(self, kit: AgentKit, propose: Propose):
         self._kit = kit
+        self._plan_tool = PlanAssignments(propose)
 
     @property
     def max_steps(self) -> int:
@@ -29,6 +33,9 @@ class TeamKit:
         prepared = await self._kit.prepare(owner, input_parts)
         allowed = owner["member_row"]["tools"]
         tools = prepared.tools if allowed == "all" else {n: t for n, t in prepared.tools.items() if n in allowed}
+        if owner["kind"] == "plan":
+            tools = {n: t for n, t in tools.items() if t.effect == Effect.read_only}
+            tools[self._plan_tool.name] = self._plan_tool
         return Prepared(tools, [role_note(owner), *prepared.notes])
 
     def mcp_sessions(self, cwd: Path) -> None:

@@ -13,7 +13,8 @@ results of its dependencies, each labelled with its id, title and member. A fail
 dependents blocked, with the reason, until `retry` or `skip`; `stop` ends the running ones `aborted` and starts
 nothing more; after a crash done assignments stay done and `run` continues the interrupted ones (a Continue, as
 for a task turn). A team is `running` while its scheduler may start assignments, `idle` when the person must act
-(or stopped it), `done` when every assignment is done or skipped.
+(or stopped it), `done` when every assignment is done or skipped. A team created with a `lead` starts with that
+member's planning assignment, whose `plan_assignments` tool writes the rest of the plan (team_lead.py).
 
 Decisions: members get the task kit's built-in tools filtered to their list ("all": every one), no MCP servers
 and no memory (team_kit.py); they work in one folder per team (`workspaces/<team id>`). Permission rules: the
@@ -29,7 +30,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import team_plan
+from . import team_lead, team_plan
 from .config import split_model_ref
 from .errors import ConfigError, HearthError, TaskBusy, TeamNotFound
 from .events import Event
@@ -71,7 +72,7 @@ class Teams:
     def __init__(self, rt: Facade, store: TeamStore):
         self._rt = rt
         self.store = store
-        self.turns: TurnHost = rt._host(store, TeamKit(rt.kit), self._row, noun="Assignment",
+        self.turns: TurnHost = rt._host(store, TeamKit(rt.kit, self._propose), self._row, noun="Assignment",
                                         turn_over=self._turn_over)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one plan change at a time
         self._settling: set[asyncio.Task] = set()
@@ -145,12 +146,21 @@ class Teams:
                 "instructions": instructions, "member": str(spec.get("member") or "").strip(),
                 "depends_on": [d.strip() for d in depends_on]}
 
+    @staticmethod
+    def _planning_entry(goal: str, members: list[dict], lead: str) -> dict[str, Any]:
+        if not any(m["name"] == lead for m in members):
+            raise ConfigError(f"The lead must be a member of the team, and {lead!r} is not.")
+        return {"id": uuid.uuid4().hex, "key": team_lead.PLAN_KEY, "kind": "plan", "title": "Plan the work",
+                "instructions": team_lead.planning_instructions(goal, members, lead), "member": lead,
+                "depends_on": []}
+
     # -- teams --
 
     async def create(self, goal: str, members: Iterable[dict] = (), assignments: Iterable[dict] = (),
-                     max_parallel: int | None = None) -> TeamInfo:
+                     max_parallel: int | None = None, lead: str | None = None) -> TeamInfo:
         """A new team working toward `goal`. `members`: {name, model (default: the default model), role, tools
-        (names, or "all"), approval}; `assignments`: {key, instructions, member, depends_on (keys), title}.
+        (names, or "all"), approval}; `assignments`: {key, instructions, member, depends_on (keys), title};
+        `lead`: a member who first turns the goal into assignments (its planning assignment, key `plan`).
         Checked whole first (ConfigError naming the problem: an unknown member or dependency, a cycle …)."""
         self._rt._writable()
         if not goal.strip():
@@ -162,6 +172,8 @@ class Teams:
         if len({m["name"] for m in members}) != len(members):
             raise ConfigError("Two members of the team have the same name.")
         plan = [self._plan_entry(a) for a in assignments]
+        if lead is not None:
+            plan.insert(0, self._planning_entry(goal.strip(), members, lead))
         team_plan.check_plan((m["name"] for m in members), plan)
         team_id = uuid.uuid4().hex
         await self.store.create_team(team_id, goal.strip(), max_parallel, members, plan)
@@ -341,10 +353,28 @@ class Teams:
                 values["output"] = await self.store.last_answer(assignment_id)
             elif status == "failed":
                 values["reason"] = row["last_error"] or "the turn failed"
+            if status == "done" and row["kind"] == "plan" and not any(
+                    team_lead.is_proposed(r, row["key"]) for r in await self.store.assignments(row["team_id"])):
+                values.update(status="failed", reason=team_lead.NO_PROPOSAL, output=None)
             elif status == "waiting":
                 values["reason"] = "waiting for your answer"
             await self.store.update_assignment(assignment_id, **values)
             await self._advance(row["team_id"])
+
+    async def _propose(self, plan_id: str, specs: list[dict]) -> str:
+        """The lead's `plan_assignments`: its assignments replace any it proposed before, checked whole."""
+        plan = await self.store.get_assignment(plan_id)
+        if plan is None or plan["kind"] != "plan":
+            raise ConfigError("Only a team's planning assignment can plan assignments.")
+        entries = team_lead.proposal(plan["key"], [self._plan_entry(s) for s in specs])
+        async with self._locks[plan["team_id"]]:
+            rows = await self.store.assignments(plan["team_id"])
+            kept = [r for r in rows if not team_lead.is_proposed(r, plan["key"])]
+            members = [m["name"] for m in await self.store.members(plan["team_id"])]
+            team_plan.check_plan(members, [*kept, *entries])
+            await self.store.replace_assignments(plan["team_id"], [r["id"] for r in rows if r not in kept], entries)
+            await self._advance(plan["team_id"])
+        return team_lead.summary(entries)
 
     async def _advance(self, team_id: str) -> None:
         """With the team's lock held: refresh blocked and ready assignments, start what may start."""

@@ -359,6 +359,7 @@ class AssignmentRow(Base):
     title: Mapped[str | None] = mapped_column(Text)
     instructions: Mapped[str] = mapped_column(Text)
     member: Mapped[str] = mapped_column(String(60))
+    kind: Mapped[str] = mapped_column(String(8), server_default="work")  # "plan": a lead turning the goal into a plan
     depends_on: Mapped[list] = mapped_column(JSON)  # keys of the assignments whose outputs it needs
     position: Mapped[int] = mapped_column(Integer)  # the order it was planned in
     # blocked | ready | running | waiting | done | failed | interrupted | skipped | aborted

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord, text_of
@@ -98,9 +98,21 @@ class TeamStore(Conversations, RulesRepo):
     async def add_assignment(self, team_id: str, assignment: dict[str, Any]) -> None:
         now = time.time()
         async with self.engine.begin() as conn:
-            position = (await conn.execute(select(func.count()).where(A.c.team_id == team_id))).scalar_one()
-            await conn.execute(insert(AssignmentRow).values(team_id=team_id, position=position, status="blocked",
+            last = (await conn.execute(select(func.max(A.c.position)).where(A.c.team_id == team_id))).scalar_one()
+            position = -1 if last is None else last
+            await conn.execute(insert(AssignmentRow).values(team_id=team_id, position=position + 1, status="blocked",
                                                             created_at=now, updated_at=now, **assignment))
+
+    async def replace_assignments(self, team_id: str, remove: list[str], entries: list[dict[str, Any]]) -> None:
+        """A lead's new proposal: the earlier one (which never ran) out, the new one in, in one transaction."""
+        now = time.time()
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(A).where(A.c.id.in_(remove)))
+            last = (await conn.execute(select(func.max(A.c.position)).where(A.c.team_id == team_id))).scalar_one()
+            for offset, entry in enumerate(entries, 1):
+                await conn.execute(insert(AssignmentRow).values(
+                    team_id=team_id, position=(-1 if last is None else last) + offset, status="blocked", created_at=now,
+                    updated_at=now, **entry))
 
     async def update_assignment(self, assignment_id: str, **values: Any) -> None:
         values["updated_at"] = time.time()

@@ -113,3 +113,30 @@ async def test_an_assignment_asking_approval_is_answered_on_the_board(launch):
     await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="the plan finished")
     assert panel.waiting is None
     assert "Saved the essay." in [m.text for m in panel.conversation.messages]
+
+
+async def test_a_lead_plans_the_team_from_the_dialog_and_its_assignments_run_on_the_board(launch):
+    proposal = {"assignments": [
+        {"id": "W", "title": "Write", "member": "writer", "instructions": "Write about lighthouses."},
+        {"id": "R", "title": "Review", "member": "lead", "instructions": "Review it.", "depends_on": ["W"]}]}
+    lead = ScriptedModel([[Call("plan_assignments", proposal)], ["Brief: short and warm."], ["Reviewed: good."]])
+    writer = ScriptedModel([["A warm essay."]])
+    ctl = await launch(lead=lead, writer=writer)
+    window = ctl.window
+    dlg = window.new_team()
+    dlg.goal.setText("An essay about lighthouses")
+    dlg.set_member(0, "lead", "lead/big", "You plan.", "full_auto")
+    dlg.set_member(1, "writer", "writer/small", "You write.", "full_auto")
+    assert [dlg.planner.itemText(i) for i in range(dlg.planner.count())][1:] == ["lead", "writer"]
+    dlg.planner.setCurrentText("lead")
+    dlg.create.click()
+    await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+    panel = window.panel
+    assert _row(panel, "plan")[2] == "ready"
+
+    panel.run_button.click()
+    await until(lambda: _row(panel, "R")[2] == "done" if panel.info.assignments[-1].key == "R" else False,
+                timeout=15, what="the lead's plan run to the end")
+    assert _row(panel, "W")[2] == "done" and "Brief: short and warm." in writer.requests[0].messages[-1]["content"]
+    # The lead's assignments are the team's: finishing unseen, they do not announce themselves as tasks.
+    assert not any("is done" in n[1] for n in ctl.notifications)
