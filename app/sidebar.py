@@ -46,10 +46,11 @@ def badge_for(info, running: bool) -> str:
 
 
 def team_badge(team) -> str:
-    """A team's row: working, an assignment waiting for the person, one failed or interrupted, else idle."""
+    """A team's row: working, an assignment waiting for the person, one failed, interrupted or stopped, else
+    idle."""
     statuses = {a.status for a in team.assignments}
     for status, badge in (("running", "running"), ("waiting", "waiting"), ("failed", "error"),
-                          ("interrupted", "interrupted")):
+                          ("interrupted", "interrupted"), ("aborted", "interrupted")):
         if status in statuses:
             return badge
     return "idle"

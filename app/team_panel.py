@@ -29,6 +29,7 @@ from . import theme
 from .bridge import RuntimeBridge
 from .conversation import ConversationView
 from .conversation_feed import ConversationFeed
+from .sidebar import team_badge
 from .sources import AssignmentSource
 from .waiting import WaitingBox
 
@@ -37,7 +38,20 @@ STATUS_WORDS = {"blocked": "blocked", "ready": "ready", "running": "running", "w
                 "aborted": "stopped"}
 STATUS_COLORS = {"running": "running", "waiting": "waiting", "failed": "error", "interrupted": "interrupted",
                  "aborted": "interrupted"}
-TEAM_STATES = {"running": "working", "idle": "waiting for you", "done": "done"}
+# The header says what the person may do next, in the sidebar badge's terms (sidebar.team_badge).
+TEAM_WORDS = {"running": "working", "waiting": "waiting for you", "error": "an assignment failed",
+              "interrupted": "stopped"}
+CONTINUABLE = ("ready", "aborted", "interrupted")  # what Run starts or continues
+
+
+def team_word(info) -> str:
+    if info.state == "done":
+        return "done"
+    word = TEAM_WORDS.get(team_badge(info))
+    if word is None:
+        word = "idle" if any(a.status != "blocked" and a.status != "ready" for a in info.assignments) \
+            else "not started"
+    return word
 
 
 class TeamPanel(QWidget):
@@ -70,7 +84,6 @@ class TeamPanel(QWidget):
         top.addWidget(self.state)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("Primary")
-        self.run_button.setToolTip("Start the plan, or continue it after a Stop or a crash")
         self.run_button.clicked.connect(lambda: self._act(self.teams.run(self.team_id)))
         top.addWidget(self.run_button)
         self.stop_button = QPushButton("Stop team")
@@ -165,10 +178,14 @@ class TeamPanel(QWidget):
     def _show(self, info) -> None:
         self.info = info
         self.title.setText(info.title)
-        self.state.setText(TEAM_STATES.get(info.state, info.state))
+        self.state.setText(team_word(info))
         self.run_button.setText("Continue" if any(a.status in ("interrupted", "aborted") for a in info.assignments)
                                 else "Run")
-        self.run_button.setEnabled(info.state != "running" and info.state != "done")
+        # Run only when it would start something: a failed assignment needs Retry or Skip first.
+        runnable = info.state not in ("running", "done") and any(a.status in CONTINUABLE for a in info.assignments)
+        self.run_button.setEnabled(runnable)
+        self.run_button.setToolTip("Start the plan, or continue it after a Stop or a crash" if runnable or not any(
+            a.status == "failed" for a in info.assignments) else "Retry or skip the failed assignment first")
         self.stop_button.setEnabled(any(a.status == "running" for a in info.assignments))
         self.members.setText("Members: " + "  ·  ".join(
             f"{m.name} ({m.model}{', ' + m.approval if m.approval != 'ask' else ''})" for m in info.members))

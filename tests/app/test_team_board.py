@@ -140,3 +140,32 @@ async def test_a_lead_plans_the_team_from_the_dialog_and_its_assignments_run_on_
     assert _row(panel, "W")[2] == "done" and "Brief: short and warm." in writer.requests[0].messages[-1]["content"]
     # The lead's assignments are the team's: finishing unseen, they do not announce themselves as tasks.
     assert not any("is done" in n[1] for n in ctl.notifications)
+
+
+async def test_the_header_says_what_to_do_and_stop_and_skip_work_on_one_assignment(launch):
+    lead = ScriptedModel([["Outline."], ["Merged without a critique."]])
+    writer = ScriptedModel([["Drafting", Delay(30)], ["Draft, finished."]])
+    critic = ScriptedModel([[Delay(0.2), Fail("the critic's server is down")]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    panel = await _new_team(ctl, "One at a time")
+    assert panel.state.text() == "not started" and panel.run_button.isEnabled()
+    panel.run_button.click()
+    await until(lambda: _row(panel, "C")[2] == "failed" and _row(panel, "B")[2] == "running", timeout=15,
+                what="C failed while B runs")
+    assert panel.state.text() == "working"
+    panel.select("B")
+    await until(lambda: panel.buttons["Stop"].isVisible(), what="Stop for B")
+    panel.buttons["Stop"].click()
+    await until(lambda: _row(panel, "B")[2] == "stopped", timeout=15, what="B stopped")
+    assert panel.state.text() == "an assignment failed" and ctl.window.sidebar.team_model.badges[panel.team_id] \
+        == "error"
+    assert _row(panel, "D")[2] == "blocked" and len(lead.requests) == 1
+    panel.run_button.click()  # continues B; C still needs the person
+    await until(lambda: _row(panel, "B")[2] == "done", timeout=15, what="B continued")
+    assert not panel.run_button.isEnabled() and "Retry or skip" in panel.run_button.toolTip()
+    panel.select("C")
+    await until(lambda: panel.buttons["Skip"].isVisible(), what="Skip for C")
+    panel.buttons["Skip"].click()
+    await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="D ran without C")
+    assert _row(panel, "C")[2] == "skipped" and panel.state.text() == "done"
+    assert "(skipped by the person: there is no result)" in lead.requests[1].messages[-1]["content"]
