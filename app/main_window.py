@@ -133,7 +133,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
 
     def _delete_current(self):
         if isinstance(self.panel, TeamPanel):
-            return None
+            return self.delete_team(self.panel.team_id)
         if isinstance(self.panel, ChatPanel):
             return self.delete_chat(self.panel.chat_id)
         return self.delete_task(self.current_task())
@@ -152,8 +152,8 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
         self.sidebar.new_team_requested.connect(self.new_team)
         self.sidebar.rename_requested.connect(
             lambda rid: self.rename_chat(rid) if self.sidebar.mode == "chats" else self.rename_task(rid))
-        self.sidebar.delete_requested.connect(
-            lambda rid: self.delete_chat(rid) if self.sidebar.mode == "chats" else self.delete_task(rid))
+        self.sidebar.delete_requested.connect(lambda rid: {"chats": self.delete_chat, "teams": self.delete_team}.get(
+            self.sidebar.mode, self.delete_task)(rid))
         self.sidebar.settings_requested.connect(lambda: self.ctl.open_settings())
         self.welcome.new_task.connect(self.new_task)
         self.welcome.use_server.connect(self.ctl.use_server)

@@ -300,11 +300,12 @@ class TaskSidebar(QWidget):
 
     def _menu(self, view: QListView, pos: QPoint) -> None:
         index = view.indexAt(pos)
-        if not index.isValid() or view is self.team_list:  # a team is neither renamed nor deleted yet
+        if not index.isValid():
             return
         tid = index.data(TASK_ID)
         menu = QMenu(self)
-        menu.addAction("Rename…", lambda: self.rename_requested.emit(tid))
+        if view is not self.team_list:  # a team's title is its goal, which its members work toward
+            menu.addAction("Rename…", lambda: self.rename_requested.emit(tid))
         menu.addAction("Delete…", lambda: self.delete_requested.emit(tid))
         menu.popup(view.viewport().mapToGlobal(pos))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import dialogs
 from .team_dialog import NewTeamDialog
 from .team_panel import TeamPanel
 
@@ -53,3 +54,23 @@ class TeamActions:
         """An event of one of the open board's assignments: the board reads the team again."""
         if isinstance(self.panel, TeamPanel) and self.panel.owns(owner_id):
             self.panel.changed(owner_id, turn_ended=ev.type == "turn_ended")
+
+    def delete_team(self, team_id: str | None):
+        info = self.teams.get(team_id) if team_id else None
+        if info is None:
+            return None
+        if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:
+            info = self.panel.info  # the board's copy follows the plan
+
+        async def delete() -> None:
+            if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:
+                self.close_panel()
+            await self.bridge.rt.teams.delete(team_id)
+            await self.reload_tasks()
+
+        running = not set(self.bridge.rt.running_tasks()).isdisjoint(a.id for a in info.assignments)
+        extra = " Its running assignments will be stopped." if running else ""
+        return dialogs.confirm(self, "Delete team?", f"Delete the team “{info.title}”, its plan and its work?",
+                               "Delete", lambda: self.bridge.run(delete()),
+                               informative=f"This cannot be undone.{extra} Files in its folder stay on disk.",
+                               danger=True)

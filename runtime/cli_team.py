@@ -1,4 +1,4 @@
-"""`hearth team create|show|run|stop` (runtime/cli.py): a team of members working a plan of assignments.
+"""`hearth team create|show|run|stop|answer|delete` (runtime/cli.py): a team of members working a plan of assignments.
 
     hearth team create "Write an essay" --member lead local/qwen "You plan and merge." \\
         --member writer local/qwen --assign A lead "Outline the essay." --assign B writer "Draft it." A \\
@@ -9,6 +9,7 @@
     hearth team run ID [--retry KEY] [--skip KEY]
     hearth team stop ID [--assignment KEY]
     hearth team answer ID KEY (--approve | --deny | --text "...")
+    hearth team delete ID                    # the team, its plan and conversations (its folder stays)
 
 `--member NAME MODEL [ROLE]` (tools: all; approval: `--approval`, default ask) and `--assign KEY MEMBER
 INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take separate words, so a model or an instruction may hold a
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+from .workspace import workspace_for
 
 if TYPE_CHECKING:
     from .api import Runtime
@@ -69,6 +71,8 @@ def add_team_parser(sub) -> None:
     stop = cmds.add_parser("stop", help="stop a team (or one assignment of it)")
     stop.add_argument("team_id")
     stop.add_argument("--assignment", metavar="KEY")
+    delete = cmds.add_parser("delete", help="delete a team, its plan and its conversations (its folder stays)")
+    delete.add_argument("team_id")
 
 
 def reads_only(args: argparse.Namespace) -> bool:
@@ -89,6 +93,11 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
         else:
             await rt.teams.stop(args.team_id)
         print(board(await rt.teams.get(args.team_id)))
+        return EXIT_OK
+    if args.team_command == "delete":
+        team = await rt.teams.get(args.team_id)
+        await rt.teams.delete(team.id)
+        print(f"Deleted team {team.id} ({team.title}); its folder stays at {workspace_for(rt.home, team.id)}.")
         return EXIT_OK
     if args.team_command == "answer":
         await _answer(rt, args)

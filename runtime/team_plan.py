@@ -17,8 +17,6 @@ SATISFIED = ("done", "skipped")  # a dependency in one of these lets its depende
 # Statuses a plan change (refresh) may move between; the others are a turn's outcome or the person's choice.
 PENDING = ("blocked", "ready")
 KEY_CHARS = 60
-
-
 def check_plan(members: Iterable[str], assignments: list[dict]) -> None:
     """ConfigError, in one sentence, when the plan cannot run: an empty or repeated key, an unknown member, a
     dependency that does not exist, or a cycle."""

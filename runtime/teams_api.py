@@ -30,14 +30,13 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import team_lead, team_plan
+from . import team_lead, team_plan, team_specs
 from .config import split_model_ref
 from .errors import ConfigError, HearthError, TaskBusy, TeamNotFound
 from .events import Event
 from .infos import AssignmentInfo, MemberInfo, MessageInfo, TeamInfo, TurnHandle
 from .store.teams import outcome
 from .team_kit import TeamKit, assignment_input
-from .tools.approvals import APPROVAL_MODES
 from .workspace import workspace_for
 
 if TYPE_CHECKING:
@@ -48,8 +47,6 @@ if TYPE_CHECKING:
     from .providers.base import Provider
     from .store.teams import TeamStore
 
-MEMBER_FIELDS = {"name", "model", "role", "tools", "approval"}
-ASSIGNMENT_FIELDS = {"key", "id", "title", "instructions", "member", "depends_on"}
 RETRYABLE = ("failed", "aborted", "interrupted")
 
 
@@ -113,39 +110,6 @@ class Teams:
             self._rt.settings.provider(provider_id)  # raises ConfigError naming the configured ones
         return model
 
-    def _member(self, spec: dict[str, Any]) -> dict[str, Any]:
-        if unknown := set(spec) - MEMBER_FIELDS:
-            raise ConfigError(f"A member has no {', '.join(sorted(unknown))} "
-                              "(it has name, model, role, tools, approval).")
-        name = str(spec.get("name") or "").strip()
-        if not name or len(name) > team_plan.KEY_CHARS or ":" in name:
-            raise ConfigError(f"A member needs a name of 1 to {team_plan.KEY_CHARS} characters without ':', "
-                              f"not {name!r}.")
-        approval = spec.get("approval") or "ask"
-        if approval not in APPROVAL_MODES:
-            raise ConfigError(f"Approval mode must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}.")
-        tools = spec.get("tools", "all")
-        if tools != "all" and not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
-            raise ConfigError(f'Member {name!r}: tools are a list of tool names, or "all".')
-        return {"name": name, "model": self._model(spec.get("model")), "role": str(spec.get("role") or "").strip(),
-                "tools": tools if tools == "all" else list(tools), "approval": approval}
-
-    @staticmethod
-    def _plan_entry(spec: dict[str, Any]) -> dict[str, Any]:
-        if unknown := set(spec) - ASSIGNMENT_FIELDS:
-            raise ConfigError(f"An assignment has no {', '.join(sorted(unknown))} "
-                              "(it has key, title, instructions, member, depends_on).")
-        key = str(spec.get("key") or spec.get("id") or "").strip()
-        instructions = str(spec.get("instructions") or "").strip()
-        if not instructions:
-            raise ConfigError(f"Assignment {key!r} needs instructions.")
-        depends_on = spec.get("depends_on") or []
-        if not isinstance(depends_on, list | tuple) or not all(isinstance(d, str) for d in depends_on):
-            raise ConfigError(f"Assignment {key!r}: depends_on is a list of assignment ids.")
-        return {"id": uuid.uuid4().hex, "key": key, "title": (spec.get("title") or "").strip() or None,
-                "instructions": instructions, "member": str(spec.get("member") or "").strip(),
-                "depends_on": [d.strip() for d in depends_on]}
-
     @staticmethod
     def _planning_entry(goal: str, members: list[dict], lead: str) -> dict[str, Any]:
         if not any(m["name"] == lead for m in members):
@@ -168,10 +132,10 @@ class Teams:
         max_parallel = self._rt.settings.team_max_parallel if max_parallel is None else max_parallel
         if max_parallel < 1:
             raise ConfigError("A team runs at least one assignment at a time (max_parallel ≥ 1).")
-        members = [self._member(m) for m in members]
+        members = [team_specs.member_entry(m, self._model) for m in members]
         if len({m["name"] for m in members}) != len(members):
             raise ConfigError("Two members of the team have the same name.")
-        plan = [self._plan_entry(a) for a in assignments]
+        plan = [team_specs.plan_entry(a) for a in assignments]
         if lead is not None:
             plan.insert(0, self._planning_entry(goal.strip(), members, lead))
         team_plan.check_plan((m["name"] for m in members), plan)
@@ -185,7 +149,8 @@ class Teams:
                          tools: list[str] | str = "all", approval: str = "ask") -> TeamInfo:
         self._rt._writable()
         await self._team(team_id)
-        member = self._member({"name": name, "model": model, "role": role, "tools": tools, "approval": approval})
+        member = team_specs.member_entry({"name": name, "model": model, "role": role, "tools": tools,
+                                         "approval": approval}, self._model)
         if any(m["name"] == member["name"] for m in await self.store.members(team_id)):
             raise ConfigError(f"The team has a member called {member['name']!r} already.")
         await self.store.add_member(team_id, member)
@@ -195,7 +160,7 @@ class Teams:
                              depends_on: Iterable[str] = (), title: str | None = None) -> TeamInfo:
         """Add an assignment to the plan; when the team is running it starts as soon as it can."""
         self._rt._writable()
-        entry = self._plan_entry({"key": key, "instructions": instructions, "member": member,
+        entry = team_specs.plan_entry({"key": key, "instructions": instructions, "member": member,
                                   "depends_on": list(depends_on), "title": title})
         async with self._locks[team_id]:
             await self._team(team_id)
@@ -204,6 +169,16 @@ class Teams:
             await self.store.add_assignment(team_id, entry)
             await self._advance(team_id)
         return await self.get(team_id)
+
+    async def delete(self, team_id: str) -> None:
+        """Delete the team, its plan and its conversations; running assignments are stopped first. The team's
+        folder stays on disk, as a deleted task's does."""
+        self._rt._writable()
+        await self.stop(team_id)
+        await self.wait_idle(team_id)
+        async with self._locks[team_id]:
+            await self.store.delete_team(team_id)
+        self._locks.pop(team_id, None)
 
     async def get(self, team_id: str) -> TeamInfo:
         """The team, its members and its assignments with their statuses, in plan order."""
@@ -366,7 +341,7 @@ class Teams:
         plan = await self.store.get_assignment(plan_id)
         if plan is None or plan["kind"] != "plan":
             raise ConfigError("Only a team's planning assignment can plan assignments.")
-        entries = team_lead.proposal(plan["key"], [self._plan_entry(s) for s in specs])
+        entries = team_lead.proposal(plan["key"], [team_specs.plan_entry(s) for s in specs])
         async with self._locks[plan["team_id"]]:
             rows = await self.store.assignments(plan["team_id"])
             kept = [r for r in rows if not team_lead.is_proposed(r, plan["key"])]

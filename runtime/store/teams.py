@@ -74,6 +74,16 @@ class TeamStore(Conversations, RulesRepo):
         async with self.engine.begin() as conn:
             await conn.execute(update(TeamRow).where(TeamRow.id == team_id).values(**values))
 
+    async def delete_team(self, team_id: str) -> None:
+        """The team and all it holds, in one transaction."""
+        owned = select(A.c.id).where(A.c.team_id == team_id)
+        async with self.engine.begin() as conn:
+            for table in (AssignmentCheckpointRow, AssignmentTurnRow, AssignmentMessageRow):
+                await conn.execute(delete(table).where(table.assignment_id.in_(owned)))
+            await conn.execute(delete(A).where(A.c.team_id == team_id))
+            await conn.execute(delete(TeamMemberRow).where(TeamMemberRow.team_id == team_id))
+            await conn.execute(delete(TeamRow).where(TeamRow.id == team_id))
+
     async def members(self, team_id: str) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
             return [row_dict(r) for r in await conn.execute(select(TeamMemberRow.__table__).where(

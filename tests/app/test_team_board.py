@@ -5,7 +5,11 @@ assignment's conversation, and Stop team ending both running assignments while D
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QPushButton
+import asyncio
+
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from app.team_panel import TeamPanel
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
@@ -169,3 +173,26 @@ async def test_the_header_says_what_to_do_and_stop_and_skip_work_on_one_assignme
     await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="D ran without C")
     assert _row(panel, "C")[2] == "skipped" and panel.state.text() == "done"
     assert "(skipped by the person: there is no result)" in lead.requests[1].messages[-1]["content"]
+
+
+async def test_delete_team_from_the_task_menu_asks_first_then_stops_and_removes_it(launch):
+    lead = ScriptedModel([["Outline."]])
+    writer = ScriptedModel([["Drafting", Delay(30)]])
+    critic = ScriptedModel([["Checking", Delay(30)]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    window = ctl.window
+    panel = await _new_team(ctl, "Delete me")
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "running", timeout=15, what="B running")
+    delete_action = window.actions_by_name["Delete…"]
+    assert delete_action.isEnabled()
+    box = window._delete_current()
+    assert isinstance(box, QMessageBox) and "Its running assignments will be stopped." in box.informativeText()
+    QTest.mouseClick(box.button(QMessageBox.StandardButton.Cancel), Qt.MouseButton.LeftButton)
+    await asyncio.sleep(0.05)
+    assert [t.id for t in await ctl.rt.teams.list()] == [panel.team_id]
+    delete_action.trigger()
+    box = next(w for w in window.findChildren(QMessageBox) if w.isVisible())
+    QTest.mouseClick(next(b for b in box.buttons() if b.text() == "Delete"), Qt.MouseButton.LeftButton)
+    await until(lambda: window.panel is None and ctl.window.sidebar.team_model.rowCount() == 0, what="deleted")
+    assert await ctl.rt.teams.list() == [] and not ctl.rt.running_tasks()

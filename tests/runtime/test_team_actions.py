@@ -3,10 +3,13 @@ reason), Skip a failed one (its dependents start without its result), from the f
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
-from runtime.api import ConfigError, Runtime
+from runtime.api import ConfigError, Runtime, TeamNotFound
 from runtime.providers.scripted import Delay, Fail
+from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result
 from tests.runtime.test_teams import DIAMOND, MEMBERS, last_input, models, statuses, wait_for
 from tests.support.helpers import write_settings
@@ -75,3 +78,50 @@ async def test_the_cli_skips_a_failed_assignment_and_goes_on(home):
         code, out, err = await _result(await _cli("team", "run", team_id, "--skip", "A", home=home))
         assert code == 0 and "A      skipped" in out and "B      done" in out, (out, err)
         assert "skipped by the person" in server.chat_requests[-1]["messages"][-1]["content"]
+
+
+async def test_deleting_a_running_team_stops_it_and_removes_all_it_holds_but_its_folder(home):
+    providers = models([["A."]], [[Delay(30), "never"]], [[Delay(30), "never"]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        keep = await rt.teams.create("Another team", MEMBERS[:1], DIAMOND[:1])
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+
+        async def b_and_c_asked():
+            return len(providers["writer"].requests) == 1 and len(providers["critic"].requests) == 1
+
+        await wait_for(b_and_c_asked)
+        folder = home / "workspaces" / team.id
+        (folder / "notes.md").write_text("kept")
+        await rt.teams.delete(team.id)
+        assert not rt.running_tasks()  # B's and C's turns were stopped
+        assert [t.id for t in await rt.teams.list()] == [keep.id]
+        with pytest.raises(TeamNotFound):
+            await rt.teams.get(team.id)
+        assert (folder / "notes.md").read_text() == "kept"
+    finally:
+        await rt.aclose()
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        counts = {table: db.execute(f"select count(*) from {table}").fetchone()[0]
+                  for table in ("teams", "team_members", "team_assignments", "assignment_messages", "assignment_turns")}
+        assert counts == {"teams": 1, "team_members": 1, "team_assignments": 1, "assignment_messages": 0,
+                          "assignment_turns": 0}  # only the other team, which never ran
+    finally:
+        db.close()
+
+
+async def test_the_cli_deletes_a_team(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        code, out, err = await _result(await _cli(
+            "team", "create", "Essay", "--member", "writer", "local/test-model", "--assign", "A", "writer",
+            "Write it.", home=home))
+        team_id = out.splitlines()[0]
+        code, out, err = await _result(await _cli("team", "delete", team_id, home=home))
+        assert code == 0 and out.startswith(f"Deleted team {team_id} (Essay); its folder stays at "), err
+        code, out, _ = await _result(await _cli("team", "show", home=home))
+        assert code == 0 and team_id not in out
+        code, _, err = await _result(await _cli("team", "delete", team_id, home=home))
+        assert code == 2 and f"No team with id '{team_id}'" in err
