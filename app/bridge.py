@@ -121,6 +121,7 @@ class RuntimeBridge(QObject):
     tasks_changed = Signal()  # tasks were created or deleted
     turn_event = Signal(str, object)  # non-delta events of any task
     error = Signal(str)  # an action failed; the text is for a person
+    storage_fault = Signal(object)  # an action met a StorageError: the controller offers the way out
 
     def __init__(self, rt: Runtime, api):
         super().__init__()
@@ -137,7 +138,10 @@ class RuntimeBridge(QObject):
     def report(self, exc: BaseException) -> None:
         typed = self.api.HearthError
         log.warning("action failed: %s", exc, exc_info=not isinstance(exc, typed))
-        self.error.emit(error_text(exc))
+        if isinstance(exc, self.api.StorageError):
+            self.storage_fault.emit(exc)
+        else:
+            self.error.emit(error_text(exc))
 
     def run(self, coro, owner: QObject | None = None, load: bool = False) -> asyncio.Task:
         """Run an action from a slot; its failure becomes an `error` signal (see util.spawn for `owner`)."""

@@ -59,6 +59,7 @@ class HearthApp(StartupProblems, QObject):
         self.notifier = Notifier(fallback=lambda title, text: self.tray and self.tray.notify(title, text))
         self.startup_error: str | None = None
         self._problem: tuple | None = None  # (runtime.api module or None, the exception) while not started
+        self.fault_box = None  # the box saying a storage fault happened during the session, while open
         self._titles: dict[str, str] = {}
         self.view_states: dict[str, tuple] = {}  # task id -> where its conversation was scrolled, open cards
         self._waiting: set[str] = set()
@@ -110,6 +111,7 @@ class HearthApp(StartupProblems, QObject):
         self.bridge = RuntimeBridge(self.rt, api)
         self.bridge.turn_event.connect(self._on_turn_event)
         self.bridge.task_changed.connect(self._task_changed)
+        self.bridge.storage_fault.connect(self.storage_fault)
         if self.window is not None:
             self.window.attach(self.bridge)
             await self.window.loading

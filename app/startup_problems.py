@@ -1,19 +1,27 @@
 """What the app offers when the runtime cannot open: the page's ways out, by what went wrong (a broken
 settings.json, a full disk, a damaged database, a folder it cannot write). Each works without a runtime: they
-use only the runtime facade's static helpers, then try to open again. Mixed into `HearthApp`."""
+use only the runtime facade's static helpers, then try to open again. Mixed into `HearthApp`.
+
+The same faults during a session (`storage_fault`): a full disk or a database that cannot be reached now may
+pass, so a box says what happened and everything stays as it is (an input that could not be saved is back in
+its box). A damaged or read-only database cannot go on: the runtime closes (running turns end interrupted, as
+far as anything can be written) and the window shows the page with its ways out, as at start."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 import time
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from .util import error_text, spawn
+
+log = logging.getLogger(__name__)
 
 
 class StartupProblems:
@@ -22,6 +30,9 @@ class StartupProblems:
     window: object
     quit_event: asyncio.Event
     _problem: tuple | None
+    bridge: object
+    startup_error: str | None
+    fault_box: QMessageBox | None
 
 
     def _show_problem(self) -> None:
@@ -51,6 +62,42 @@ class StartupProblems:
             show("Hearth cannot write its data", text, [retry, elsewhere, quit_])
         else:
             show("Hearth could not start", text, [retry, quit_])
+
+    def storage_fault(self, exc) -> None:
+        api = self.bridge.api if self.bridge is not None else None
+        if api is None or self._problem is not None:
+            return
+        if isinstance(exc, api.StorageCorrupt | api.StorageReadOnly):
+            spawn(self._runtime_lost(api, exc))
+            return
+        box = self.fault_box
+        if box is not None and box.isVisible():  # one box for a burst of failing actions
+            return
+        full = isinstance(exc, api.StorageFull)
+        box = QMessageBox(QMessageBox.Icon.Warning, "The disk is full" if full else "Hearth could not save",
+                          error_text(exc), QMessageBox.StandardButton.Ok, self.window)
+        box.setInformativeText(("Free some space (empty the trash, remove large files), then try again. "
+                                if full else "Try again in a moment. ") +
+                               "Nothing saved was lost, and what could not be saved is still where you typed it.")
+        folder = box.addButton("Open Data Folder", QMessageBox.ButtonRole.ActionRole)
+        folder.clicked.connect(lambda: self._open_path(exc.home))
+        box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        box.setWindowModality(Qt.WindowModality.NonModal)
+        box.finished.connect(lambda _result: setattr(self, "fault_box", None))  # closed: deleted with it
+        box.show()
+        self.fault_box = box
+
+    async def _runtime_lost(self, api, exc) -> None:
+        """Close the runtime that cannot go on and show the page with the ways out."""
+        self._problem = (api, exc)
+        self.startup_error = error_text(exc)
+        self.hide_window()
+        bridge, self.bridge, self.rt = self.bridge, None, None
+        try:
+            await bridge.aclose()
+        except Exception:  # it could not write its last words: the next open recovers the turns
+            log.warning("closing the runtime after a storage fault failed", exc_info=True)
+        self.show_main()
 
     async def retry_start(self) -> None:
         if self.rt is None:

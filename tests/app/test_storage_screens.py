@@ -6,13 +6,25 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sqlite3
 
 from app.controller import HearthApp
 from runtime.api import Runtime
 from runtime.providers.scripted import ScriptedModel
 from runtime.store.repo import DB_NAME
-from tests.support.disks import fill, remount, tmpfs
-from tests.support.qt_helpers import until
+from tests.support.disks import damage_table, fill, remount, tmpfs
+from tests.support.qt_helpers import open_task, until
+
+
+def _damage_while_open(db_path, table: str) -> None:
+    """Damage `table` under a running Hearth: its pages moved from the WAL into the file first, then garbage,
+    then a write by another connection so the runtime's connections drop the pages they had cached."""
+    other = sqlite3.connect(db_path)
+    assert other.execute("pragma wal_checkpoint(truncate)").fetchone()[0] == 0  # not blocked
+    damage_table(db_path, table)
+    other.execute("create table poke (x)")
+    other.commit()
+    other.close()
 
 
 async def _start(home) -> HearthApp:
@@ -83,3 +95,50 @@ async def test_a_read_only_folder_offers_another_data_folder(tmp_path):
                 await ctl.shutdown()
         finally:
             remount(home, "rw")
+
+
+async def test_a_disk_that_fills_during_a_session_says_so_and_keeps_what_was_typed(tmp_path):
+    with tmpfs(tmp_path / "disk", "3m") as home:
+        ctl = await _start(home)
+        try:
+            task = await ctl.bridge.create_task(title="Notes", model="scripted/x")
+            panel = await open_task(ctl, task.id)
+            filler = await asyncio.to_thread(fill, home)
+            panel.composer.edit.setPlainText("Remember the milk")
+            panel.composer.submit()
+            await until(lambda: ctl.fault_box is not None and ctl.fault_box.isVisible(), what="the disk-full box")
+            box = ctl.fault_box
+            assert box.windowTitle() == "The disk is full" and "Free some space" in box.informativeText()
+            assert "Traceback" not in box.text() and "sqlite" not in box.text().lower()
+            assert panel.composer.edit.toPlainText() == "Remember the milk"  # nothing typed is lost
+            assert ctl.bridge is not None and ctl.window.panel is panel  # the session goes on
+            box.close()
+            filler.unlink()
+            panel.composer.submit()
+            await until(lambda: any(m.text == "Remember the milk" for m in panel.conversation.messages),
+                        what="sent once there was room")
+        finally:
+            await ctl.shutdown()
+
+
+async def test_a_database_damaged_during_a_session_shows_the_ways_out_and_restore_comes_back(home):
+    ctl = await _start(home)
+    try:
+        task = await ctl.bridge.create_task(title="Keep me", model="scripted/x")
+        await Runtime.backup(home)
+        panel = await open_task(ctl, task.id)
+        await asyncio.to_thread(_damage_while_open, home / DB_NAME, "messages")
+        panel.composer.edit.setPlainText("Remember the milk")
+        panel.composer.submit()
+        await until(lambda: ctl.bridge is None and ctl.window is not None
+                    and ctl.window.stack.currentWidget() is ctl.window.problem, what="the problem page")
+        window = ctl.window
+        assert window.problem.title.text() == "Hearth's database is damaged"
+        assert "Traceback" not in window.problem.text.text()
+        await until(lambda: "latest backup is from" in window.problem.note.text(), what="the backup described")
+        window.problem.buttons["Restore the latest backup"].click()
+        await until(lambda: ctl.bridge is not None, what="started from the backup")
+        await ctl.window.reload_tasks()
+        assert [t.title for t in ctl.window.tasks.values()] == ["Keep me"]
+    finally:
+        await ctl.shutdown()
