@@ -216,11 +216,19 @@ class RuntimeBridge(QObject):
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True) -> TaskInfo:
+                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
+                          network: bool = False) -> TaskInfo:
         info = await self.rt.create_task(title=title or None, model=model or None, approval=approval,
-                                         planning=planning, knowledge=tuple(knowledge), memory=memory)
+                                         planning=planning, knowledge=tuple(knowledge), memory=memory,
+                                         network=network)
         self.tasks_changed.emit()
         return info
+
+    async def set_task_sandbox(self, task_id: str, *, network: bool | None = None,
+                               unsandboxed_ok: bool | None = None) -> None:
+        """A task's command settings (they apply from its next turn); its panel re-reads them."""
+        await self.rt.set_task_sandbox(task_id, network=network, unsandboxed_ok=unsandboxed_ok)
+        self.task_changed.emit(task_id)
 
     async def list_chats(self) -> list:
         chats = await self.rt.chats.list()

@@ -1,10 +1,12 @@
-"""New task dialog: goal (the first message), title, model, approval mode, planning, the documents it works from
-and whether it uses memory. Non-modal (a nested event loop would break qasync), file choosers included; it stays
-open until the runtime created the task, and shows its error if not (e.g. a chosen file that is gone).
+"""New task dialog: goal (the first message), title, model, approval mode, planning, the documents it works from,
+whether it uses memory and whether its commands may use the network. Non-modal (a nested event loop would break
+qasync), file choosers included; it stays open until the runtime created the task, and shows its error if not (e.g.
+a chosen file that is gone).
 
 Documents are files or folders, shown as removable chips; the runtime adds them to the knowledge library and the
 task's search_knowledge sees only them. "Use memory" starts from Settings ▸ Memory; with memory off there it is
-off and cannot be turned on here (the runtime needs both)."""
+off and cannot be turned on here (the runtime needs both). The network is off by default, as the sandbox keeps it;
+unlike the rest it can be changed later, in the task's header."""
 
 from __future__ import annotations
 
@@ -83,6 +85,10 @@ class NewTaskDialog(QDialog):
             self.memory.setEnabled(False)
             self.memory.setToolTip("Memory is off for every task (Settings ▸ Memory).")
         form.addRow("Memory", self.memory)
+        self.network = QCheckBox("Let commands use the network")
+        self.network.setToolTip("Shell commands run in a sandbox with no network unless you allow it here. You can "
+                                "change this later in the task's header.")
+        form.addRow("Network", self.network)
         lay.addLayout(form)
         fixed = QLabel("Model, approvals, planning, documents and memory stay fixed for this task's life.")
         fixed.setObjectName("Muted")
@@ -112,6 +118,7 @@ class NewTaskDialog(QDialog):
             "planning": self.planning.isChecked(),
             "knowledge": list(self.documents.paths),
             "memory": self.memory.isChecked(),
+            "network": self.network.isChecked(),
             "goal": self.goal.toPlainText().strip(),
         }
 

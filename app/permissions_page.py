@@ -1,10 +1,15 @@
 """Settings → Permissions: whether shell commands run in a sandbox (in the runtime's plain words), every permission
-rule (for all tasks, then per task) with a Remove button each, and the MCP servers paused because their tools
-changed since they were approved, each with the difference and an Approve button.
+rule (for all tasks, then per task) with a Remove button each, a form that adds one, and the MCP servers paused
+because their tools changed since they were approved, each with the difference and an Approve button.
 
 Self-contained: it talks to the runtime only through `runtime.api` facade methods (`sandbox_status`,
-`permission_rules`, `remove_permission_rule`, `mcp_tool_changes`, `approve_mcp_tools`) on `bridge.rt`, and reloads
-itself after each action. `refresh()` returns the task that loads it, so a caller (or a test) can await it.
+`permission_rules`, `add_permission_rule`, `remove_permission_rule`, `list_tasks`, `mcp_tool_changes`,
+`approve_mcp_tools`) on `bridge.rt`, and reloads itself after each action. `refresh()` returns the task that loads
+it, so a caller (or a test) can await it.
+
+The form offers the built-in tools a rule is usually about, and any other name can be typed (an MCP server's
+tool); the command box is for run_shell only. A rule the runtime refuses is said in its sentence under the form,
+and nothing typed is lost; an added one clears only the command box.
 """
 
 from __future__ import annotations
@@ -13,10 +18,13 @@ import asyncio
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
+    QComboBox,
+    QFormLayout,
     QFrame,
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -29,9 +37,11 @@ from PySide6.QtWidgets import (
 from .markdown import mono_font
 from .util import error_text, spawn
 
-NO_RULES = ("No rules yet. Approving a request with “Always allow” adds one; rules for every task say "
+NO_RULES = ("No rules yet. Add one below, or approve a request with “Always allow”; rules for every task say "
             "“All tasks”.")
 NO_PAUSED = "No MCP server is paused: every server offers the tools you approved."
+RULE_TOOLS = ("run_shell", "write_file", "edit_file", "read_file", "list_files", "search_files")
+COMMAND_TOOL = "run_shell"  # the one tool whose rules may name a command
 
 
 def _heading(text: str) -> QLabel:
@@ -41,7 +51,7 @@ def _heading(text: str) -> QLabel:
 
 
 class PermissionsPage(QWidget):
-    changed = Signal()  # a rule was removed or a server's new tools approved
+    changed = Signal()  # a rule was added or removed, or a server's new tools approved
 
     def __init__(self, bridge, parent=None):
         super().__init__(parent)
@@ -81,6 +91,7 @@ class PermissionsPage(QWidget):
         self.no_rules.setObjectName("Muted")
         self.no_rules.setWordWrap(True)
         lay.addWidget(self.no_rules)
+        lay.addLayout(self._rule_form())
 
         lay.addSpacing(10)
         lay.addWidget(_heading("MCP servers paused for changed tools"))
@@ -100,6 +111,43 @@ class PermissionsPage(QWidget):
         self.diffs: dict[str, QPlainTextEdit] = {}
         self.refresh()
 
+    def _rule_form(self) -> QFormLayout:
+        form = QFormLayout()
+        self.rule_decision = QComboBox()
+        self.rule_decision.addItem("Always allow", "allow")
+        self.rule_decision.addItem("Never allow", "deny")
+        self.rule_tool = QComboBox()
+        self.rule_tool.setEditable(True)
+        self.rule_tool.addItems(RULE_TOOLS)
+        self.rule_tool.setToolTip("A built-in tool, or type the name of an MCP server's tool.")
+        self.rule_tool.currentTextChanged.connect(self._tool_chosen)
+        what = QHBoxLayout()
+        what.addWidget(self.rule_decision)
+        what.addWidget(self.rule_tool, 1)
+        form.addRow("Add a rule", what)
+        self.rule_command = QLineEdit()
+        self.rule_command.setPlaceholderText("Optional: only commands starting with, e.g. git status")
+        self.rule_command.setToolTip("Empty: every call of the tool. For “Never allow”, the usual spellings count "
+                                     "too (rm -rf also matches rm -fr).")
+        form.addRow("Commands", self.rule_command)
+        self.rule_scope = QComboBox()
+        self.rule_scope.addItem("All tasks", None)
+        self.rule_add = QPushButton("Add rule")
+        self.rule_add.clicked.connect(self._add)
+        scope = QHBoxLayout()
+        scope.addWidget(self.rule_scope, 1)
+        scope.addWidget(self.rule_add)
+        form.addRow("Applies to", scope)
+        self.rule_error = QLabel()
+        self.rule_error.setObjectName("Warning")
+        self.rule_error.setWordWrap(True)
+        self.rule_error.setVisible(False)
+        form.addRow(self.rule_error)
+        return form
+
+    def _tool_chosen(self, tool: str) -> None:
+        self.rule_command.setEnabled(tool.strip() == COMMAND_TOOL)
+
     # -- loading --
 
     def refresh(self) -> asyncio.Task:
@@ -112,11 +160,13 @@ class PermissionsPage(QWidget):
         rt = self.bridge.rt
         status = await rt.sandbox_status()
         rules = await rt.permission_rules()
+        tasks = await rt.list_tasks()
         paused = rt.mcp_tool_changes()
         self.sandbox_label.setText(status.message)
         self.sandbox_detail.setText(f"What the sandbox program said: {status.detail}" if status.detail else "")
         self.sandbox_detail.setVisible(bool(status.detail))
         self._fill_rules(rules)
+        self._fill_scopes(tasks)
         self._fill_paused(paused)
 
     def _fill_rules(self, rules) -> None:
@@ -135,6 +185,15 @@ class PermissionsPage(QWidget):
             self.remove_buttons[rule.id] = button
         self.rules.setVisible(bool(rules))
         self.no_rules.setVisible(not rules)
+
+    def _fill_scopes(self, tasks) -> None:
+        """"All tasks" and each task by title; the chosen one stays chosen while it exists."""
+        chosen = self.rule_scope.currentData()
+        while self.rule_scope.count() > 1:
+            self.rule_scope.removeItem(1)
+        for task in tasks:
+            self.rule_scope.addItem(f"Only “{task.title or 'New task'}”", task.id)
+        self.rule_scope.setCurrentIndex(max(0, self.rule_scope.findData(chosen)))
 
     def _fill_paused(self, paused) -> None:
         while self.paused.count():
@@ -174,6 +233,31 @@ class PermissionsPage(QWidget):
         self.no_paused.setVisible(not paused)
 
     # -- actions --
+
+    def _add(self) -> None:
+        tool = self.rule_tool.currentText().strip()
+        command = self.rule_command.text().strip() if self.rule_command.isEnabled() else ""
+
+        async def go():
+            try:
+                rule = await self.bridge.rt.add_permission_rule(tool, self.rule_decision.currentData(),
+                                                                command=command or None,
+                                                                task_id=self.rule_scope.currentData())
+            finally:
+                self.rule_add.setEnabled(True)
+            self.rule_command.clear()
+            self.message.setText(f"Rule added: {rule.text}.")
+            await self._load()
+            self.changed.emit()
+
+        self.rule_error.setVisible(False)
+        self.message.clear()
+        self.rule_add.setEnabled(False)
+        spawn(go(), self._refused, owner=self)
+
+    def _refused(self, exc: BaseException) -> None:
+        self.rule_error.setText(error_text(exc))
+        self.rule_error.setVisible(True)
 
     def _remove(self, rule_id: int) -> None:
         async def go():

@@ -1,5 +1,5 @@
-"""A task panel: header with the task's fixed settings, the windowed conversation, the setup phase of a starting
-turn, the inline waiting UI and the composer.
+"""A task panel: header with the task's fixed settings and its command settings, the windowed conversation, the
+setup phase of a starting turn, the inline waiting UI and the composer.
 
 The panel is an observer (runtime/ARCHITECTURE.md, "StreamBuffer and subscriptions"). It opens at the task's
 last page of messages, then follows the task with one subscription across all its turns; it is thrown away on
@@ -26,6 +26,7 @@ from .conversation_feed import ConversationFeed, FeedPanel
 from .details import DetailsDialog
 from .model_picker import ModelDialog
 from .sources import TaskSource
+from .task_commands import CommandSettings
 from .todos import TodoBox
 from .waiting import WaitingBox
 
@@ -92,6 +93,8 @@ class TaskPanel(FeedPanel, QWidget):
         other.setToolTip("Continue this conversation in a new task with another model")
         other.clicked.connect(self.choose_other_model)
         chips.addWidget(other)
+        self.commands = CommandSettings(bridge, info)
+        chips.addWidget(self.commands)
         chips.addStretch(1)
         hl.addLayout(chips)
         lay.addWidget(head)
@@ -149,6 +152,7 @@ class TaskPanel(FeedPanel, QWidget):
         self.info = info
         self.todo_box.set_todos(info.todos)
         self._set_title(info)
+        self.commands.show_info(info)
         running = self.bridge.is_running(self.task_id)
         self.composer.set_running(running)
         self.conversation.set_running(running)
@@ -197,18 +201,25 @@ class TaskPanel(FeedPanel, QWidget):
             self.waiting.deleteLater()
             self.waiting = None
         if request:
-            self.waiting = WaitingBox(request)
+            # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
+            self.waiting = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
             self.waiting.answered.connect(self._on_answer)
+            self.waiting.unsandboxed_accepted.connect(self._accept_unsandboxed)
             self.waiting.plan_answered.connect(self._on_plan)
             self.waiting_slot.addWidget(self.waiting)
 
     def _on_plan(self, request_id: str, answer: str, steps: list) -> None:
         self._on_answer(request_id, answer, False, "", steps or None)
 
+    def _accept_unsandboxed(self, request_id: str) -> None:
+        self._on_answer(request_id, "approve", False, accept_unsandboxed=True)
+
     def _on_answer(self, request_id: str, answer: str, remember: bool, rule: str = "",
-                   plan: list | None = None) -> None:
+                   plan: list | None = None, accept_unsandboxed: bool = False) -> None:
         async def go():
             try:
+                if accept_unsandboxed:  # stored first, so the turn the approval starts already has it
+                    await self.bridge.set_task_sandbox(self.task_id, unsandboxed_ok=True)
                 await self.bridge.answer(self.task_id, request_id, answer, remember, plan, rule or None)
             except Exception:
                 if self.waiting is not None and not self._closed:

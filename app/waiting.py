@@ -1,5 +1,6 @@
-"""Inline answer UI for a task that waits: an approval (approve / with network / deny / always allow), a plan or
-an `ask_user` question.
+"""Inline answer UI for a task that waits: an approval (approve / with network / deny / always allow, and for a
+command that cannot be sandboxed, when the panel offers it, running the task's commands unsandboxed from now on), a
+plan or an `ask_user` question.
 Built from the task's persisted `pending_request`, so it is the same after an app restart."""
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ EFFECT_NOTES = {
 class WaitingBox(QFrame):
     answered = Signal(str, str, bool, str)  # request_id, answer, remember, the command rule to remember ("": tool)
     plan_answered = Signal(str, str, list)  # request_id, "approve" or the reason it was not, the steps kept
+    unsandboxed_accepted = Signal(str)  # request_id: approve, and let this task's commands run unsandboxed
 
-    def __init__(self, request: dict, parent=None):
+    def __init__(self, request: dict, parent=None, *, offer_unsandboxed: bool = False):
         super().__init__(parent)
         self.setObjectName("WaitingBox")
         self.request = request
+        self.offer_unsandboxed = offer_unsandboxed
         self.request_id = request["request_id"]
         self.kind = request.get("kind", "question")
         lay = QVBoxLayout(self)
@@ -61,7 +64,10 @@ class WaitingBox(QFrame):
     def _approval(self, lay: QVBoxLayout, request: dict, tool: str) -> None:
         """Approve / Deny, with the network when the sandbox would otherwise cut it, and an "always" rule: for
         this kind of command when the request suggests one, else for the whole tool."""
-        lay.addWidget(QLabel(f"Hearth wants to use <b>{tool}</b>. Allow it?"))
+        unsandboxed = request.get("sandboxed") is False
+        self.heading = QLabel(f"Hearth wants to use <b>{tool}</b>"
+                              + (", <b>not sandboxed</b>" if unsandboxed else "") + ". Allow it?")
+        lay.addWidget(self.heading)
         args = QLabel(args_text(request.get("tool_args") or {}))
         args.setFont(mono_font())
         args.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -101,6 +107,28 @@ class WaitingBox(QFrame):
             row.addWidget(b)
         row.addStretch(1)
         lay.addLayout(row)
+        if unsandboxed and self.offer_unsandboxed:
+            self._unsandboxed_offer(lay)
+
+    def _unsandboxed_offer(self, lay: QVBoxLayout) -> None:
+        """No sandbox can start, so full_auto asks before each command: the person may accept that risk for the
+        task, on its own line because it covers more than this command."""
+        row = QHBoxLayout()
+        self.unsandboxed = QPushButton("Run commands unsandboxed in this task")
+        self.unsandboxed.setObjectName("Danger")
+        self.unsandboxed.setToolTip("Approve this command, and run this task's later commands without a sandbox "
+                                    "and without asking. They can do anything your account can. Undo it in the "
+                                    "task's header (Commands).")
+        self.unsandboxed.clicked.connect(self._accept_unsandboxed)
+        row.addWidget(self.unsandboxed)
+        row.addStretch(1)
+        lay.addLayout(row)
+        self.buttons.append(self.unsandboxed)
+
+    def _accept_unsandboxed(self) -> None:
+        for b in self.buttons:
+            b.setEnabled(False)
+        self.unsandboxed_accepted.emit(self.request_id)
 
     def _plan(self, lay: QVBoxLayout, request: dict) -> None:
         """The plan as an editable list (one step a line): approve it as it stands, or say what is wrong."""

@@ -1,7 +1,10 @@
-"""Settings → Permissions offscreen: the sandbox in plain words, rules with Remove buttons, and MCP servers paused
-for changed tools with their difference and an Approve button, all through the runtime facade."""
+"""Settings → Permissions offscreen: the sandbox in plain words, rules with Remove buttons and a form that adds one,
+and MCP servers paused for changed tools with their difference and an Approve button, all through the runtime
+facade."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
@@ -93,3 +96,52 @@ async def test_a_command_approval_offers_network_and_a_command_rule_that_then_sk
     settings = ctl.open_settings()
     settings.tabs.setCurrentWidget(settings.permissions)
     await until(lambda: ("Echo", rules[0].text) in _rows(settings.permissions), what="the rule listed")
+
+
+async def test_the_add_rule_form_adds_a_global_deny_that_stops_the_command_and_refuses_a_bad_rule(launch):
+    model = ScriptedModel([[Call("run_shell", {"command": "cd . && rm -fr keep"})], ["It was not allowed."]])
+    ctl = await launch(model)
+    rt = ctl.rt
+    task = await rt.create_task(title="Clean", model=MODEL, approval="full_auto")
+    page = PermissionsPage(ctl.bridge)
+    page.show()
+    await page.refresh()
+    assert page.rule_scope.currentText() == "All tasks" and page.rule_scope.findData(task.id) == 1
+
+    page.rule_decision.setCurrentIndex(page.rule_decision.findData("deny"))
+    page.rule_tool.setCurrentText("run_shell")
+    QTest.keyClicks(page.rule_command, "rm -rf")
+    QTest.mouseClick(page.rule_add, Qt.MouseButton.LeftButton)
+    await until(lambda: _rows(page) == [("All tasks", "Never allow run_shell commands like `rm -rf`")],
+                what="the rule listed")
+    assert [(r.scope, r.tool, r.command, r.decision) for r in await rt.permission_rules()] == [
+        ("global", "run_shell", "rm -rf", "deny")]
+    assert page.rule_command.text() == "" and "Rule added" in page.message.text()
+
+    keep = Path(task.workspace) / "keep"  # full_auto, but the new global rule says never
+    keep.mkdir(parents=True)
+    await rt.send(task.id, "delete it")
+    await rt.wait_idle(task.id)
+    states = [p["state"] for m in await rt.messages(task.id) for p in m.parts if p.get("type") == "tool_call"]
+    assert states == ["denied"] and keep.is_dir()
+
+    # A rule the runtime refuses: one sentence under the form, and everything typed stays.
+    page.rule_decision.setCurrentIndex(page.rule_decision.findData("allow"))
+    page.rule_scope.setCurrentIndex(page.rule_scope.findData(task.id))
+    QTest.keyClicks(page.rule_command, "git status; rm x")
+    QTest.mouseClick(page.rule_add, Qt.MouseButton.LeftButton)
+    await until(lambda: page.rule_error.isVisible(), what="the refusal said")
+    error = page.rule_error.text()
+    assert "one plain command like 'git status'" in error and "\n" not in error and "Error" not in error
+    assert (page.rule_decision.currentData(), page.rule_tool.currentText(), page.rule_command.text(),
+            page.rule_scope.currentData()) == ("allow", "run_shell", "git status; rm x", task.id)
+    assert len(await rt.permission_rules()) == 1
+
+    page.rule_command.setText("git status")  # corrected: allowed for that task only
+    QTest.mouseClick(page.rule_add, Qt.MouseButton.LeftButton)
+    await until(lambda: len(_rows(page)) == 2, what="the second rule listed")
+    assert _rows(page)[1] == ("Clean", "Always allow run_shell commands starting with `git status`")
+    assert not page.rule_error.isVisible() and page.rule_scope.currentData() == task.id
+    page.rule_tool.setCurrentText("write_file")  # only run_shell rules name a command
+    assert not page.rule_command.isEnabled()
+    page.close()

@@ -127,7 +127,8 @@ async def shots(out: Path) -> None:
         home = tmp / "demo"
         home.mkdir()
         ids = await seed(home)
-        ctl = HearthApp(home, providers={"scripted": live_model(), "local": chat_model(), **team_models()},
+        live = live_model()
+        ctl = HearthApp(home, providers={"scripted": live, "local": chat_model(), **team_models()},
                         tools=[SLOW_TOOL], use_tray=False)
         await ctl.start()
         win = ctl.window
@@ -171,6 +172,7 @@ async def shots(out: Path) -> None:
         await settings.permissions.refresh()
         await _settle(0.4)
         settings.grab().save(str(out / "16-permissions.png"))
+        await add_rule_shot(settings, out)
         settings.close()
 
         dialog = win.new_task("Summarise the meeting notes I attach and draft a short reply")
@@ -186,6 +188,7 @@ async def shots(out: Path) -> None:
         await everyday_shots(ctl, out, ids)
         await chat_shot(ctl, out)
         await team_shot(ctl, out)
+        await unsandboxed_shot(ctl, live, out)
         await ctl.shutdown()
         await broken_settings_shot(tmp / "broken", out)
     finally:
@@ -290,6 +293,33 @@ async def team_shot(ctl, out: Path) -> None:
     panel.select("B")
     await _settle(0.8)
     win.grab().save(str(out / "23-team-board.png"))
+
+
+async def add_rule_shot(settings, out: Path) -> None:
+    """Settings ▸ Permissions' add-rule form, after it refused a rule that is not one plain command."""
+    page = settings.permissions
+    page.rule_decision.setCurrentIndex(page.rule_decision.findData("allow"))
+    page.rule_command.setText("git status; rm -rf build")
+    page.rule_add.click()
+    await _settle(0.6)
+    settings.grab().save(str(out / "24-permissions-add-rule.png"))
+
+
+async def unsandboxed_shot(ctl, live: ScriptedModel, out: Path) -> None:
+    """The approval card of a command that cannot be sandboxed (no bubblewrap), in a full_auto task."""
+    win = ctl.window
+    await ctl.rt.save_settings({**ctl.rt.settings.dump(), "sandbox_bwrap": "/nonexistent/bwrap"})
+    live.add_steps(["I'll list what takes the space in the build folder.",
+                    Call("run_shell", {"command": "du -sh build/* | sort -h | tail -5"}), StepUsage(420, 30)])
+    task = await ctl.bridge.create_task(title="Why is the build so big?", model="scripted/demo",
+                                        approval="full_auto")
+    await win.reload_tasks()
+    panel = win.open_task(task.id)
+    await _settle(0.3)
+    panel.composer.edit.setPlainText("The build folder is huge. What is in it?")
+    panel.composer.submit()
+    await _settle(2.0)
+    win.grab().save(str(out / "25-approval-unsandboxed.png"))
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:
