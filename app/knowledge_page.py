@@ -4,7 +4,8 @@ Files and folders come in by Add files…, Add folder… (non-modal dialogs) or 
 The page follows the runtime's `knowledge_changes()` while it is open (no polling): each document's status
 (queued, indexing with its percentage, ready with its passage count, or the sentence saying why it could not be
 read) and a bar for the indexing as a whole. A task is bound to documents when it is created; this page only
-manages the library.
+manages the library, and how it is searched: by words alone (offline), or by meaning too with an embeddings model
+of an OpenAI-compatible server, tried before it is kept (the library's documents then get vectors).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QComboBox,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
 
 from .util import error_text, spawn
 
+WORDS_ONLY = "Words only (works offline)"
 STATUS_TEXT = {"queued": "Waiting", "ready": "Ready", "error": "Cannot be read", "missing": "File is gone"}
 
 
@@ -67,12 +70,26 @@ class KnowledgePage(QWidget):
         row.addWidget(add_folder)
         row.addStretch(1)
         lay.addLayout(row)
+        meaning = QHBoxLayout()
+        meaning.addWidget(QLabel("Search by meaning with"))
+        self.embeddings = QComboBox()
+        self.embeddings.setEditable(True)  # any provider/model, e.g. one the server did not list
+        self.embeddings.setToolTip("An embeddings model of an OpenAI-compatible server (e.g. Ollama's "
+                                   "nomic-embed-text), written provider/model; words only keeps search offline")
+        self.embeddings.addItem(WORDS_ONLY)
+        self.embeddings.setCurrentText(self.rt.embeddings_model or WORDS_ONLY)
+        meaning.addWidget(self.embeddings, 1)
+        self.use_embeddings = QPushButton("Use")
+        self.use_embeddings.clicked.connect(lambda: self.bridge.run(self.choose_embeddings(), owner=self))
+        meaning.addWidget(self.use_embeddings)
+        lay.addLayout(meaning)
         self.status = QLabel()
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
         self.rows: dict[str, QTreeWidgetItem] = {}
         # Follows for the page's life: deleting the page (its window closed) cancels it.
         self._follow = spawn(self._follow_changes(), bridge.report, long=True, owner=self, load=True)
+        bridge.run(self._list_embeddings(), owner=self, load=True)
 
     def stop(self) -> None:
         """Stop following the library (when the page closes)."""
@@ -109,6 +126,37 @@ class KnowledgePage(QWidget):
             self.progress.setFormat(f"Indexing {Path(current['path']).name if current else ''}: {waiting} to go")
         if not docs:
             self.status.setText("The library is empty.")
+
+    async def _list_embeddings(self) -> None:
+        """Offer the models of the OpenAI-compatible providers (a server that is down offers none)."""
+        servers = {p.id for p in self.rt.settings.providers if p.kind == "openai"}
+        models = await self.rt.all_models(timeout=3.0, max_age=60.0)
+        chosen = self.embeddings.currentText()
+        for provider_id, refs in models.items():
+            if provider_id in servers and isinstance(refs, list):
+                for ref in refs:
+                    if self.embeddings.findText(ref) < 0:
+                        self.embeddings.addItem(ref)
+        self.embeddings.setCurrentText(chosen)
+
+    async def choose_embeddings(self) -> None:
+        choice = self.embeddings.currentText().strip()
+        ref = None if choice in ("", WORDS_ONLY) else choice
+        self.use_embeddings.setEnabled(False)
+        self.status.setText(f"Trying {ref}…" if ref else "")
+        try:
+            queued = await self.rt.set_embeddings_model(ref)
+        except Exception as exc:
+            self.status.setText(f"Not changed: {error_text(exc)}")
+            self.embeddings.setCurrentText(self.rt.embeddings_model or WORDS_ONLY)
+            return
+        finally:
+            self.use_embeddings.setEnabled(True)
+        if ref is None:
+            self.status.setText("Search uses the documents' words only.")
+        else:
+            docs = "1 document gets" if queued == 1 else f"{queued} documents get"
+            self.status.setText(f"Search uses {ref} too" + (f": {docs} vectors now." if queued else "."))
 
     def _pick(self, folder: bool) -> None:
         dlg = QFileDialog(self, "Add a folder" if folder else "Add files", str(Path.home()))

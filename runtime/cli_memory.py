@@ -1,8 +1,10 @@
-"""`hearth memory list|show|forget|off|on` and `hearth knowledge add|list|remove`, wired into runtime/cli.py.
+"""`hearth memory list|show|forget|off|on` and `hearth knowledge add|list|remove|embeddings`, wired into
+runtime/cli.py.
 
 `memory list`, `memory show` and `knowledge list` only read, so they also run beside the app (read-only); the
 rest change something. `knowledge add` waits for the indexing and prints each document's status as it settles
-(Ctrl-C stops waiting; what is left is indexed at the next start, of the app or the CLI).
+(Ctrl-C stops waiting; what is left is indexed at the next start, of the app or the CLI). `knowledge embeddings
+[PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets search find passages by meaning too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def add_parsers(sub) -> None:
     ksub.add_parser("list", help="the library's documents and their status")
     remove = ksub.add_parser("remove", help="take a document out of the library (the file stays)")
     remove.add_argument("path")
+    embeddings = ksub.add_parser("embeddings", help="show or choose the embeddings model (search by meaning too)")
+    embeddings.add_argument("model", nargs="?", help="provider/model of an OpenAI-compatible server, or off")
 
 
 def reads_only(args: argparse.Namespace) -> bool:
@@ -93,6 +97,8 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
         if not docs:
             print("The library is empty: hearth knowledge add PATH…")
         return 0
+    if command == "embeddings":
+        return await _embeddings(rt, args.model)
     if command == "remove":
         if not await rt.knowledge_remove(args.path):
             raise ConfigError(f"{args.path} is not in the library.")
@@ -114,6 +120,21 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
         await asyncio.sleep(0)
     failed = [d for d in (await rt.knowledge_list()) if d["id"] in wanted and d["status"] != "ready"]
     return 2 if failed else 0
+
+
+async def _embeddings(rt: Runtime, model: str | None) -> int:
+    if model is None:
+        chosen = rt.embeddings_model
+        print(f"Search by meaning with {chosen}." if chosen else "Search by words only (no embeddings model).")
+        return 0
+    off = model.strip().lower() == "off"
+    queued = await rt.set_embeddings_model(None if off else model)
+    if off:
+        print("Search by words only from now on.")
+    else:
+        later = f" {queued} document(s) get vectors at the next indexing." if queued else ""
+        print(f"Search by meaning with {model.strip()} too.{later}")
+    return 0
 
 
 def _print_doc(d: dict) -> None:

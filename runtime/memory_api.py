@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Settings
+from .config import EmbeddingsConfig, Settings, split_model_ref
 from .errors import ConfigError, ToolError
 from .knowledge import Embedder
 from .knowledge_search import search
@@ -92,6 +92,37 @@ class MemoryMixin:
         except ConfigError:
             return None
         return Embedder(provider, chosen.model) if hasattr(provider, "embed") else None
+
+    @property
+    def embeddings_model(self) -> str | None:
+        """The chosen embeddings model as provider/model, or None: knowledge search by words alone."""
+        chosen = self.settings.embeddings
+        return f"{chosen.provider}/{chosen.model}" if chosen else None
+
+    async def set_embeddings_model(self, ref: str | None) -> int:
+        """Search the library by meaning too, with the embeddings model `ref` (provider/model of an
+        OpenAI-compatible provider), or by words alone (None). The model is tried on a line of text first, so a
+        wrong name or a server without embeddings is a ProviderError/ConfigError with a sentence, and nothing
+        changes. Returns how many ready documents were queued again to get vectors."""
+        self._writable()
+        new = self.settings.model_copy(deep=True)
+        if ref is None or not ref.strip():
+            new.embeddings = None
+            await self.save_settings(new)
+            return 0
+        provider_id, model = split_model_ref(ref.strip())
+        if not model:
+            raise ConfigError(f"An embeddings model is written provider/model, not {ref!r}.")
+        provider = self.provider(provider_id)  # ConfigError naming the configured providers
+        if not hasattr(provider, "embed"):
+            raise ConfigError(f"{provider_id!r} runs models on this computer and makes no embeddings: choose a "
+                              "model of an OpenAI-compatible server (e.g. Ollama's nomic-embed-text).")
+        await provider.embed(model, ["Hearth checks that this model makes embeddings."])
+        new.embeddings = EmbeddingsConfig(provider=provider_id, model=model)
+        await self.save_settings(new)
+        ready = [d["path"] for d in await self.knowledge.documents()
+                 if d["status"] == "ready" and os.path.exists(d["path"])]  # a vanished file stays as it is
+        return sum(d["status"] == "queued" for d in await self.knowledge.add(ready)) if ready else 0
 
     async def knowledge_add(self, paths: Iterable[str | os.PathLike]) -> list[dict]:
         """Add files or folders to the library; their documents (new and changed ones are indexed in the

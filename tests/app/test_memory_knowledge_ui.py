@@ -13,6 +13,8 @@ from app.citation import CitationRow, parse_citations
 from app.knowledge_page import KnowledgePage
 from app.memory_page import MemoryPage
 from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, trigram_vector
 from tests.support.pdf import write_pdf
 from tests.support.qt_helpers import MODEL, until
 
@@ -118,3 +120,37 @@ async def test_citation_chips_open_the_cited_file(launch, tmp_path):
     finally:
         QDesktopServices.unsetUrlHandler("file")
     assert opened.urls[0].toLocalFile() == str(manual.resolve()) and opened.urls[0].fragment() == "page=2"
+
+
+async def test_knowledge_page_chooses_an_embeddings_model_and_the_library_gets_vectors(launch, home, tmp_path):
+    folder = tmp_path / "library"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\nThe lighthouse keeper logs the storms.\n")
+    async with OpenAIServer(embed=trigram_vector, models=["chat-model", "embed-model"]) as server:
+        write_settings(home, server.base_url)
+        ctl = await launch(data=home)
+        page = KnowledgePage(ctl.bridge)
+        try:
+            assert page.embeddings.currentText() == "Words only (works offline)"
+            await page.add([str(folder)])
+            await until(lambda: any(r.text(1).startswith("Ready") for r in page.rows.values()), what="indexed")
+            await until(lambda: page.embeddings.findText("local/embed-model") >= 0, what="the server's models")
+            page.embeddings.setCurrentText("nowhere/embed-model")
+            await page.choose_embeddings()
+            assert page.status.text() == "Not changed: No provider 'nowhere' in settings.json (configured: local)."
+            assert ctl.rt.embeddings_model is None
+            page.embeddings.setCurrentText("local/embed-model")
+            await page.choose_embeddings()
+            assert page.status.text() == "Search uses local/embed-model too: 1 document gets vectors now."
+            assert ctl.rt.embeddings_model == "local/embed-model"
+            for _ in range(200):
+                docs = await ctl.rt.knowledge_list()
+                if docs[0]["embed_model"] == "local/embed-model":
+                    break
+                await asyncio.sleep(0.05)
+            assert docs[0]["embed_model"] == "local/embed-model" and docs[0]["status"] == "ready"
+            page.embeddings.setCurrentText("Words only (works offline)")
+            await page.choose_embeddings()
+            assert ctl.rt.embeddings_model is None and page.status.text() == "Search uses the documents' words only."
+        finally:
+            page.stop()

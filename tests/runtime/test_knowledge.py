@@ -16,6 +16,7 @@ from runtime.api import ConfigError, Runtime
 from runtime.cli import main as cli_main
 from runtime.store.knowledge_repo import KnowledgeRepo
 from runtime.store.repo import Store
+from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import collect, open_runtime, write_settings
 from tests.support.openai_server import OpenAIServer, Reply, trigram_vector
 from tests.support.pdf import write_pdf
@@ -212,3 +213,32 @@ def test_cli_knowledge_and_memory(home, docs, capsys):
     assert json.loads((home / "settings.json").read_text())["memory"] is False
     assert cli_main(["--home", str(home), "memory", "on"]) == 0
     assert "memory" not in json.loads((home / "settings.json").read_text())
+
+
+async def test_choosing_an_embeddings_model_tries_it_and_gives_the_library_vectors(home, docs):
+    async with OpenAIServer(embed=trigram_vector) as server:
+        write_settings(home, server.base_url)
+        code, out, _ = await _result(await _cli("knowledge", "add", str(docs["notes"]), home=home))
+        assert code == 0 and "ready" in out
+        code, out, _ = await _result(await _cli("knowledge", "embeddings", home=home))
+        assert code == 0 and out.strip() == "Search by words only (no embeddings model)."
+        code, _, err = await _result(await _cli("knowledge", "embeddings", "builtin", home=home))
+        assert code == 2 and "must look like 'provider_id/model_name'" in err
+        rt = await Runtime.open(home)
+        try:
+            assert await rt.set_embeddings_model("local/embed-model") == 1
+            assert rt.embeddings_model == "local/embed-model"
+            assert [r.body["model"] for r in server.log if r.path == "/v1/embeddings"][0] == "embed-model"
+            for _ in range(200):  # the library gets its vectors in the background
+                notes = (await indexed(rt))["notes.md"]
+                if notes["embed_model"] == "local/embed-model":
+                    break
+                await asyncio.sleep(0.05)
+            assert notes["embed_model"] == "local/embed-model" and notes["status"] == "ready"
+        finally:
+            await rt.aclose()
+        assert json.loads((home / "settings.json").read_text())["embeddings"] == {"provider": "local",
+                                                                                 "model": "embed-model"}
+        code, out, _ = await _result(await _cli("knowledge", "embeddings", "off", home=home))
+        assert code == 0 and out.strip() == "Search by words only from now on."
+        assert json.loads((home / "settings.json").read_text()).get("embeddings") is None
