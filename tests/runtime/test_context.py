@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from runtime.agent.context import build_chat, build_context, compact, estimate_tokens, tool_message
 from runtime.events import EndReason
 from runtime.parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
-from runtime.providers.scripted import Call, ScriptedModel
+from runtime.providers.scripted import Call, ScriptedModel, StepUsage
+from runtime.store.repo import DB_NAME
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import MODEL, collect, open_runtime
 
@@ -177,3 +179,25 @@ async def test_a_length_stop_is_recorded_and_announced(home):
         assert msg.truncated and msg.text == "a long answer that"
     finally:
         await rt.aclose()
+
+
+async def test_the_usage_anchor_pairs_a_requests_real_tokens_with_that_same_requests_size(home):
+    """A step's input tokens are counted against the request that step sent (here the second, which carries
+    the big tool output), never against the smaller request the turn started with."""
+    model = ScriptedModel([[Call("big", {}), StepUsage(1_000, 10)], ["seen", StepUsage(31_000, 5)]])
+    model.context_tokens = 200_000
+    rt = await open_runtime(home, model, tools=[BIG])
+    try:
+        task = await rt.create_task(model=MODEL)
+        await rt.send(task.id, "go")
+        await rt.wait_idle(task.id)
+    finally:
+        await rt.aclose()
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        tokens, chars = db.execute("select input_tokens, input_chars from usage_anchors").fetchone()
+    finally:
+        db.close()
+    first, second = (sum(len(json.dumps(m)) for m in r.messages) for r in model.requests)
+    assert second - first > 60_000  # the tool output is in the second request only
+    assert (tokens, chars) == (31_000, second)
