@@ -64,3 +64,28 @@ async def test_settings_list_skills_and_add_one(launch, tmp_path):
     assert page.list.item(0).text() == "/summary — Summarise a long text."
     await page.add(str(folder))
     assert "exists already" in page.status.text()
+
+
+async def test_a_compacted_turn_shows_its_marker_live_and_after_reopening(launch):
+    from PySide6.QtWidgets import QLabel
+
+    from tests.runtime.test_compaction import SmallModel
+
+    def marked(panel) -> bool:
+        return any(label.text().startswith("⚠ Context compacted") and label.isVisibleTo(panel)
+                   for label in panel.findChildren(QLabel))
+
+    model = SmallModel()
+    ctl = await launch(small=model)
+    task = await ctl.bridge.create_task(model="small/m")
+    panel = await open_task(ctl, task.id)
+    for i in range(40):
+        await ctl.bridge.send(task.id, f"Message {i}: tell me more about topic {i}, please.")
+        await ctl.rt.wait_idle(task.id)
+        if model.summaries:
+            break
+    assert model.summaries  # the history outgrew the window and was summarized
+    await until(lambda: marked(panel), what="the marker on the live turn")
+    ctl.window.close_panel()
+    panel = await open_task(ctl, task.id)
+    await until(lambda: marked(panel), what="the marker after reopening")
