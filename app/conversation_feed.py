@@ -156,9 +156,13 @@ class ConversationFeed:
         self.panel.apply_info(info)
 
     async def refresh_message(self, message: Message) -> None:
-        """Re-read one message (its turn ended, or it left the queue) and show it as saved."""
+        """Re-read one message (its turn ended, or it left the queue) and show it as saved. A queued input whose
+        turn started has moved to the end under a new id (`sync` shows it there): its old place goes."""
         infos = await self.source.messages(after=message.id - 1, limit=1)
-        if not infos or infos[0].id != message.id or self._closed:
+        if self._closed:
+            return
+        if not infos or infos[0].id != message.id:
+            self.conversation.remove_message(message.id)
             return
         turns = await self.source.turns([infos[0].turn_id]) if infos[0].turn_id else []
         if self._closed:
@@ -197,10 +201,13 @@ class ConversationFeed:
 
     async def _after_start(self) -> None:
         await self.sync()
-        if self._closed:
-            return
-        # The queued input that started this turn is sent now: show it as such.
+        await self._refresh_queued()
+
+    async def _refresh_queued(self) -> None:
+        """Queued inputs shown whose turn has started since are shown as sent (or gone from their old place)."""
         for m in list(self.conversation.messages):
+            if self._closed:
+                return
             if m.role == "user" and m.status == "queued":
                 await self.refresh_message(m)
 
@@ -229,6 +236,7 @@ class ConversationFeed:
         await self.source.wait_idle()  # the composer leaves "running" once the turn is cleaned up
         if not self._closed:
             await self.sync()
+            await self._refresh_queued()  # a queued turn that ran meanwhile may not have been seen starting
 
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
+from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +60,8 @@ class TurnHost:
         self._turn_over = turn_over  # told each owner whose turn ended (committed, slot released): a team plan
         self._has_queue: set[str] = set()  # owners whose queued inputs this process runs one after another
         self._sending: dict[tuple[str, str], asyncio.Future] = {}  # inputs being written, by client id
+        # One input of an owner written at a time, in the order sends came in: a later one never overtakes.
+        self._writes: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # -- input --
 
@@ -98,23 +101,28 @@ class TurnHost:
                 return TurnHandle(owner_id, slot.turn_id, slot.input_message_id, duplicate=True)
             if not queue:
                 raise TaskBusy(owner_id, self.noun)
-            return await self._enqueue(owner_id, parts, client_msg_id, add_parts)
-        # Registered before the first await: a concurrent send sees it and gets TaskBusy (or queues).
+            async with self._writes[owner_id]:
+                return await self._enqueue(owner_id, parts, client_msg_id, add_parts)
+        # Registered before the first await: a concurrent send sees it and gets TaskBusy, or queues behind this
+        # input (the write lock is taken before any await too, and is fair: inputs are written in send order).
         slot = TurnSlot(owner_id, uuid.uuid4().hex, client_msg_id)
         self.aborts.register(slot)
         try:
-            owner = await self._owner_row(owner_id)
-            if client_msg_id is not None and (seen := await self.store.find_client_message(owner_id, client_msg_id)):
-                self.aborts.release(slot)
-                return self.duplicate(seen)
-            if add_parts is not None:
-                parts = await add_parts(owner, parts)
-            try:
-                msg_id, started = await self.store.add_input(
-                    owner_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id, title=_title(owner, parts))
-            except DuplicateMessage as dup:
-                self.aborts.release(slot)
-                return self.duplicate(dup.row)
+            async with self._writes[owner_id]:
+                owner = await self._owner_row(owner_id)
+                if client_msg_id is not None and (
+                        seen := await self.store.find_client_message(owner_id, client_msg_id)):
+                    self.aborts.release(slot)
+                    return self.duplicate(seen)
+                if add_parts is not None:
+                    parts = await add_parts(owner, parts)
+                try:
+                    msg_id, started = await self.store.add_input(
+                        owner_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id,
+                        title=_title(owner, parts))
+                except DuplicateMessage as dup:
+                    self.aborts.release(slot)
+                    return self.duplicate(dup.row)
         except BaseException:
             self.aborts.release(slot)
             raise

@@ -114,13 +114,26 @@ class Conversations:
             return await self._start_oldest_queued(conn, owner_id, turn_id, time.time())
 
     async def _start_oldest_queued(self, conn, owner_id: str, turn_id: str, now: float):
+        """The oldest queued input becomes its turn's input. Later inputs queued behind it would otherwise sit
+        between it and its answer (ids give the order): it moves to the end of the conversation first, under a
+        new id, its old row left as an empty `discarded` tombstone (ids never reused)."""
         m = self.t.messages
-        first = (await conn.execute(select(m.c.id, m.c.parts).where(
+        first = (await conn.execute(select(m.c.id, m.c.parts, m.c.client_msg_id, m.c.created_at).where(
             self._own(m, owner_id), m.c.status == "queued").order_by(m.c.id).limit(1))).first()
         if first is None:
             return None
-        await conn.execute(update(m).where(m.c.id == first.id).values(status="complete"))
-        return first.id, first.parts, await self._start_turn(conn, owner_id, turn_id, first.id, now)
+        input_id = first.id
+        newest = (await conn.execute(select(func.max(m.c.id)).where(
+            self._own(m, owner_id), m.c.status != "discarded"))).scalar_one()
+        if newest != first.id:
+            await conn.execute(update(m).where(m.c.id == first.id).values(
+                status="discarded", parts=[], client_msg_id=None))
+            input_id = (await conn.execute(insert(m).values({
+                self.t.key: owner_id, "role": "user", "parts": first.parts, "status": "complete",
+                "client_msg_id": first.client_msg_id, "created_at": first.created_at}))).inserted_primary_key[0]
+        else:
+            await conn.execute(update(m).where(m.c.id == first.id).values(status="complete"))
+        return input_id, first.parts, await self._start_turn(conn, owner_id, turn_id, input_id, now)
 
     async def _start_turn(self, conn, owner_id: str, turn_id: str, input_id: int, now: float) -> int:
         m, t, o = self.t.messages, self.t.turns, self.t.owner

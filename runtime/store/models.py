@@ -85,7 +85,8 @@ class MessageRow(Base):
     role: Mapped[str] = mapped_column(String(16))
     parts: Mapped[list] = mapped_column(JSON, default=list)
     # complete | streaming (the assistant message of a running turn) | queued (input waiting its turn)
-    # | discarded (a queued input the person dropped: an empty tombstone, so ids are never reused)
+    # | discarded (a queued input the person dropped, or the place one left when its turn started and it moved
+    #   to the end: an empty tombstone, so ids are never reused)
     status: Mapped[str] = mapped_column(String(16), server_default="complete")
     client_msg_id: Mapped[str | None] = mapped_column(String(100))
     created_at: Mapped[float] = mapped_column(Float)

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.conversation import MAX_ITEMS, PAGE, AssistantItem
 from runtime.providers.scripted import Delay, ScriptedModel
-from tests.support.qt_helpers import MODEL, open_task, until, wait_turns
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 from tests.support.seed import seed_long_task, seed_tasks
 
 
@@ -165,3 +165,21 @@ async def test_scroll_position_and_open_cards_survive_a_switch_and_a_window_reop
     await asyncio.sleep(0.3)
     assert panel.view_state()[:2] == anchor[:2]
     assert card.call_id in panel.conversation.expanded_calls()
+
+
+async def test_two_inputs_queued_while_a_turn_runs_each_show_right_before_their_answer(launch):
+    model = ScriptedModel([["busy ", Delay(0.5), "done."], ["Answer one."], ["Answer two."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Queue", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "first")
+    await until(lambda: ctl.rt.is_running(task.id), what="the first turn running")
+    type_and_send(panel, "second")
+    type_and_send(panel, "third")
+    await wait_turns(ctl, panel, 3)
+    shown = [(m.role, m.text) for m in panel.conversation.messages]
+    assert shown == [("user", "first"), ("assistant", "busy done."), ("user", "second"),
+                     ("assistant", "Answer one."), ("user", "third"), ("assistant", "Answer two.")], [
+        (m.id, m.role, m.text, m.status) for m in panel.conversation.messages]
+    assert list(panel.conversation.items) == [m.id for m in panel.conversation.messages]  # no stale queued bubble
+    assert shown == [(m.role, m.text) for m in await ctl.rt.messages(task.id)]

@@ -32,9 +32,15 @@ async def test_queued_inputs_survive_a_clean_quit_and_run_in_order_on_send_now(h
         await asyncio.sleep(0.05)
         assert model.requests == []
         handle = await rt.run_queued(task.id)
-        assert handle is not None and handle.message_id == queued[0].id
         await rt.wait_idle(task.id)
         assert [_inputs(r)[-1] for r in model.requests] == ["queued 0", "queued 1", "queued 2"]
+        # Each input sits right before its answer (it moved there when its turn started), for the model too.
+        messages = await rt.messages(task.id)
+        assert [m.text if m.role == "user" else m.role for m in messages][2:] == [
+            "queued 0", "assistant", "queued 1", "assistant", "queued 2", "assistant"]
+        assert handle is not None and handle.message_id == messages[2].id
+        assert [m["role"] for m in model.requests[-1].messages][-5:] == ["user", "assistant", "user", "assistant",
+                                                                         "user"]
         assert await rt.queued(task.id) == []
         assert await rt.run_queued(task.id) is None
     finally:
@@ -114,5 +120,27 @@ async def test_queued_inputs_in_one_sitting_run_in_order(home, n):
             await rt.send(task.id, f"q{i}", queue=True)
         await rt.wait_idle(task.id)
         assert [_inputs(r)[-1] for r in model.requests] == ["first", *(f"q{i}" for i in range(n))]
+        texts = [m.text for m in await rt.messages(task.id) if m.role == "user"]
+        roles = [m.role for m in await rt.messages(task.id)]
+        assert texts == ["first", *(f"q{i}" for i in range(n))] and roles == ["user", "assistant"] * (n + 1)
+    finally:
+        await rt.aclose()
+
+
+async def test_inputs_sent_back_to_back_are_written_and_run_in_the_order_they_were_sent(home):
+    """The first send is still being written when the next ones queue behind it: none of them overtakes."""
+    model = ScriptedModel([["busy ", Delay(0.2)]])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        for _ in range(20):
+            sends = [asyncio.ensure_future(rt.send(task.id, "first", queue=True))]
+            sends += [asyncio.ensure_future(rt.send(task.id, f"q{i}", queue=True)) for i in range(3)]
+            await asyncio.gather(*sends)
+            await rt.wait_idle(task.id)
+        runs = [_inputs(r)[-1] for r in model.requests]
+        assert runs == ["first", "q0", "q1", "q2"] * 20
+        users = [m.text for m in await rt.messages(task.id) if m.role == "user"]
+        assert users == ["first", "q0", "q1", "q2"] * 20
     finally:
         await rt.aclose()

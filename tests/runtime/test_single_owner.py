@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -129,3 +130,57 @@ async def test_run_in_a_terminal_asks_the_approval_itself(home):
         assert "Done writing." in out
         workspaces = list((home / "workspaces").iterdir())
         assert (workspaces[0] / "b.txt").read_text() == "yo"
+
+
+async def test_hearth_answer_denies_remembers_and_answers_questions(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        write = [("c1", "write_file", {"path": "a.txt", "content": "hi"})]
+        server.script(Reply(chunks=["Writing."], tool_calls=write, finish="tool_calls"),
+                      Reply(chunks=["I did not write it."]))
+        code, _, err = await _result(await _cli("run", "write a.txt", home=home))
+        assert code == 4, err
+        task_id = next(ln for ln in err.splitlines() if ln.startswith("waiting:")).split("hearth answer ")[1].split()[0]
+        code, _, err = await _result(await _cli("answer", task_id, "--text", "sure", home=home))
+        assert code == 2 and "--approve or --deny" in err
+        code, out, err = await _result(await _cli("answer", task_id, "--deny", "--always", home=home))
+        assert code == 0 and out.strip() == "I did not write it.", err
+        assert not list((home / "workspaces").glob("*/a.txt"))
+        # The denial is remembered for this task: the next write_file is refused without asking.
+        server.script(Reply(chunks=["Again."], tool_calls=[("c2", "write_file", {"path": "b.txt", "content": "x"})],
+                            finish="tool_calls"), Reply(chunks=["Refused, as you said."]))
+        code, out, err = await _result(await _cli("run", "--task", task_id, "write b.txt", home=home))
+        assert code == 0 and "Refused, as you said." in out, err
+        assert "Denied by a rule" in json.dumps(server.chat_requests[-1]["messages"])
+        # A question is answered with --text.
+        server.script(Reply(chunks=[], tool_calls=[("q1", "ask_user", {"question": "Which colour?"})],
+                            finish="tool_calls"), Reply(chunks=["Blue it is."]))
+        code, _, err = await _result(await _cli("run", "--task", task_id, "paint it", home=home))
+        assert code == 4 and "Which colour?" in err
+        code, _, err = await _result(await _cli("answer", task_id, "--approve", home=home))
+        assert code == 2 and 'Answer with --text "..."' in err
+        code, out, err = await _result(await _cli("answer", task_id, "--text", "blue", home=home))
+        assert code == 0 and out.strip() == "Blue it is.", err
+        assert "The person answered: blue" in json.dumps(server.chat_requests[-1]["messages"])
+
+
+async def test_hearth_run_queued_runs_what_a_crash_left_queued(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(hang=True))
+        rt = await Runtime.open(home)
+        try:  # a quit while a turn runs leaves what was queued behind it
+            task = await rt.create_task(model="local/test-model")
+            await rt.send(task.id, "zeroth")
+            await rt.send(task.id, "first", queue=True)
+            await rt.send(task.id, "second", queue=True)
+        finally:
+            await rt.aclose()
+        code, _, err = await _result(await _cli("run", "--task", task.id, "--queued", "extra", home=home))
+        assert code == 2 and "--queued runs a task's queued inputs" in err
+        server.script(Reply(chunks=["One."]), Reply(chunks=["Two."]))
+        code, out, err = await _result(await _cli("run", "--task", task.id, "--queued", home=home))
+        assert code == 0 and "One." in out and "Two." in out, err
+        assert [m["messages"][-1]["content"] for m in server.chat_requests][-2:] == ["first", "second"]
+        code, _, err = await _result(await _cli("run", "--task", task.id, "--queued", home=home))
+        assert code == 0 and "Nothing is queued for this task." in err
