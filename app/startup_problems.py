@@ -9,10 +9,10 @@ import importlib
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog
 
+from . import dialogs
 from .util import error_text, spawn
 
 
@@ -109,7 +109,6 @@ class StartupProblems:
             self.home = Path(folder)
             spawn(self.retry_start())
 
-    @staticmethod
-    def _open_path(path) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+    def _open_path(self, path) -> None:
+        dialogs.open_path(self.window, path)
 
