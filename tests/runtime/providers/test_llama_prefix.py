@@ -1,7 +1,8 @@
 """The prompt-prefix cache on the real bundled model: the runtime's system prompt and tools evaluated once, their
 KV state saved under the data folder and restored by a fresh model (as in a new process), with the same answer
 as a full evaluation; a damaged file falls back to evaluating; `warm` does it ahead of the first send; the
-small model's first-token list is kept beside it; threads follow the physical cores."""
+small model's first-token list is kept beside it; threads follow the physical cores; cancelling a warm-up stops
+its evaluation."""
 
 from __future__ import annotations
 
@@ -83,6 +84,22 @@ async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_core
     assert provider._model.prefix_status == "warm"
     await asyncio.to_thread(unload_models)
     assert await LlamaCppProvider("builtin", library=library).warm("smollm2-135m", SYSTEM, TOOLS) == "restored"
+
+
+async def test_cancelling_warm_stops_the_evaluation_and_waits_for_it(home, fresh):
+    library = ModelLibrary(home)
+    provider = LlamaCppProvider("builtin", library=library)
+    warming = asyncio.ensure_future(provider.warm("smollm2-135m", SYSTEM, TOOLS_ALL))
+    while provider._model is None or not provider._model.mutex.locked():  # loaded, and its thread evaluating
+        assert not warming.done()
+        await asyncio.sleep(0.005)
+    model = provider._model
+    warming.cancel()  # the app quits while it warms
+    with pytest.raises(asyncio.CancelledError):
+        await warming
+    assert not model.mutex.locked()  # no thread goes on evaluating behind the caller's back
+    assert model.prefix_status == "stopped" and not list(library.kv_cache.glob("*.kv"))
+    assert await provider.warm("smollm2-135m", SYSTEM, TOOLS_ALL) == "saved"  # a later warm-up starts over
 
 
 async def first_prompt(home):
