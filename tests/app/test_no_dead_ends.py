@@ -29,7 +29,7 @@ async def test_a_broken_settings_file_opens_a_page_with_ways_out_and_no_action_r
     raised = []
     monkeypatch.setattr(sys, "excepthook", lambda *exc: raised.append(exc))
     (home / "settings.json").write_text('{"providers": [oops]}')
-    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False)
+    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False, preload_model=False)
     try:
         await ctl.start()
         window = ctl.window

@@ -16,7 +16,7 @@ from tests.support.qt_helpers import until
 
 
 async def _start(home) -> HearthApp:
-    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False)
+    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False, preload_model=False)
     await ctl.start()
     return ctl
 
