@@ -129,6 +129,18 @@ def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt
     assert list(loaded.llm.input_ids[: loaded.llm.n_tokens]) == tokens  # the turn's whole first prompt, evaluated
 
 
+def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories(home, fresh):
+    from runtime.preload import start_preload
+    from runtime.providers.llama_models import models
+
+    (home / "memory").mkdir()
+    (home / "memory" / "tea.md").write_text("# Prefers green tea\nNo sugar.\n")
+    start_preload(home, None, "What is 2+2?").thread.join(120)
+    (loaded,) = models.values()  # loaded: the turn does not wait for that
+    # Their index goes into the first prompt, and the thread cannot read it: no prefix it would guess wrong.
+    assert loaded.prefix_status == "" and not list(ModelLibrary(home).kv_cache.glob("*.kv"))
+
+
 async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
     import json
 
