@@ -3,8 +3,9 @@ page 3") that opens the document at that place.
 
 The tool's result frames every passage as `<passage n=… source=… where=… page=… lines=…>` (the runtime's
 knowledge search); `parse_citations` reads those tags. A chip opens the file with the desktop's viewer
-(`QDesktopServices`); a PDF page is passed as the URL fragment `#page=N`, which PDF viewers and browsers honour,
-and the place is in the chip's tooltip and its `opened` signal for viewers that ignore it.
+(`QDesktopServices`, or shows its path with a Copy button when no viewer answers); a PDF page is passed as the
+URL fragment `#page=N`, which PDF viewers and browsers honour, and the place is in the chip's tooltip and its
+`opened` signal for viewers that ignore it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QUrl, Signal
-from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
+
+from . import dialogs
 
 _TAG = re.compile(r"<passage\s+([^>]*)>")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
@@ -72,7 +74,7 @@ class CitationChip(QPushButton):
         if not Path(self.citation.path).exists():
             self.setToolTip(f"{self.citation.path} is no longer there.")
             return False
-        ok = QDesktopServices.openUrl(self.citation.url())
+        ok = dialogs.open_path(self.window(), self.citation.path, self.citation.url()) is None
         self.opened.emit(self.citation.path, self.citation.where)
         return ok
 

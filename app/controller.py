@@ -5,6 +5,10 @@ Shutdown follows FACTS (qasync): the app never calls `app.quit()`. Quit sets `qu
 then `shutdown()` closes the windows and awaits `Runtime.aclose()` (running turns end `interrupted`).
 The runtime is imported in a worker thread after the first paint: `runtime.api` costs ~1 s to import, and
 openai / mcp / llama_cpp stay unimported until a turn needs them (the runtime imports them lazily).
+Once the runtime is open and the task list shown, the default model loads in the background
+(`Runtime.preload_default_model`: a local model's file, and its prompt prefix evaluated or restored from disk),
+so the first send answers at once. A problem with it is only logged: the first send reports it with its turn.
+Shutdown cancels it first (the evaluation stops at its next piece).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from .prefs import Prefs
 from .settings_window import SettingsWindow
 from .startup_problems import StartupProblems
 from .tray import Tray, tray_available
-from .util import error_text
+from .util import error_text, spawn
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ class HearthApp(StartupProblems, QObject):
     notified = Signal(str, str, str)  # task id, title, text
 
     def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
-                 use_tray: bool = True, prefs: Prefs | None = None):
+                 use_tray: bool = True, prefs: Prefs | None = None, preload_model: bool = True):
         super().__init__()
         self.home = Path(home) if home else None
         self._providers = providers
@@ -47,6 +51,8 @@ class HearthApp(StartupProblems, QObject):
         pref_dir = self.home or (Path(env_home) if env_home else None)
         self.prefs = prefs or Prefs(pref_dir / "app.ini" if pref_dir else None)
         self.use_tray = use_tray
+        self.preload_model = preload_model  # load the default model at window open (off for UI-only tests)
+        self.model_preload: asyncio.Task | None = None
         self.quit_event = asyncio.Event()
         self.ready = asyncio.Event()
         self.window: MainWindow | None = None
@@ -115,6 +121,8 @@ class HearthApp(StartupProblems, QObject):
         if self.window is not None:
             self.window.attach(self.bridge)
             await self.window.loading
+        if self.preload_model:  # after the first paint and the task list: it must delay neither
+            self.model_preload = spawn(self.rt.preload_default_model(), long=True)
         self.ready.set()
 
     # -- windows --
@@ -293,6 +301,9 @@ class HearthApp(StartupProblems, QObject):
         self.hide_window()
         if self.tray is not None:
             self.tray.hide()
+        if self.model_preload is not None:
+            self.model_preload.cancel()
+            await asyncio.gather(self.model_preload, return_exceptions=True)
         if self.bridge is not None:
             await self.bridge.aclose()
         elif self.rt is not None:

@@ -5,9 +5,21 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Callable
+from pathlib import Path
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QInputDialog, QMessageBox, QWidget
+from PySide6.QtCore import Qt, QUrl
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (
+    QApplication,
+    QDialog,
+    QDialogButtonBox,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMessageBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 
 def confirm(parent: QWidget | None, title: str, text: str, accept: str, on_accept: Callable[[], None],
@@ -69,6 +81,47 @@ def ask_text(parent: QWidget | None, title: str, label: str, value: str,
     dlg.textValueSelected.connect(on_done)
     dlg.show()
     return dlg
+
+
+def open_path(parent: QWidget | None, path: str | Path, url: QUrl | None = None) -> PathDialog | None:
+    """Open a folder or file with the desktop (its file manager, its viewer). When nothing answers (no file
+    manager, a bare or headless session: `openUrl` returns False), show the path with a Copy button instead, so
+    the person can still get there. Returns that dialog, or None when the desktop took the path."""
+    if QDesktopServices.openUrl(url or QUrl.fromLocalFile(str(path))):
+        return None
+    return PathDialog(parent, str(path))
+
+
+class PathDialog(QDialog):
+    """Where a folder or file is, for when the desktop cannot open it: its path, selectable, and Copy."""
+
+    def __init__(self, parent: QWidget | None, path: str):
+        super().__init__(parent)
+        self.path = path
+        thing = "folder" if Path(path).is_dir() else "file"
+        self.setWindowTitle(f"Open {thing}")
+        lay = QVBoxLayout(self)
+        note = QLabel(f"Nothing on this computer answered to open this {thing}. You can copy its path:")
+        note.setWordWrap(True)
+        lay.addWidget(note)
+        self.field = QLineEdit(path)
+        self.field.setReadOnly(True)
+        self.field.setMinimumWidth(min(720, max(360, self.field.fontMetrics().horizontalAdvance(path) + 24)))
+        self.field.setCursorPosition(0)
+        lay.addWidget(self.field)
+        buttons = QDialogButtonBox()
+        self.copy = buttons.addButton("Copy", QDialogButtonBox.ButtonRole.ActionRole)  # keeps the dialog open
+        self.copy.clicked.connect(self._copy)
+        buttons.addButton(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.close)
+        lay.addWidget(buttons)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.setWindowModality(Qt.WindowModality.NonModal)
+        self.show()
+
+    def _copy(self) -> None:
+        QApplication.clipboard().setText(self.path)
+        self.copy.setText("Copied")
 
 
 def app_version() -> str:

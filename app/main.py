@@ -16,6 +16,7 @@ import asyncio
 import gc
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -50,11 +51,14 @@ async def run(args: argparse.Namespace, instance) -> int:
     from .controller import HearthApp
 
     ctl = HearthApp(args.home, use_tray=not args.no_tray)
+    # The report goes to a copy of stdout's descriptor: while llama.cpp loads a model (the background preload,
+    # at any moment) llama-cpp-python points descriptors 1 and 2 at /dev/null, and a line printed then is lost.
+    report_to = os.fdopen(os.dup(sys.stdout.fileno()), "w") if args.report_startup else None
 
     def show_again() -> None:
         ctl.show_main()
-        if args.report_startup:
-            print(json.dumps({"shown": time.time()}), flush=True)
+        if report_to is not None:
+            print(json.dumps({"shown": time.time()}), file=report_to, flush=True)
 
     instance.show_requested.connect(show_again)
     if args.theme:
@@ -80,13 +84,15 @@ async def run(args: argparse.Namespace, instance) -> int:
             report["t0"] = T0
             report["error"] = ctl.startup_error
             report["tasks"] = sorted(ctl.window.tasks) if ctl.window is not None else []
-            print(json.dumps(report), flush=True)
+            print(json.dumps(report), file=report_to, flush=True)
             if args.report_startup == "exit":
                 ctl.request_quit(ask=False)
         await ctl.quit_event.wait()
     finally:
         instance.close()
         await ctl.shutdown()
+        if report_to is not None:
+            report_to.close()
     return 0
 
 

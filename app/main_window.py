@@ -11,8 +11,8 @@ import asyncio
 import re
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QAction, QDesktopServices, QKeySequence
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidget
 
 from . import dialogs, export
@@ -379,7 +379,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
 
     def open_data_folder(self) -> None:
         if self._ready():
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.bridge.home)))
+            dialogs.open_path(self, self.bridge.home)
 
     # -- window --
 

@@ -1,6 +1,7 @@
 """Settings → Tools: MCP servers (Claude Desktop's `mcpServers` shape). Each action goes straight to the
 runtime: add by command line, import a Claude Desktop config (imported servers are not approved), approve,
-remove. The exact command line is always shown; a server is only launched once the person approved it."""
+remove (after asking, as the providers tab does). The exact command line is always shown; a server is only
+launched once the person approved it."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import dialogs
 from .util import error_text
 
 
@@ -81,6 +83,7 @@ class McpEditor(QWidget):
         self.message = QLabel()
         self.message.setWordWrap(True)
         lay.addWidget(self.message)
+        self.confirm_box = None  # the "remove?" question, while it is open
         self.refill()
 
     def refill(self) -> None:
@@ -132,8 +135,13 @@ class McpEditor(QWidget):
 
     def _remove(self) -> None:
         name = self.selected()
-        if name:
-            self._run(self.bridge.remove_mcp_server(name), f"Removed {name}.")
+        if not name:
+            return
+        self.confirm_box = dialogs.confirm(
+            self, "Remove MCP server?", f"Remove {name}?", "Remove",
+            lambda: self._run(self.bridge.remove_mcp_server(name), f"Removed {name}."),
+            informative="Tasks stop getting its tools, and its approval is forgotten. This is saved at once; "
+                        "add the server again to use it.", danger=True)
 
     def _pick(self) -> None:
         dlg = QFileDialog(self, "Import Claude Desktop config", str(Path.home()), "JSON (*.json);;All files (*)")

@@ -8,8 +8,7 @@ failed memory extraction, if any, is shown with its reason (the job log).
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QHBoxLayout,
@@ -24,6 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from . import dialogs
 from .util import ago, error_text
 
 
@@ -134,7 +134,7 @@ class MemoryPage(QWidget):
     def _open(self) -> None:
         name = self.current_name()
         if name:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(str(self.rt.memory_folder / name)))
+            dialogs.open_path(self.window(), self.rt.memory_folder / name)
 
     async def _delete(self) -> None:
         name = self.current_name()

@@ -10,6 +10,7 @@ partial file) and Download resumes it. Dialogs are non-modal: a nested Qt event 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
@@ -254,7 +255,8 @@ class ModelManager(QWidget):
     # -- adding, removing --
 
     def _pick_local(self) -> None:
-        dlg = QFileDialog(self, "Add a GGUF model", "", "GGUF models (*.gguf);;All files (*)")
+        # In the person's home, like every file dialog of the app: not the folder Hearth was started from.
+        dlg = QFileDialog(self, "Add a GGUF model", str(Path.home()), "GGUF models (*.gguf);;All files (*)")
         dlg.setFileMode(QFileDialog.FileMode.ExistingFile)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.fileSelected.connect(self.add_local)

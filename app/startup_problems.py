@@ -15,10 +15,10 @@ import logging
 import time
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from . import dialogs
 from .util import error_text, spawn
 
 log = logging.getLogger(__name__)
@@ -156,7 +156,6 @@ class StartupProblems:
             self.home = Path(folder)
             spawn(self.retry_start())
 
-    @staticmethod
-    def _open_path(path) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+    def _open_path(self, path) -> None:
+        dialogs.open_path(self.window, path)
 

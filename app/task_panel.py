@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import Qt, QUrl, Signal
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from . import dialogs
 from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
 from .conversation import ConversationView
@@ -318,7 +318,7 @@ class TaskPanel(FeedPanel, QWidget):
         self._act(lambda: self.bridge.continue_task(self.task_id))
 
     def open_workspace(self) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(self.info.workspace))
+        dialogs.open_path(self.window(), self.info.workspace)
 
     def close_panel(self) -> None:
         """Stop observing; the turn goes on."""

@@ -147,9 +147,11 @@ class AgentKit:
 
     async def first_prompt(self) -> tuple[list[dict], list[dict]]:
         """The system message and tools a new task's first step starts with: the static prefix a local model's
-        prompt cache is warmed with (models_api, preload.py). Memory's tool and its note (which depend on the
-        input) and MCP tools come after it, so the cache still covers what precedes them."""
-        prepared = await self.prepare({"id": None, "memory": False}, [])
+        prompt cache is warmed with (models_api, preload.py). Memory is as a new task has it (on when settings
+        say so: its tool, and the index once there are memories), or the first send's prefix would differ and be
+        evaluated again; an input that matches memories gets them in its note, and a prefix of its own."""
+        prepared = await self.prepare({"id": None, "memory": True}, [])
+        self._said.pop(None, None)  # no turn runs: nothing said to extract memories from
         system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 

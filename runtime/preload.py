@@ -41,9 +41,12 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             from .config import load_settings, resolve_home, split_model_ref
             from .keys import SecretStore
             from .kit import AgentKit
+            from .memory import INDEX_NAME, MEMORY_DIR
             from .models.library import ModelLibrary
             from .providers import build_provider
+            from .tools.base import tool_spec
             from .tools.mcp_consent import MCPConsents
+            from .tools.memory_tool import MemoryTool
 
             folder = resolve_home(home)
             settings = load_settings(folder)
@@ -55,6 +58,11 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             provider = build_provider(cfg, keys, library)
             kit = AgentKit(folder, lambda: settings, keys, {}, [], MCPConsents(folder), library)
             messages, tools = asyncio.run(kit.first_prompt())  # this thread has no event loop of its own
+            if settings.memory:  # a new task's memory, as kit.first_prompt gives it beside the database
+                if any(p.name != INDEX_NAME for p in (folder / MEMORY_DIR).glob("*.md")):
+                    tools = []  # their index is in the prompt, and it is read with the database: only load
+                else:
+                    tools.append(tool_spec(MemoryTool))
             if first_input:
                 messages.append({"role": "user", "content": first_input})
             provider.warm_sync(name, messages, tools, stop)

@@ -191,9 +191,18 @@ class LlamaCppProvider:
     async def warm(self, name: str | None, messages: list[dict], tools: list[dict]) -> str:
         """Load a model and make its KV cache hold the static prefix of the prompt these system messages and
         tools give (restored from disk, or evaluated and saved), so that the first send only evaluates the
-        person's words. Returns what happened ('warm', 'restored', 'saved', 'skipped')."""
+        person's words. Returns what happened ('warm', 'restored', 'saved', 'skipped'). Cancelling it (the app
+        quits while it warms) stops the evaluation at its next piece and waits for that, so no thread goes on
+        evaluating after the caller moved on; a model load already under way cannot be interrupted."""
         model = await self._ensure_model(name)
-        return await asyncio.to_thread(self._warm_loaded, model, messages, tools)
+        stop = threading.Event()
+        work = asyncio.ensure_future(asyncio.to_thread(self._warm_loaded, model, messages, tools, stop))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            stop.set()
+            await asyncio.gather(work, return_exceptions=True)  # the thread checks `stop` every EVAL_PIECE tokens
+            raise
 
     def warm_sync(self, name: str | None, messages: list[dict], tools: list[dict],
                   stop: threading.Event | None = None) -> str:

@@ -76,14 +76,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 async def launch(home):
-    """Start the app (no tray) on a data folder with scripted models; shut everything down afterwards."""
+    """Start the app (no tray) on a data folder with scripted models; shut everything down afterwards. The
+    bundled model is not loaded at window open unless asked (`preload_model=True`): tests that run it are
+    marked slow_model."""
     from app.controller import HearthApp
 
     started: list[HearthApp] = []
 
-    async def _launch(model: ScriptedModel | None = None, tools=(), data=None, **providers) -> HearthApp:
+    async def _launch(model: ScriptedModel | None = None, tools=(), data=None, preload_model: bool = False,
+                      **providers) -> HearthApp:
         models = {"scripted": model or ScriptedModel(), **providers}
-        ctl = HearthApp(data or home, providers=models, tools=tools, use_tray=False)
+        ctl = HearthApp(data or home, providers=models, tools=tools, use_tray=False, preload_model=preload_model)
         started.append(ctl)
         await ctl.start()
         assert ctl.startup_error is None, ctl.startup_error

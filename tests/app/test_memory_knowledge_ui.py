@@ -7,6 +7,7 @@ import asyncio
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QDialog, QLineEdit
 
 import app.controller  # noqa: F401  (imported here, not by the first test on the event loop)
 from app.citation import CitationRow, parse_citations
@@ -49,6 +50,10 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text() == "Saved tea.md.", what="saved")
     assert "lemon" in (rt.memory_folder / "tea.md").read_text()
+    QTest.mouseClick(page.open_file, Qt.MouseButton.LeftButton)  # no editor answers here: the path is shown
+    (dialog,) = [d for d in page.findChildren(QDialog) if d.isVisible()]
+    assert dialog.findChild(QLineEdit).text() == str(rt.memory_folder / "tea.md")
+    dialog.close()
     page.editor.setPlainText("# Bank\npassword: hunter2hunter2")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
@@ -120,6 +125,10 @@ async def test_citation_chips_open_the_cited_file(launch, tmp_path):
     finally:
         QDesktopServices.unsetUrlHandler("file")
     assert opened.urls[0].toLocalFile() == str(manual.resolve()) and opened.urls[0].fragment() == "page=2"
+    assert pdf_chip.open() is False  # no viewer answers here: the document's path is shown instead
+    (dialog,) = [d for d in row.findChildren(QDialog) if d.isVisible()]
+    assert dialog.findChild(QLineEdit).text() == str(manual.resolve())
+    dialog.close()
 
 
 async def test_knowledge_page_chooses_an_embeddings_model_and_the_library_gets_vectors(launch, home, tmp_path):

@@ -4,8 +4,11 @@ size and Delete, a Hugging Face reference with a mistake in it, a local .gguf, a
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from PySide6.QtWidgets import QLabel, QPushButton
+import shiboken6
+from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton
 
 from app.model_manager import ModelManager
 from runtime.api import Runtime
@@ -110,3 +113,22 @@ async def test_models_that_will_not_fit_are_marked(home, monkeypatch, qtbot):
         assert marks["Llama 3.1 8B Instruct"] is True
     finally:
         await rt.aclose()
+
+
+async def test_adding_a_local_file_starts_in_the_home_folder(page, tmp_path, monkeypatch):
+    widget, _hub = page
+    person = tmp_path / "person"  # a home that is surely not the folder the tests run from
+    person.mkdir()
+    monkeypatch.setenv("HOME", str(person))
+    widget.local_button.click()
+    (dialog,) = widget.findChildren(QFileDialog)
+    assert dialog.isVisible()
+    try:
+        assert Path(dialog.directory().absolutePath()) == person
+        local = tiny_gguf(person / "Mine.gguf")
+        dialog.selectFile(local.name)
+        dialog.accept()
+        await until(lambda: "Added mine" in widget.message.text(), what="the added file")
+    finally:
+        if shiboken6.isValid(dialog):
+            dialog.close()

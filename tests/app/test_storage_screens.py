@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
+import time
 
 from app.controller import HearthApp
 from runtime.api import Runtime
@@ -20,7 +21,12 @@ def _damage_while_open(db_path, table: str) -> None:
     """Damage `table` under a running Hearth: its pages moved from the WAL into the file first, then garbage,
     then a write by another connection so the runtime's connections drop the pages they had cached."""
     other = sqlite3.connect(db_path)
-    assert other.execute("pragma wal_checkpoint(truncate)").fetchone()[0] == 0  # not blocked
+    for _ in range(100):  # a read of the app's in progress blocks the checkpoint for a moment
+        if other.execute("pragma wal_checkpoint(truncate)").fetchone()[0] == 0:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the WAL could not be checkpointed")
     damage_table(db_path, table)
     other.execute("create table poke (x)")
     other.commit()
@@ -28,7 +34,7 @@ def _damage_while_open(db_path, table: str) -> None:
 
 
 async def _start(home) -> HearthApp:
-    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False)
+    ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False, preload_model=False)
     await ctl.start()
     return ctl
 

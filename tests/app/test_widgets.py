@@ -3,12 +3,13 @@ Settings (presets, save and test through the facade), themes, export."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QPalette, QTextFormat
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app import export, theme
 from app.markdown import MarkdownView
@@ -140,7 +141,7 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
     win.close()
 
 
-async def test_mcp_servers_are_added_approved_and_removed_through_the_runtime(launch):
+async def test_mcp_servers_are_added_approved_and_removed_after_asking(launch, home):
     ctl = await launch()
     win = ctl.open_settings()
     mcp = win.mcp
@@ -155,10 +156,23 @@ async def test_mcp_servers_are_added_approved_and_removed_through_the_runtime(la
     mcp.tree.setCurrentItem(item)
     QTest.mouseClick(mcp.approve, Qt.MouseButton.LeftButton)
     await until(lambda: mcp.tree.topLevelItem(0).text(2) == "approved", what="approved")
+
+    def saved_servers() -> list[str]:
+        return list(json.loads((home / "settings.json").read_text()).get("mcpServers", {}))
+
+    assert saved_servers() == ["time"]
     mcp.tree.setCurrentItem(mcp.tree.topLevelItem(0))
     QTest.mouseClick(mcp.remove, Qt.MouseButton.LeftButton)
+    mcp.confirm_box.button(QMessageBox.StandardButton.Cancel).click()  # changed their mind: nothing removed
+    await asyncio.sleep(0.1)
+    assert mcp.tree.topLevelItemCount() == 1 and len(ctl.rt.mcp_servers()) == 1 and saved_servers() == ["time"]
+    QTest.mouseClick(mcp.remove, Qt.MouseButton.LeftButton)
+    box = mcp.confirm_box
+    assert box.text() == "Remove time?"
+    next(b for b in box.buttons() if b.text() == "Remove").click()
     await until(lambda: mcp.tree.topLevelItemCount() == 0, what="removed")
-    assert ctl.rt.mcp_servers() == []
+    assert ctl.rt.mcp_servers() == [] and saved_servers() == []
+    assert mcp.message.text() == "Removed time."
     win.close()
 
 

@@ -72,7 +72,7 @@ def bench_launch(reps: int, tasks: int) -> None:
 async def _app(home: str, providers: dict):
     from app.controller import HearthApp
 
-    ctl = HearthApp(home, providers=providers, use_tray=False)
+    ctl = HearthApp(home, providers=providers, use_tray=False, preload_model=False)  # its figures are the UI's
     await ctl.start()
     return ctl
 

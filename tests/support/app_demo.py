@@ -118,7 +118,7 @@ async def shots(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
     try:
-        empty = HearthApp(tmp / "empty", use_tray=False)
+        empty = HearthApp(tmp / "empty", use_tray=False, preload_model=False)  # the shots are of the UI
         await empty.start()
         await _settle(0.5)
         empty.window.grab().save(str(out / "01-first-start.png"))
@@ -129,7 +129,7 @@ async def shots(out: Path) -> None:
         ids = await seed(home)
         live = live_model()
         ctl = HearthApp(home, providers={"scripted": live, "local": chat_model(), **team_models()},
-                        tools=[SLOW_TOOL], use_tray=False)
+                        tools=[SLOW_TOOL], use_tray=False, preload_model=False)
         await ctl.start()
         win = ctl.window
         panel = win.open_task(ids["finished"])

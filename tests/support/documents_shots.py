@@ -49,7 +49,7 @@ async def shots(out: Path) -> None:
         model = ScriptedModel([[Call("search_knowledge", {"query": "bleed the radiator"})],
                                ["Use the small key on the bleed valve [1]; the hall radiator needs it first "
                                 "every autumn [2]."]])
-        ctl = HearthApp(tmp / "home", providers={"scripted": model}, use_tray=False)
+        ctl = HearthApp(tmp / "home", providers={"scripted": model}, use_tray=False, preload_model=False)
         await ctl.start()
         rt = ctl.rt
         await rt.add_local_model(tiny_gguf(tmp / "My-Finetune-Q4_K_M.gguf"))

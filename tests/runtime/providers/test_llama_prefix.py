@@ -1,7 +1,8 @@
 """The prompt-prefix cache on the real bundled model: the runtime's system prompt and tools evaluated once, their
 KV state saved under the data folder and restored by a fresh model (as in a new process), with the same answer
 as a full evaluation; a damaged file falls back to evaluating; `warm` does it ahead of the first send; the
-small model's first-token list is kept beside it; threads follow the physical cores."""
+small model's first-token list is kept beside it; threads follow the physical cores; cancelling a warm-up stops
+its evaluation."""
 
 from __future__ import annotations
 
@@ -85,6 +86,22 @@ async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_core
     assert await LlamaCppProvider("builtin", library=library).warm("smollm2-135m", SYSTEM, TOOLS) == "restored"
 
 
+async def test_cancelling_warm_stops_the_evaluation_and_waits_for_it(home, fresh):
+    library = ModelLibrary(home)
+    provider = LlamaCppProvider("builtin", library=library)
+    warming = asyncio.ensure_future(provider.warm("smollm2-135m", SYSTEM, TOOLS_ALL))
+    while provider._model is None or not provider._model.mutex.locked():  # loaded, and its thread evaluating
+        assert not warming.done()
+        await asyncio.sleep(0.005)
+    model = provider._model
+    warming.cancel()  # the app quits while it warms
+    with pytest.raises(asyncio.CancelledError):
+        await warming
+    assert not model.mutex.locked()  # no thread goes on evaluating behind the caller's back
+    assert model.prefix_status == "stopped" and not list(library.kv_cache.glob("*.kv"))
+    assert await provider.warm("smollm2-135m", SYSTEM, TOOLS_ALL) == "saved"  # a later warm-up starts over
+
+
 async def first_prompt(home):
     """What a new task's first step sends, as the runtime builds it (a turn's prepare, kit.py)."""
     from runtime.api import Runtime
@@ -110,6 +127,18 @@ def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt
     prompt = render_tool_prompt(messages, [t["function"] for t in tools], bare=True)
     tokens = loaded.llm.tokenize(prompt.encode("utf-8"), special=True)
     assert list(loaded.llm.input_ids[: loaded.llm.n_tokens]) == tokens  # the turn's whole first prompt, evaluated
+
+
+def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories(home, fresh):
+    from runtime.preload import start_preload
+    from runtime.providers.llama_models import models
+
+    (home / "memory").mkdir()
+    (home / "memory" / "tea.md").write_text("# Prefers green tea\nNo sugar.\n")
+    start_preload(home, None, "What is 2+2?").thread.join(120)
+    (loaded,) = models.values()  # loaded: the turn does not wait for that
+    # Their index goes into the first prompt, and the thread cannot read it: no prefix it would guess wrong.
+    assert loaded.prefix_status == "" and not list(ModelLibrary(home).kv_cache.glob("*.kv"))
 
 
 async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):

@@ -1,0 +1,91 @@
+"""The default model loads in the background once the window shows its tasks (issue 12): on a fresh data
+folder the bundled model's prompt prefix is evaluated and saved before anything is sent, and the first send
+finds it ready; quitting while it warms stops it; a default model with nothing to load is left alone, and one
+whose file is missing costs a line in the log, never a traceback or a message on screen."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from app.controller import HearthApp
+from tests.support.qt_helpers import open_task, type_and_send, until
+
+
+@pytest.fixture
+def fresh():
+    """No model loaded yet, as in a new process."""
+    from runtime.providers.llama_cpp import unload_models
+
+    unload_models()
+    yield
+    unload_models()
+
+
+def bundled(ctl: HearthApp):
+    """The bundled model as the app's runtime loaded it (None until it is loaded)."""
+    return ctl.rt.provider("builtin")._model
+
+
+@pytest.mark.slow_model
+async def test_the_bundled_model_is_ready_before_the_first_send(home, fresh):
+    ctl = HearthApp(home, use_tray=False)
+    try:
+        await ctl.start()
+        assert ctl.startup_error is None and await ctl.rt.list_tasks() == []
+        assert await until(lambda: ctl.model_preload.done() and ctl.model_preload.result(), timeout=120,
+                           what="the default model loaded and warmed")
+        model = bundled(ctl)
+        assert model.prefix_status == "saved"  # evaluated at window open, and kept for the next launch
+        assert list((home / "cache" / "kv-prefix").glob("*.kv"))
+        assert await ctl.rt.list_tasks() == []  # nothing was sent for it
+
+        task = await ctl.bridge.create_task(title="Sums")  # the default model: the bundled one
+        panel = await open_task(ctl, task.id)
+        type_and_send(panel, "What is 2+2?")
+        await until(lambda: model.prefix_status != "saved", timeout=60, what="the first step's prompt prefix")
+        assert model.prefix_status == "warm"  # found in the model's memory: not evaluated again
+        await ctl.bridge.stop(task.id)
+        await ctl.rt.wait_idle(task.id)
+    finally:
+        await ctl.shutdown()
+
+
+@pytest.mark.slow_model
+async def test_quitting_while_the_model_warms_stops_the_evaluation(home, fresh):
+    ctl = HearthApp(home, use_tray=False)
+    try:
+        await ctl.start()
+        await until(lambda: bundled(ctl) is not None and bundled(ctl).mutex.locked(), timeout=60,
+                    what="the prompt prefix being evaluated")
+        model = bundled(ctl)
+    finally:
+        await ctl.shutdown()
+    assert ctl.model_preload.cancelled()
+    assert not model.mutex.locked()  # no thread evaluating after the app shut down
+    assert model.prefix_status == "stopped" and not list((home / "cache" / "kv-prefix").glob("*.kv"))
+
+
+async def test_a_default_model_with_nothing_to_load_is_left_alone(launch, home, caplog):
+    caplog.set_level(logging.INFO)
+    (home / "settings.json").write_text(json.dumps({"default_model": "scripted/test"}))
+    ctl = await launch(preload_model=True)
+    assert await ctl.model_preload is False  # asked, and nothing to do: not a local model
+    assert not (home / "cache" / "kv-prefix").exists()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING or "preloading" in r.getMessage()]
+
+
+async def test_a_missing_model_file_is_logged_in_a_sentence_and_shows_nothing(launch, home, tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    gone = tmp_path / "moved-away.gguf"
+    settings = {"providers": [{"id": "mine", "kind": "llama_cpp", "model_path": str(gone)}],
+                "default_model": "mine/moved-away"}
+    (home / "settings.json").write_text(json.dumps(settings))
+    ctl = await launch(preload_model=True)
+    assert await ctl.model_preload is False
+    (record,) = [r for r in caplog.records if "preloading the default model failed" in r.getMessage()]
+    assert f"Model file not found: {gone}" in record.getMessage() and record.exc_info is None
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING] and "Traceback" not in caplog.text
+    assert ctl.startup_error is None and ctl.window.statusBar().currentMessage() == ""
