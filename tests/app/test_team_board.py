@@ -161,9 +161,10 @@ async def test_the_header_says_what_to_do_and_stop_and_skip_work_on_one_assignme
     await until(lambda: panel.buttons["Stop"].isVisible(), what="Stop for B")
     panel.buttons["Stop"].click()
     await until(lambda: _row(panel, "B")[2] == "stopped", timeout=15, what="B stopped")
-    assert panel.state.text() == "an assignment failed" and ctl.window.sidebar.team_model.badges[panel.team_id] \
-        == "error"
+    assert panel.state.text() == "an assignment failed"
+    await until(lambda: ctl.window.sidebar.team_model.badges[panel.team_id] == "error", what="the sidebar's badge")
     assert _row(panel, "D")[2] == "blocked" and len(lead.requests) == 1
+    await until(lambda: panel.run_button.isEnabled(), what="Run offered to continue B")
     panel.run_button.click()  # continues B; C still needs the person
     await until(lambda: _row(panel, "B")[2] == "done", timeout=15, what="B continued")
     assert not panel.run_button.isEnabled() and "Retry or skip" in panel.run_button.toolTip()
