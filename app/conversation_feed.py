@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt
 
 from .bridge import RuntimeBridge, TaskObserver
-from .conversation import PAGE, ConversationView, Message
+from .conversation import PAGE, ConversationView
+from .message_item import Message
 
 if TYPE_CHECKING:
     from runtime.api import MessageInfo

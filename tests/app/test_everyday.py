@@ -7,7 +7,7 @@ from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QLabel
 
-from app.conversation import AssistantItem
+from app.message_item import AssistantItem
 from runtime.agent.context import CONTINUE
 from runtime.providers.base import FINISH, TEXT
 from runtime.providers.scripted import Call, Delay, ScriptedModel

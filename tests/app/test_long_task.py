@@ -7,7 +7,8 @@ import asyncio
 
 from PySide6.QtWidgets import QWidget
 
-from app.conversation import MAX_ITEMS, PAGE, AssistantItem
+from app.conversation import MAX_ITEMS, PAGE
+from app.message_item import AssistantItem
 from runtime.providers.scripted import Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 from tests.support.seed import seed_long_task, seed_tasks

@@ -1,0 +1,199 @@
+"""One message as the conversation shows it: `Message` (its parts, folded from live events while its turn runs)
+and `AssistantItem` (an assistant message's widgets: its parts, footer with Copy / Retry / Details, and the
+banner of an interrupted, failed or cut-off turn). The view (conversation.py) places them."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
+
+# An input of these kinds is not shown as a bubble: its answer carries a marker instead.
+MARKERS = {"continue": "continued", "retry": "another answer"}
+
+
+@dataclass(eq=False)
+class Message:
+    """One message as the view shows it. Live events update `parts` while its turn runs."""
+
+    id: int
+    role: str
+    parts: list[dict]
+    status: str
+    turn_id: str | None
+    turn: dict | None = None  # the turn row: reason, error, token usage
+    live: bool = False
+    usage: tuple[int, int] = (0, 0)
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, info, turn: dict | None) -> Message:
+        return cls(info.id, info.role, [dict(p) for p in info.parts], info.status, info.turn_id, turn)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.get("text", "") for p in self.parts if p.get("type") == "text")
+
+    @property
+    def truncated(self) -> bool:
+        return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in self.parts)
+
+    @property
+    def rewind(self) -> str | None:
+        """"continue" / "retry" for an input that only asks for more, else None."""
+        return next((p["type"] for p in self.parts if p.get("type") in MARKERS), None)
+
+    def apply(self, items: list) -> None:
+        """Fold a frame's events of this message's turn into its parts (the same folding the widgets do)."""
+        for ev in items:
+            t = ev.type
+            if t in TEXT_KINDS:
+                while len(self.parts) <= ev.part_id:
+                    self.parts.append({"type": "text", "text": ""})
+                part = self.parts[ev.part_id]
+                part["type"] = TEXT_KINDS[t]
+                part["text"] = part.get("text", "") + ev.text
+            elif t == "tool_call":
+                while len(self.parts) <= ev.part_id:
+                    self.parts.append({"type": "text", "text": ""})
+                self.parts[ev.part_id] = tool_part(ev)
+            elif t == "usage":
+                self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
+            elif t == "warning":
+                self.warnings.append(ev.message)
+                if ev.code in ("truncated", "compacted"):
+                    self.parts.append({"type": "marker", "marker": ev.code})
+
+
+def tool_part(ev) -> dict:
+    return {"type": "tool_call", "part_id": ev.part_id, "call_id": ev.call_id, "name": ev.name,
+            "state": str(ev.state), "args": ev.args, "result": ev.result, "effect": ev.effect}
+
+
+class AssistantItem(QWidget):
+    """An assistant message, its footer (state, token usage, Copy / Retry) and, for an interrupted, failed or
+    cut-off turn, a banner."""
+
+    continue_clicked = Signal()
+    retry_clicked = Signal()
+    settings_clicked = Signal()
+    fork_clicked = Signal()
+    details_clicked = Signal(str)  # turn id
+
+    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None, chat: bool = False,
+                 retry: bool = True):
+        super().__init__(parent)
+        self.message = message
+        self.can_retry = retry
+        self.chat = chat  # a chat's answer: no turn details; a failed one offers another model for the chat
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(6)
+        if marker:
+            note = QLabel(f"↳ {marker}")
+            note.setObjectName("Muted")
+            lay.addWidget(note)
+        self.block = AssistantBlock()
+        if foreign is not None:
+            self.block.foreign = foreign
+        lay.addWidget(self.block)
+        row = QHBoxLayout()
+        row.setSpacing(12)
+        self.footer = QLabel()
+        self.footer.setObjectName("Footer")
+        row.addWidget(self.footer)
+        row.addStretch(1)
+        self.copy = link_button("Copy", self._copy, "Copy this answer as Markdown")
+        self.retry = link_button("Retry", self.retry_clicked, "Ask for another answer to your last message")
+        self.details = link_button("Details", lambda: self.details_clicked.emit(self.message.turn_id or ""),
+                                   "Model steps, tokens, times and helpers of this turn")
+        row.addWidget(self.details)
+        row.addWidget(self.copy)
+        row.addWidget(self.retry)
+        lay.addLayout(row)
+        self.banner: Banner | None = None
+        self._banner_key = None
+        self.waiting_now = False
+        self.refresh(can_continue=False)
+
+    @property
+    def turn_id(self) -> str | None:
+        return self.message.turn_id
+
+    def refresh(self, can_continue: bool) -> None:
+        """Show the message as it is now (its parts, footer and banner)."""
+        m = self.message
+        self.block.set_parts(m.parts)
+        for warning in m.warnings:
+            self.block.add_warning(warning)
+        if not m.warnings and any(p.get("marker") == "compacted" for p in m.parts):
+            self.block.add_warning("Context compacted: earlier messages were summarized to fit the model's "
+                                   "context window. They are still here.")
+        self.set_meta(can_continue)
+
+    def apply(self, items: list) -> None:
+        """A frame's live events, applied to the widgets incrementally."""
+        block = self.block
+        for ev in items:
+            t = ev.type
+            if t in TEXT_KINDS:
+                block.add_delta(TEXT_KINDS[t], ev.part_id, ev.text)
+            elif t == "tool_call":
+                block.update_tool(tool_part(ev))
+            elif t == "tool_progress":
+                block.add_progress(ev.call_id, ev.text)
+            elif t == "usage":
+                self.set_meta(False)
+            elif t == "warning":
+                block.add_warning(ev.message)
+        block.render()
+
+    def _copy(self) -> None:
+        QApplication.clipboard().setText(self.block.copy_text())
+
+    def set_meta(self, can_continue: bool) -> None:
+        """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
+        m = self.message
+        self.retry.setVisible(can_continue and not m.live and self.can_retry)
+        self.copy.setVisible(not m.live and bool(m.text))
+        self.details.setVisible(not m.live and m.turn is not None and not self.chat)
+        if m.live:
+            self.footer.setText(footer_text(None, *m.usage, live=True))
+            self._set_banner(None, "", False)
+            return
+        turn = m.turn or {}
+        reason = turn.get("reason")
+        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
+                                        waiting_now=self.waiting_now))
+        if reason == "interrupted":
+            text = ("<b>Interrupted.</b> Hearth closed while this turn ran. What it produced so far is kept"
+                    + (" — continue to let it pick up from there." if can_continue else "."))
+            self._set_banner("interrupted", text, can_continue)
+        elif reason == "error":
+            err = turn.get("error") or "the model or the runtime failed"
+            self._set_banner("error", f"<b>This turn failed.</b> {html.escape(err)}", can_continue)
+        elif m.truncated:
+            self._set_banner("interrupted", "<b>Stopped at the length limit.</b> The model ran out of room for "
+                             "this answer.", can_continue)
+        else:
+            self._set_banner(None, "", False)
+
+    def _set_banner(self, kind: str | None, text: str, can_continue: bool) -> None:
+        key = (kind, text, can_continue)
+        if key == self._banner_key:
+            return
+        self._banner_key = key
+        if self.banner is not None:
+            self.banner.deleteLater()
+            self.banner = None
+        if kind is not None:
+            fork = "Answer with another model…" if self.chat else "Continue in a new task with another model…"
+            self.banner = Banner(kind, text, can_continue, fork_label=fork)
+            self.banner.continue_clicked.connect(self.continue_clicked)
+            self.banner.settings_clicked.connect(self.settings_clicked)
+            self.banner.fork_clicked.connect(self.fork_clicked)
+            self.layout().addWidget(self.banner)
