@@ -13,7 +13,8 @@ from collections.abc import Collection
 from typing import Any
 
 from runtime.tools.base import Tool
-from runtime.tools.files import EditFile, ListFiles, ReadFile, SearchFiles, WriteFile
+from runtime.tools.file_search import ListFiles, SearchFiles
+from runtime.tools.files import EditFile, ReadFile, WriteFile
 from runtime.tools.shell import RunShell, cap_middle, clean_env
 
 __all__ = [
