@@ -59,9 +59,11 @@ class NewTeamDialog(QDialog):
         self.planner.setToolTip("A member who turns the goal into assignments before the team starts on them")
         self.planner.addItem(BY_ME)
         self.members.itemChanged.connect(self._members_changed)
+        self.planner.currentIndexChanged.connect(self._planner_changed)
         planner.addRow("Plan written by", self.planner)
         lay.addLayout(planner)
-        lay.addWidget(QLabel("Plan"))
+        self.plan_label = QLabel("Plan")
+        lay.addWidget(self.plan_label)
         self.plan = self._table(["Id", "Member", "Instructions", "After (ids, comma-separated)"], PLAN_ROWS)
         lay.addWidget(self.plan, 1)
         self.error = QLabel()
@@ -93,6 +95,11 @@ class NewTeamDialog(QDialog):
         self.planner.addItems([BY_ME, *(n for n in names if n)])
         self.planner.setCurrentIndex(max(self.planner.findText(chosen), 0))
         self.planner.blockSignals(False)
+        self._planner_changed(self.planner.currentIndex())
+
+    def _planner_changed(self, index: int) -> None:
+        self.plan_label.setText(f"Plan: {self.planner.currentText()} turns the goal into assignments first (any "
+                                "you write here are kept too)" if index > 0 else "Plan")
 
     def set_member(self, row: int, name: str, model: str, role: str = "", approval: str = "ask") -> None:
         for column, text in enumerate((name, model, role)):

@@ -133,6 +133,7 @@ async def test_a_lead_plans_the_team_from_the_dialog_and_its_assignments_run_on_
     dlg.set_member(1, "writer", "writer/small", "You write.", "full_auto")
     assert [dlg.planner.itemText(i) for i in range(dlg.planner.count())][1:] == ["lead", "writer"]
     dlg.planner.setCurrentText("lead")
+    assert dlg.plan_label.text().startswith("Plan: lead turns the goal into assignments first")
     dlg.create.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     panel = window.panel
