@@ -50,6 +50,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
         self.stack = QStackedWidget()
         self.welcome = WelcomePage()
         self.stack.addWidget(self.welcome)
+        self.stack.currentChanged.connect(lambda _i: self.show_title())
         self.problem = ProblemPage()
         self.stack.addWidget(self.problem)
         split = QSplitter()
@@ -247,7 +248,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
             return None
         self.close_panel(select_none=False)
         self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
-        self.panel.title_changed.connect(lambda _t: self._reload.start())
+        self.panel.title_changed.connect(lambda _t: (self._reload.start(), self.show_title()))
         self.panel.settings_requested.connect(lambda: self.ctl.open_settings())
         self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
@@ -259,6 +260,12 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
         self._enable_task_actions()
         self.panel.focus_composer()
         return self.panel
+
+    def show_title(self) -> None:
+        """The window is named after the open task, chat or team, as desktop apps name it after the document."""
+        shown = self.stack.currentWidget()
+        text = shown.title.text() if isinstance(shown, TaskPanel | ChatPanel | TeamPanel) else ""
+        self.setWindowTitle(f"{text} — Hearth" if text else "Hearth")
 
     def close_panel(self, select_none: bool = True) -> None:
         """Dispose the panel; its turn keeps running."""

@@ -136,6 +136,7 @@ async def test_rename_and_delete_with_confirmation(launch):
     await until(lambda: ctl.window.tasks[task.id].title == "New name", what="renamed")
     assert (await ctl.rt.get_task(task.id)).title == "New name"
     await until(lambda: ctl.window.panel.title.text() == "New name", what="title updated")
+    assert ctl.window.windowTitle() == "New name — Hearth"  # the window is named after the open task
 
     box = ctl.window.delete_task(task.id)
     assert isinstance(box, QMessageBox) and not box.isModal()
@@ -147,6 +148,7 @@ async def test_rename_and_delete_with_confirmation(launch):
     delete = next(b for b in box.buttons() if b.text() == "Delete")
     QTest.mouseClick(delete, Qt.MouseButton.LeftButton)
     await until(lambda: ctl.window.panel is None and task.id not in ctl.window.sidebar.rows, what="deleted")
+    assert ctl.window.windowTitle() == "Hearth"
     assert task.id not in {t.id for t in await ctl.rt.list_tasks()}
 
 
