@@ -113,7 +113,9 @@ wait_for 30 "the task's panel" xdotool search --onlyvisible --name ' — Hearth$
 xdotool windowfocus --sync "$WIN"
 xdotool type --delay 30 "$MESSAGE"
 xdotool key Return
-wait_for 240 "the answer to be persisted" sh -c "hearth show $TASK | head -1 | grep -q 'idle, completed'"
+# Done: the task is idle again (`show`'s header) and its answer is saved.
+wait_for 240 "the answer to be persisted" sh -c "hearth show $TASK >'$WORK/show.txt' && head -1 '$WORK/show.txt' \
+  | grep -q '\[idle\]' && grep -q '^## assistant' '$WORK/show.txt'"
 hearth show "$TASK" | tee "$WORK/show1.txt"
 [ "$(sed -n '/^## user/,/^## assistant/p' "$WORK/show1.txt" | grep -c "$MESSAGE")" = 1 ] \
   || fail "the typed message is not the task's input"
@@ -139,7 +141,7 @@ step "6. launch → first paint: installed app vs virtualenv"
 env -u DISPLAY "$PY" tests/benchmarks/bench_bundle_launch.py --app /opt/hearth/hearth-app --rounds 5
 
 step "7. upgrade: the installed app opens the previous version's data folder"
-hearth --home "$OLD" show "$OLD_TASK" | head -1 | grep -q 'completed' || fail "old task $OLD_TASK not readable"
+hearth --home "$OLD" show "$OLD_TASK" | grep -q '^## assistant' || fail "old task $OLD_TASK not readable"
 hearth-app --home "$OLD" --report-startup exit >"$WORK/app3.out" 2>"$WORK/app3.err" \
   || fail "opening the old data folder: $(cat "$WORK/app3.err")"
 grep -q "\"tasks\": \[\"$OLD_TASK\"\]" "$WORK/app3.out" || fail "the old task is not shown: $(cat "$WORK/app3.out")"
