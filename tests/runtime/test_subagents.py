@@ -158,6 +158,8 @@ async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home)
         assert not Path(task.workspace, "x").exists()
         subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
         assert subs[0]["tool_calls"] == ["read_file", "write_file"]
+        saved = next(p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "delegate")
+        assert saved["progress"] == ["reader started", '→ read_file {"path": "notes.txt"}', "reader finished"]
     finally:
         await rt.aclose()
 
