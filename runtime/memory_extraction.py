@@ -117,6 +117,7 @@ def proposals(answer: str, existing: dict[str, str]) -> list[Change]:
             if any(c.name == name for c in changes):
                 continue
             changes.append(Change("update" if name in existing else "add", name, text))
+            summaries.setdefault(_norm(summary), name)  # so a later proposal of this answer cannot repeat it
     for raw in data.get("delete") or []:
         name = slug(str(raw))
         if name in existing and not any(c.name == name for c in changes):

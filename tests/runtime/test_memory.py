@@ -154,6 +154,16 @@ async def test_extraction_never_saves_a_second_copy_of_a_memory(rt, server, home
     assert sorted(p.name for p in (home / "memory").iterdir()) == ["INDEX.md", "units.md"]
 
 
+async def test_one_answer_proposing_the_same_memory_twice_saves_it_once(rt, server, home):
+    proposal = {"add": [{"name": "drinks", "summary": "Prefers tea to coffee", "content": "Offer tea."},
+                        {"name": "tea", "summary": "prefers tea to coffee.", "content": "Tea, not coffee."}]}
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
+    task = await rt.create_task()
+    await turn(rt, task.id, "I prefer tea to coffee.")
+    assert [m["name"] for m in await rt.memories()] == ["drinks.md"]
+    assert (home / "memory" / "drinks.md").read_text() == "# Prefers tea to coffee\n\nOffer tea.\n"
+
+
 async def test_a_failed_extraction_is_logged_and_the_next_turn_runs(rt, server):
     server.script(Reply(chunks=["Sure."]), Reply(chunks=["I cannot answer in JSON, sorry."]), Reply(chunks=["Hi."]))
     task = await rt.create_task()
