@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from PySide6.QtCore import QObject, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices
@@ -69,6 +70,33 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     assert await rt.memories() == []
     page.enabled.setChecked(False)
     await until(lambda: not rt.memory_enabled, what="memory off")
+
+
+async def test_memory_page_says_why_the_last_extraction_failed(launch):
+    model = ScriptedModel([["Hello, Ana."], ["I cannot answer in JSON, sorry."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Names", model=MODEL)
+    await ctl.bridge.send(task.id, "Call me Ana from now on.")
+    await ctl.rt.wait_idle(task.id)
+    await until(lambda: not ctl.rt.jobs.pending, what="the extraction")
+    win = ctl.open_settings()
+    win.tabs.setCurrentWidget(win.memory)
+    status = win.memory.status
+    await until(lambda: status.text().startswith("The last attempt to learn from a task failed"), what="the failure")
+    assert status.isVisibleTo(win)
+    assert status.text() == ("The last attempt to learn from a task failed (just now): the model did not answer "
+                             "with the JSON object asked for")
+    model.add_steps(["Noted."], [json.dumps({"add": [{"name": "name", "summary": "Is called Ana",
+                                                      "content": "Call the person Ana."}]})])
+    await ctl.bridge.send(task.id, "Remember that my name is Ana.")
+    await ctl.rt.wait_idle(task.id)
+    await until(lambda: not ctl.rt.jobs.pending, what="the second extraction")
+    win.close()
+    await until(lambda: ctl.settings_window is None, what="settings closed")
+    win = ctl.open_settings()
+    await win.memory.reload()  # what the page does when it opens, awaited here
+    assert win.memory.list.count() == 1  # the memory learned
+    assert "failed" not in win.memory.status.text()  # only the last attempt counts, and it worked
 
 
 async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
