@@ -128,8 +128,11 @@ class ToolCard(QFrame):
     def add_progress(self, line: str) -> None:
         """A line of a running helper's progress; the last few stay visible."""
         self._progress_lines.append(line)
+        self._show_progress()
+
+    def _show_progress(self) -> None:
         self.progress.setText("\n".join(self._progress_lines[-6:]))
-        self.progress.show()
+        self.progress.setVisible(bool(self._progress_lines))
 
     def update_part(self, part: dict) -> None:
         self.name = part.get("name", self.name)
@@ -142,6 +145,10 @@ class ToolCard(QFrame):
         note = part.get("note")
         self.note.setText(f"⚠ {note}" if note else "")
         self.note.setVisible(bool(note))
+        saved = part.get("progress")  # a saved helper's steps; live ones come one by one through add_progress
+        if saved and saved != self._progress_lines:
+            self._progress_lines = list(saved)
+            self._show_progress()
         if result != self.result:
             self.result = result
             self._fill_result()

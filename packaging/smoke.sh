@@ -109,7 +109,7 @@ xdotool windowfocus --sync "$DLG" key Tab Return  # from the goal to the title; 
 wait_for 30 "the task" sh -c 'hearth tasks | grep -q .'
 TASK=$(hearth tasks | awk 'NR==1{print $1}')
 # Typed too early, the message would land on the welcome page: wait for the window to be named after the task.
-wait_for 30 "the task's panel" xdotool search --onlyvisible --name ' — Hearth$'
+wait_for 30 "the task's panel" sh -c "xdotool getwindowname $WIN | grep -qv '^Hearth\$'"
 xdotool windowfocus --sync "$WIN"
 xdotool type --delay 30 "$MESSAGE"
 xdotool key Return

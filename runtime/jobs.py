@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from .errors import HearthError
 from .redact import redact
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,9 @@ class JobQueue:
             status = "cancelled"
             raise
         except Exception as exc:  # a job's failure is logged, never fatal
-            status, error = "failed", redact(f"{type(exc).__name__}: {exc}")
+            # The record is shown to the person (Settings ▸ Memory): a HearthError's message is written for them.
+            said = str(exc) if isinstance(exc, HearthError) else f"{type(exc).__name__}: {exc}"
+            status, error = "failed", redact(said)
             log.warning("background job %s for task %s failed: %s", kind, task_id, error)
         finally:
             if self._on_record is not None:

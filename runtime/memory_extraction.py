@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ToolError
+from .errors import ProviderError, ToolError
 from .memory import MAX_MEMORY_CHARS, SUMMARY_CHARS, Memory, looks_secret, scrub, slug
 from .providers.base import TEXT, ModelRequest
 
@@ -93,14 +93,14 @@ async def extract(memory: Memory, provider: Any, model: str, task_id: str, said:
 
 def proposals(answer: str, existing: dict[str, str]) -> list[Change]:
     """The model's JSON as checked changes: well-formed, no secrets, no duplicates, at most MAX_CHANGES.
-    ValueError when the answer is not the JSON asked for."""
+    ProviderError when the answer is not the JSON asked for."""
     data = _json_object(answer)
     changes: list[Change] = []
     summaries = {_norm(s): n for n, s in existing.items()}
     for action in ("update", "add"):
         items = data.get(action) or []
         if not isinstance(items, list):
-            raise ValueError(f"the model's '{action}' is not a list")
+            raise ProviderError(f"the model's '{action}' is not a list")
         for item in items:
             if not isinstance(item, dict):
                 continue
@@ -117,6 +117,7 @@ def proposals(answer: str, existing: dict[str, str]) -> list[Change]:
             if any(c.name == name for c in changes):
                 continue
             changes.append(Change("update" if name in existing else "add", name, text))
+            summaries.setdefault(_norm(summary), name)  # so a later proposal of this answer cannot repeat it
     for raw in data.get("delete") or []:
         name = slug(str(raw))
         if name in existing and not any(c.name == name for c in changes):
@@ -127,13 +128,13 @@ def proposals(answer: str, existing: dict[str, str]) -> list[Change]:
 def _json_object(answer: str) -> dict:
     start, end = answer.find("{"), answer.rfind("}")
     if start < 0 or end <= start:
-        raise ValueError("the model did not answer with the JSON object asked for")
+        raise ProviderError("the model did not answer with the JSON object asked for")
     try:
         data = json.loads(answer[start:end + 1])
     except json.JSONDecodeError as exc:
-        raise ValueError(f"the model's answer is not valid JSON ({exc.msg})") from None
+        raise ProviderError(f"the model's answer is not valid JSON ({exc.msg})") from None
     if not isinstance(data, dict):
-        raise ValueError("the model's answer is not a JSON object")
+        raise ProviderError("the model's answer is not a JSON object")
     return data
 
 

@@ -7,8 +7,9 @@
 - A child never waits for the person: a call its task's approval mode would ask about is refused, and the
   child is told so (the parent can do it and ask).
 - Several delegate calls of one step run at once, at most `PARALLEL` (the loop groups them). Their progress
-  streams as `tool_progress` events of the parent's tool part (replayable like every event); Stop cancels
-  them with the parent; their results go back as the parent's tool results.
+  streams as `tool_progress` events of the parent's tool part (replayable like every event) and is kept in the
+  part's `progress` lines, so the saved message shows it too; Stop cancels them with the parent; their results
+  go back as the parent's tool results.
 - Each child leaves a record (definition, model, tokens, duration, tool calls, ending) that finalize writes.
 """
 
@@ -112,14 +113,18 @@ class Child:
         self.definition = definition
         self.task = task
         self.call_id = call_id
-        self.part_id = turn.tool_part(call_id, "delegate")["part_id"]
+        self.part = turn.tool_part(call_id, "delegate")
         self.usage = Usage()
         self.calls: list[str] = []
 
     def progress(self, line: str) -> None:
+        """Said live, and kept on the part so that the saved card still shows the helper's steps."""
         t = self.turn
-        t.publish(ToolProgress(task_id=t.task_id, turn_id=t.turn_id, part_id=self.part_id, call_id=self.call_id,
-                               text=line))
+        # A new list each time: a snapshot being written (a shallow copy of the part) keeps the lines it had.
+        self.part["progress"] = [*self.part.get("progress", ()), line]
+        t.dirty = True
+        t.publish(ToolProgress(task_id=t.task_id, turn_id=t.turn_id, part_id=self.part["part_id"],
+                               call_id=self.call_id, text=line))
 
     async def run(self) -> str:
         started, status, result = time.time(), EndReason.error.value, None

@@ -3,12 +3,14 @@ copy, long pastes, empty input."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QLabel
 
 from app.message_item import AssistantItem
-from runtime.agent.context import CONTINUE
+from runtime.agent.context import CONTINUE, DENIED
 from runtime.providers.base import FINISH, TEXT
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -87,6 +89,29 @@ async def test_approving_updates_the_one_card_in_place(launch):
     assert panel.conversation.cards()[0] is cards[0]  # updated in place, never a second card
     assert panel.waiting is None
     assert all("waiting for you" not in i.footer.text() for i in panel.conversation.assistant_items())
+
+
+async def test_denying_updates_the_one_card_in_place(launch):
+    model = ScriptedModel([["I will write it.", Call("write_file", {"path": "a.txt", "content": "hi"})],
+                           ["Understood, I left a.txt alone."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Deny", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "write a.txt")
+    await until(lambda: panel.waiting is not None and panel.settled, what="approval asked")
+    cards = panel.conversation.cards()
+    assert [c.state for c in cards] == ["pending"] and cards[0].waiting
+    QTest.mouseClick(panel.waiting.deny, Qt.MouseButton.LeftButton)
+    await wait_turns(ctl, panel, 2)
+    await until(lambda: [c.state for c in panel.conversation.cards()] == ["denied"], what="the same card denied")
+    assert panel.conversation.cards()[0] is cards[0]  # updated in place, never a second card
+    assert not cards[0].waiting and cards[0].badge.text() == "● denied"
+    assert panel.waiting is None
+    assert all("waiting for you" not in i.footer.text() for i in panel.conversation.assistant_items())
+    assert panel.conversation.assistant_items()[-1].block.text() == "Understood, I left a.txt alone."
+    assert not Path(task.workspace, "a.txt").exists()
+    denied = [m for m in model.requests[-1].messages if m["role"] == "tool"]
+    assert [m["content"] for m in denied] == [DENIED]  # the model was told, and nothing was written
 
 
 async def test_retry_and_edit_from_the_conversation(launch):

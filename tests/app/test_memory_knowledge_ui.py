@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
-from PySide6.QtCore import QObject, Qt, QUrl, Slot
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QDialog, QLineEdit
+from PySide6.QtWidgets import QApplication, QDialog, QLineEdit
 
 import app.controller  # noqa: F401  (imported here, not by the first test on the event loop)
 from app.citation import CitationRow, parse_citations
@@ -71,6 +72,33 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     await until(lambda: not rt.memory_enabled, what="memory off")
 
 
+async def test_memory_page_says_why_the_last_extraction_failed(launch):
+    model = ScriptedModel([["Hello, Ana."], ["I cannot answer in JSON, sorry."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Names", model=MODEL)
+    await ctl.bridge.send(task.id, "Call me Ana from now on.")
+    await ctl.rt.wait_idle(task.id)
+    await until(lambda: not ctl.rt.jobs.pending, what="the extraction")
+    win = ctl.open_settings()
+    win.tabs.setCurrentWidget(win.memory)
+    status = win.memory.status
+    await until(lambda: status.text().startswith("The last attempt to learn from a task failed"), what="the failure")
+    assert status.isVisibleTo(win)
+    assert status.text() == ("The last attempt to learn from a task failed (just now): the model did not answer "
+                             "with the JSON object asked for")
+    model.add_steps(["Noted."], [json.dumps({"add": [{"name": "name", "summary": "Is called Ana",
+                                                      "content": "Call the person Ana."}]})])
+    await ctl.bridge.send(task.id, "Remember that my name is Ana.")
+    await ctl.rt.wait_idle(task.id)
+    await until(lambda: not ctl.rt.jobs.pending, what="the second extraction")
+    win.close()
+    await until(lambda: ctl.settings_window is None, what="settings closed")
+    win = ctl.open_settings()
+    await win.memory.reload()  # what the page does when it opens, awaited here
+    assert win.memory.list.count() == 1  # the memory learned
+    assert "failed" not in win.memory.status.text()  # only the last attempt counts, and it worked
+
+
 async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
     ctl = await launch()
     folder = tmp_path / "library"
@@ -93,6 +121,50 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
         assert page.status.text().startswith("Not added:") and "was not found" in page.status.text()
     finally:
         page.stop()
+
+
+def drag(page, mime: QMimeData, kind=QDropEvent) -> QDropEvent:
+    """Drag `mime` over the middle of the page's document list and send the event where Qt's window sends it:
+    to the nearest widget under the cursor, or above it, that accepts drops (the page itself)."""
+    target, at = page.tree.viewport(), page.tree.viewport().rect().center()
+    while not target.acceptDrops() and not target.isWindow():
+        at, target = target.mapToParent(at), target.parentWidget()
+    assert target is page
+    pos = QPointF(at) if kind is QDropEvent else at
+    event = kind(pos, Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    QApplication.sendEvent(target, event)
+    return event
+
+
+async def test_files_dropped_on_the_knowledge_page_are_added(launch, tmp_path):
+    ctl = await launch()
+    (tmp_path / "notes.md").write_text("# Notes\nThe boiler is serviced in May.\n")
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "plan.txt").write_text("Paint the fence in June.\n")
+    win = ctl.open_settings()
+    win.tabs.setCurrentWidget(win.knowledge)
+    page = win.knowledge
+    await until(lambda: page.status.text() == "The library is empty.", what="empty library")
+
+    words = QMimeData()
+    words.setText("just some text")
+    assert not drag(page, words, QDragEnterEvent).isAccepted()  # not files: no drop offered
+
+    files = QMimeData()
+    files.setUrls([QUrl.fromLocalFile(str(tmp_path / "notes.md")), QUrl.fromLocalFile(str(tmp_path / "more")),
+                   QUrl("https://example.com/remote.pdf")])
+    assert drag(page, files, QDragEnterEvent).isAccepted()
+    assert drag(page, files).isAccepted()
+    await until(lambda: page.status.text() == "Added 2 documents.", what="the drop added")
+    await until(lambda: sorted(i.text(1) for i in page.rows.values()) == ["Ready · 1 passage"] * 2,
+                what="both indexed")
+    assert {i.text(0) for i in page.rows.values()} == {"notes.md", "plan.txt"}  # the folder's file, not the URL
+    assert {d["path"] for d in await ctl.rt.knowledge_list()} == {
+        str(tmp_path / "notes.md"), str(tmp_path / "more" / "plan.txt")}
+
+    only_remote = QMimeData()
+    only_remote.setUrls([QUrl("https://example.com/remote.pdf")])
+    assert not drag(page, only_remote).isAccepted()  # nothing on this computer to add
 
 
 async def test_citation_chips_open_the_cited_file(launch, tmp_path):

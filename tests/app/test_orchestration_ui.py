@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from pathlib import Path
+
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
@@ -49,6 +52,57 @@ async def test_turn_details_list_steps_and_helpers(launch):
     assert dialog.steps.rowCount() == 2
     assert dialog.helpers.rowCount() == 1 and dialog.helpers.item(0, 0).text() == "researcher"
     assert dialog.helpers.item(0, 6).text() == "completed"
+
+
+class HeldHelper(ScriptedModel):
+    """The helper's model: answers its first request at once and holds every later one until `go` is set."""
+
+    def __init__(self, steps):
+        super().__init__(steps, id="kid")
+        self.go = asyncio.Event()
+
+    async def stream(self, request, *, on_queued=None):
+        if self.requests:
+            await self.go.wait()
+        async for item in super().stream(request, on_queued=on_queued):
+            yield item
+
+
+def delegate_card(panel):
+    cards = [c for c in panel.conversation.cards() if c.name == "delegate"]
+    return cards[0] if len(cards) == 1 else None
+
+
+def progress_of(panel) -> str:
+    card = delegate_card(panel)
+    return card.progress.text() if card is not None and card.progress.isVisibleTo(panel) else ""
+
+
+async def test_a_helpers_progress_shows_in_its_card_live_and_after_reopening(launch, home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(
+        "---\nname: reader\ndescription: Reads files.\ntools: read_file\nmodel: kid/m\n---\nRead and report.")
+    kid = HeldHelper([[Call("read_file", {"path": "notes.txt"})], ["The notes say: water the plants."]])
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "read notes.txt"})], ["Water the plants."]])
+    ctl = await launch(model, kid=kid)
+    task = await ctl.bridge.create_task(title="Notes", model=MODEL)
+    Path(task.workspace, "notes.txt").write_text("water the plants")
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "What do my notes say?")
+    so_far = 'reader started\n→ read_file {"path": "notes.txt"}'
+    await until(lambda: progress_of(panel) == so_far, what="the helper's steps, live")
+    ctl.window.close_panel()
+    panel = await open_task(ctl, task.id)
+    await until(lambda: progress_of(panel) == so_far, what="the same steps after reopening")
+    kid.go.set()
+    done = so_far + "\nreader finished"
+    await until(lambda: progress_of(panel) == done, what="the rest, live in the reopened panel")
+    await wait_turns(ctl, panel)
+    assert delegate_card(panel).state == "done"
+    assert progress_of(panel) == done  # the card as saved keeps the helper's steps
+    ctl.window.close_panel()
+    panel = await open_task(ctl, task.id)
+    await until(lambda: progress_of(panel) == done, what="the steps after reopening the finished task")
 
 
 async def test_settings_list_skills_and_add_one(launch, tmp_path):

@@ -66,6 +66,33 @@ async def test_tasks_and_show_speak_plainly_and_take_an_id_prefix(home):
     assert code == 2 and "Traceback" not in err and "zzzz" in err
 
 
+async def test_show_steps_lists_the_helpers_a_delegate_turn_ran(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(
+            Reply(chunks=[], tool_calls=[("d1", "delegate", {"agent": "researcher", "task": "find the invoice"})],
+                  finish="tool_calls"),
+            Reply(chunks=["The invoice is in inbox/."], usage=(40, 7)),  # the helper's own request
+            Reply(chunks=["It is in inbox/."]),
+        )
+        rt = await Runtime.open(home)
+        try:
+            task = await rt.create_task(title="Invoice", approval="full_auto")
+            await rt.send(task.id, "Where is the invoice?")
+            assert (await collect(rt, task.id))[-1].reason == "completed"
+            await rt.wait_idle(task.id)
+        finally:
+            await rt.aclose()
+    code, out, err = await _result(await _cli("show", task.id[:10], "--steps", home=home))
+    assert code == 0, err
+    [helper] = [line for line in out.splitlines() if line.startswith("  helper ")]
+    assert helper.startswith("  helper researcher (local/test-model): completed, ")
+    assert helper.endswith(" s, 40 in / 7 out tokens, 0 tool calls — find the invoice")
+    assert "[delegate done] " in out and "The invoice is in inbox/." in out
+    code, out, _ = await _result(await _cli("show", task.id[:10], home=home))
+    assert "helper" not in out  # the records only with --steps
+
+
 async def test_show_into_a_closed_pipe_ends_quietly(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)

@@ -136,12 +136,41 @@ async def test_tasks_with_memory_off_neither_use_nor_save_it(rt, server, home):
     assert len(server.chat_requests) == 2
 
 
+async def test_extraction_never_saves_a_second_copy_of_a_memory(rt, server, home):
+    text = "# Prefers metric units (kilometres)\nKilometres, never miles.\n"
+    await rt.save_memory("units.md", text)
+    proposal = {"add": [
+        {"name": "metric-units", "summary": "prefers metric units, kilometres", "content": "Uses km."},  # renamed
+        {"name": "units", "summary": "Prefers metric units (kilometres)", "content": "Distances in km."},  # again
+    ], "update": [], "delete": []}
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
+    task = await rt.create_task()
+    await turn(rt, task.id, PREFERENCE)
+    assert "- units.md: Prefers metric units (kilometres)" in server.chat_requests[1]["messages"][1]["content"]
+    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
+    [row] = await rt.memories()
+    assert (row["name"], row["origin"]) == ("units.md", "person")  # not rewritten by the extraction
+    assert (home / "memory" / "units.md").read_text() == text
+    assert sorted(p.name for p in (home / "memory").iterdir()) == ["INDEX.md", "units.md"]
+
+
+async def test_one_answer_proposing_the_same_memory_twice_saves_it_once(rt, server, home):
+    proposal = {"add": [{"name": "drinks", "summary": "Prefers tea to coffee", "content": "Offer tea."},
+                        {"name": "tea", "summary": "prefers tea to coffee.", "content": "Tea, not coffee."}]}
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
+    task = await rt.create_task()
+    await turn(rt, task.id, "I prefer tea to coffee.")
+    assert [m["name"] for m in await rt.memories()] == ["drinks.md"]
+    assert (home / "memory" / "drinks.md").read_text() == "# Prefers tea to coffee\n\nOffer tea.\n"
+
+
 async def test_a_failed_extraction_is_logged_and_the_next_turn_runs(rt, server):
     server.script(Reply(chunks=["Sure."]), Reply(chunks=["I cannot answer in JSON, sorry."]), Reply(chunks=["Hi."]))
     task = await rt.create_task()
     await turn(rt, task.id, "Call me Ana from now on.")
     [job] = await rt.job_log("memory.extraction")
-    assert job["status"] == "failed" and "JSON" in job["error"] and job["task_id"] == task.id
+    assert job["status"] == "failed" and job["task_id"] == task.id
+    assert job["error"] == "the model did not answer with the JSON object asked for"  # for a person to read
     _, events = await turn(rt, task.id, "hello")
     assert events[-1].reason == "completed" and await rt.memories() == []
 

@@ -7,6 +7,8 @@ import asyncio
 import json
 from pathlib import Path
 
+from runtime.agent.subagents import PARALLEL
+from runtime.api import Runtime
 from runtime.events import EndReason, Usage
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
 from runtime.providers.scripted import Call, ScriptedModel
@@ -61,6 +63,52 @@ class Kid:
         pass
 
 
+class Held(ScriptedModel):
+    """The helpers' scripted model: counts its requests in flight, and holds each until `go` is set."""
+
+    def __init__(self):
+        super().__init__(id="kid")
+        self.now = self.peak = 0
+        self.go = asyncio.Event()
+
+    async def stream(self, request, *, on_queued=None):
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+        try:
+            await self.go.wait()
+            async for item in super().stream(request, on_queued=on_queued):
+                yield item
+        finally:
+            self.now -= 1
+
+
+async def test_more_delegates_than_the_bound_run_at_most_parallel_at_once(home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(HELPER)
+    goals = [f"find part {i}" for i in range(PARALLEL + 2)]
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": g}) for g in goals], ["All found."]])
+    kid = Held()
+    rt = await Runtime.open(home, providers={"scripted": model, "kid": kid})
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        await rt.send(task.id, "research")
+        for _ in range(1000):  # until the first helpers are all asking their model
+            if kid.now == PARALLEL:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # room for a helper past the bound to start, were it let through
+        assert (kid.now, kid.peak) == (PARALLEL, PARALLEL)
+        kid.go.set()
+        events = await collect(rt, task.id)
+        assert events[-1].reason == EndReason.completed
+        assert kid.peak == PARALLEL and len(kid.requests) == len(goals)  # the rest ran as places came free
+        assert len([m for m in model.requests[1].messages if m["role"] == "tool"]) == len(goals)
+        subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
+        assert sorted(s["goal"] for s in subs) == goals and {s["status"] for s in subs} == {"completed"}
+    finally:
+        await rt.aclose()
+
+
 async def test_two_delegates_in_one_step_run_at_once_and_report_back(home):
     (home / "agents").mkdir()
     (home / "agents" / "reader.md").write_text(HELPER)
@@ -110,6 +158,8 @@ async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home)
         assert not Path(task.workspace, "x").exists()
         subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
         assert subs[0]["tool_calls"] == ["read_file", "write_file"]
+        saved = next(p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "delegate")
+        assert saved["progress"] == ["reader started", '→ read_file {"path": "notes.txt"}', "reader finished"]
     finally:
         await rt.aclose()
 
