@@ -66,6 +66,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
         self._reload.setInterval(60)
         self._reload.timeout.connect(self._do_reload)
         self._reloads = 0
+        self._reload_landed: asyncio.Future | None = None  # the newest reload's landing
 
     def _menus(self) -> None:
         def act(menu, text, slot, shortcut=None) -> QAction:
@@ -204,14 +205,25 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
 
     async def reload_tasks(self) -> None:
         # Reloads can finish out of order; only the newest request's result may land (an older list, read
-        # before a task was created, would otherwise close that task's new panel).
+        # before a task was created, would otherwise close that task's new panel). A superseded reload returns
+        # once the newest has landed, so its caller (opening a task just created) sees the newer lists.
         self._reloads += 1
         mine = self._reloads
-        tasks = await self.bridge.list_tasks()
-        chats = await self.bridge.list_chats()
-        teams = await self.bridge.list_teams()
-        if self.disposed or mine != self._reloads:
-            return
+        landed = self._reload_landed = asyncio.get_running_loop().create_future()
+        try:
+            tasks = await self.bridge.list_tasks()
+            chats = await self.bridge.list_chats()
+            teams = await self.bridge.list_teams()
+            if mine != self._reloads and not self.disposed:
+                await asyncio.shield(self._reload_landed)
+                return
+            if not self.disposed:
+                self._land(tasks, chats, teams)
+        finally:
+            if not landed.done():
+                landed.set_result(None)
+
+    def _land(self, tasks: list, chats: list, teams: list) -> None:
         self.tasks = {t.id: t for t in tasks}
         self.chats = {c.id: c for c in chats}
         self.teams = {t.id: t for t in teams}

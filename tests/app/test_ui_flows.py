@@ -242,3 +242,25 @@ async def test_menus_and_shortcuts(launch):
     assert actions["Export Task as Markdown…"].isEnabled() and actions["Open Workspace Folder"].isEnabled()
     actions["Quit"].trigger()  # nothing runs: quits without asking
     assert ctl.quit_event.is_set()
+
+
+async def test_a_reload_overtaken_by_a_newer_one_returns_once_the_newer_lists_are_shown(launch):
+    """Whoever awaits a reload (opening a task just made) sees the task, even when another reload began meanwhile
+    and only the newest may land."""
+    ctl = await launch()
+    await ctl.window.reload_tasks()
+    task = await ctl.rt.create_task(title="Just made", model=MODEL)
+    list_teams, calls = ctl.bridge.list_teams, []
+
+    async def newer_is_slower():  # the newer reload's last read comes back after the older one is done
+        calls.append(1)
+        if len(calls) == 2:
+            await asyncio.sleep(0.3)
+        return await list_teams()
+
+    ctl.bridge.list_teams = newer_is_slower
+    older = asyncio.ensure_future(ctl.window.reload_tasks())
+    newer = asyncio.ensure_future(ctl.window.reload_tasks())
+    await older
+    assert task.id in ctl.window.tasks and ctl.window.open_task(task.id) is not None
+    await newer
