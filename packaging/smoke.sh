@@ -106,8 +106,8 @@ xdotool windowfocus --sync "$WIN" key ctrl+n
 wait_for 20 "the New task dialog" xdotool search --onlyvisible --name '^New task$'
 DLG=$(xdotool search --onlyvisible --name '^New task$' | head -1)
 xdotool windowfocus --sync "$DLG" key Tab Return  # from the goal to the title; Enter = Create task
-wait_for 30 "the task" sh -c 'hearth tasks | grep -q .'
-TASK=$(hearth tasks | awk 'NR==1{print $1}')
+wait_for 30 "the task" sh -c 'hearth tasks | awk "NR > 1" | grep -q .'  # below the header line
+TASK=$(hearth tasks | awk 'NR==2{print $1}')
 # Typed too early, the message would land on the welcome page: wait for the window to be named after the task.
 wait_for 30 "the task's panel" sh -c "xdotool getwindowname $WIN | grep -qv '^Hearth\$'"
 xdotool windowfocus --sync "$WIN"
