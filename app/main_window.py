@@ -1,5 +1,5 @@
 """The main window: the sidebar (Tasks and Chats), the open task's or chat's panel (one at a time; a panel is
-disposable), menus. The chat side is in chat_actions.py.
+disposable), menus. The task, chat and team actions are in task_actions.py, chat_actions.py and team_actions.py.
 
 It is only a viewer: closing it never stops a turn (the controller decides between hiding to the tray and
 quitting). It paints before the runtime is even imported, then `attach()` brings the tasks in.
@@ -8,28 +8,26 @@ quitting). It paints before the runtime is even imported, then `attach()` brings
 from __future__ import annotations
 
 import asyncio
-import re
-from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QFileDialog, QMainWindow, QSplitter, QStackedWidget
+from PySide6.QtWidgets import QMainWindow, QSplitter, QStackedWidget
 
-from . import dialogs, export
+from . import dialogs
 from .chat_actions import ChatActions
 from .chat_panel import ChatPanel
 from .icons import app_icon
 from .logs import log_folder
-from .new_task_dialog import NewTaskDialog
 from .problem import ProblemPage
 from .sidebar import TaskSidebar
+from .task_actions import TaskActions
 from .task_panel import TaskPanel
 from .team_actions import TeamActions
 from .team_panel import TeamPanel
 from .welcome import WelcomePage
 
 
-class MainWindow(ChatActions, TeamActions, QMainWindow):
+class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
     painted = Signal()
 
     def __init__(self, ctl):
@@ -300,69 +298,7 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
         return (self.isVisible() and not self.isMinimized() and self.panel is not None
                 and self.panel.task_id == task_id)
 
-    # -- task actions --
-
-    def new_task(self, goal: str = "") -> NewTaskDialog | None:
-        if not self._ready():
-            return None
-        dlg = NewTaskDialog(self.bridge, self)
-        if goal:
-            dlg.goal.setPlainText(goal)
-        dlg.create_requested.connect(lambda values: self.bridge.run(self._create(dlg, values)))
-        dlg.show()
-        self.new_task_dialog = dlg
-        return dlg
-
-    async def _create(self, dlg: NewTaskDialog, values: dict) -> None:
-        goal = values.pop("goal", "")
-        try:
-            info = await self.bridge.create_task(**values)
-        except Exception as exc:
-            dlg.failed(str(exc))
-            return
-        dlg.close()
-        await self.reload_tasks()
-        panel = self.open_task(info.id)
-        if goal and panel is not None:
-            panel.composer.edit.setPlainText(goal)
-            panel.composer.submit()
-
-    async def _open_new(self, task_id: str) -> None:
-        await self.reload_tasks()
-        self.open_task(task_id)
-
-    def rename_task(self, task_id: str | None):
-        info = self.tasks.get(task_id) if task_id else None
-        if info is None:
-            return
-
-        def done(title: str) -> None:
-            self.bridge.run(self._rename(task_id, title))
-
-        return dialogs.ask_text(self, "Rename task", "Title:", info.title or "", done)
-
-    async def _rename(self, task_id: str, title: str) -> None:
-        await self.bridge.rename(task_id, title)
-        await self.reload_tasks()
-        if self.panel is not None and self.panel.task_id == task_id:
-            await self.panel.sync()
-
-    def delete_task(self, task_id: str | None):
-        info = self.tasks.get(task_id) if task_id else None
-        if info is None:
-            return None
-        running = self.bridge.is_running(task_id)
-        extra = " Its running turn will be stopped." if running else ""
-        return dialogs.confirm(
-            self, "Delete task?", f"Delete “{info.title or 'New task'}” and its conversation?",
-            "Delete", lambda: self.bridge.run(self._delete(task_id)),
-            informative=f"This cannot be undone.{extra} Files in its workspace folder stay on disk.", danger=True)
-
-    async def _delete(self, task_id: str) -> None:
-        if self.panel is not None and self.panel.task_id == task_id:
-            self.close_panel()
-        await self.bridge.delete(task_id)
-        await self.reload_tasks()
+    # -- task actions: task_actions.py --
 
     def stop_current(self) -> None:
         if isinstance(self.panel, TeamPanel):
@@ -371,30 +307,6 @@ class MainWindow(ChatActions, TeamActions, QMainWindow):
             self.panel.stop()
         elif self.panel is not None:
             self.bridge.run(self.bridge.stop(self.panel.task_id))
-
-    def export(self, fmt: str) -> None:
-        if not isinstance(self.panel, TaskPanel):
-            return
-        info = self.panel.info
-        name = re.sub(r"[^\w\- ]+", "", info.title or "task").strip() or "task"
-        dlg = QFileDialog(self, "Export task", str(Path.home() / f"{name}.{fmt}"))
-        dlg.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
-        dlg.setNameFilter("Markdown (*.md)" if fmt == "md" else "JSON (*.json)")
-        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dlg.fileSelected.connect(lambda path: self.bridge.run(self.export_to(info.id, path, fmt)))
-        dlg.open()
-
-    async def export_to(self, task_id: str, path: str, fmt: str) -> None:
-        info = await self.bridge.get_task(task_id)
-        messages = await self.bridge.messages(task_id)
-        turns = await self.bridge.turns(task_id)
-        text = (export.to_markdown if fmt == "md" else export.to_json)(info, messages, turns)
-        await asyncio.to_thread(Path(path).write_text, text, encoding="utf-8")
-        self.statusBar().showMessage(f"Exported to {path}", 8000)
-
-    def open_workspace(self) -> None:
-        if isinstance(self.panel, TaskPanel):
-            self.panel.open_workspace()
 
     def open_data_folder(self) -> None:
         if self._ready():
