@@ -17,7 +17,6 @@ from .task_panel import TaskPanel
 class TaskActions:
     """Mixed into MainWindow: it owns `panel`, `tasks`, `bridge`, `reload_tasks`, `open_task` and `close_panel`."""
 
-
     def new_task(self, goal: str = "") -> NewTaskDialog | None:
         if not self._ready():
             return None
