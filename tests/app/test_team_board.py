@@ -198,3 +198,31 @@ async def test_delete_team_from_the_task_menu_asks_first_then_stops_and_removes_
     QTest.mouseClick(next(b for b in box.buttons() if b.text() == "Delete"), Qt.MouseButton.LeftButton)
     await until(lambda: window.panel is None and ctl.window.sidebar.team_model.rowCount() == 0, what="deleted")
     assert await ctl.rt.teams.list() == [] and not ctl.rt.running_tasks()
+
+
+async def test_a_running_assignment_streams_live_and_replays_when_the_board_is_reopened(launch):
+    lead = ScriptedModel([["Outline."], ["Merged."]])
+    writer = ScriptedModel([["Drafting ", Delay(1.5), "the whole essay."]])
+    critic = ScriptedModel([["Fine."]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    window = ctl.window
+    panel = await _new_team(ctl, "Watch it write")
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "running", timeout=15, what="B running")
+    panel.select("B")
+
+    def shown(p) -> str:
+        turn = next(iter(p.feed.live), None) if p.feed is not None else None
+        return p.turn_text(turn) if turn else ""
+
+    await until(lambda: shown(panel) == "Drafting ", what="B's text so far, live")
+    team_id = panel.team_id
+    window.close_panel()  # the board is a viewer: B goes on
+    assert ctl.rt.is_running(next(a.id for a in (await ctl.rt.teams.get(team_id)).assignments if a.key == "B"))
+    panel = window.open_team(team_id)
+    await until(lambda: panel.loaded.is_set(), what="the board again")
+    panel.select("B")
+    await until(lambda: shown(panel) == "Drafting ", what="B's text replayed")
+    await until(lambda: _row(panel, "B")[2] == "done", timeout=15, what="B done")
+    await until(lambda: "Drafting the whole essay." in [m.text for m in panel.conversation.messages],
+                what="B's answer as saved")
