@@ -160,7 +160,7 @@ async def _open_long(sizes: list[int], reps: int) -> list[str]:
     return lines
 
 
-async def _turns(n: int) -> str:
+async def _turns(n: int) -> dict:
     from runtime.api import Runtime
     from runtime.providers.scripted import ScriptedModel
 
@@ -201,14 +201,11 @@ async def _turns(n: int) -> str:
             rendered = len(panel.conversation.items)
         finally:
             await ctl.shutdown()
-    ratio = sum(times[-50:]) / sum(times[:50])
-    bare_ratio = sum(bare[-50:]) / sum(bare[:50])
-    return (f"(d) {n} turns in one open task: first 50 {sum(times[:50]):.2f} s, last 50 {sum(times[-50:]):.2f} s, "
-            f"ratio {ratio:.2f} (goal <= 1.2), RSS +{grew:.1f} MB (goal <= 30), {rendered} messages rendered | "
-            f"runtime only: {sum(bare):.2f} s in all, ratio {bare_ratio:.2f}, RSS +{bare_rss:.1f} MB")
+    return {"n": n, "ratio": sum(times[-50:]) / sum(times[:50]), "grew": grew, "rendered": rendered,
+            "bare_ratio": sum(bare[-50:]) / sum(bare[:50]), "bare_rss": bare_rss}
 
 
-async def _four_streams(tokens: int) -> str:
+async def _four_streams(tokens: int) -> dict:
     from runtime.providers.scripted import ScriptedModel
 
     models = {f"m{i}": ScriptedModel([[f"t{j} " for j in range(tokens)]], chunk_delay=0.002) for i in range(4)}
@@ -231,9 +228,7 @@ async def _four_streams(tokens: int) -> str:
             lags = await _lags_while(start(), all_idle)
         finally:
             await ctl.shutdown()
-    rate = 4 * tokens / lags["elapsed"]
-    return (f"(e) 4 tasks streaming ({rate / 4:.0f} tokens/s each), one visible: loop lag p99 "
-            f"{lags['p99'] * 1000:.1f} ms (goal <= 16), worst {lags['worst'] * 1000:.1f} ms")
+    return {"rate": tokens / lags["elapsed"], "p99": lags["p99"], "worst": lags["worst"]}
 
 
 async def _gc() -> str:
@@ -288,8 +283,17 @@ def main() -> None:
         sizes = [250, 1000] if args.quick else [250, 1000, 2000, 10_000]
         for line in await _open_long(sizes, args.reps):
             print(line)
-        print(await _turns(100 if args.quick else 500))
-        print(await _four_streams(1000 if args.quick else 5000))
+        turns = [await _turns(100 if args.quick else 500) for _ in range(args.reps)]
+        print(f"(d) {turns[0]['n']} turns in one open task, {args.reps} reps: last 50 / first 50 "
+              f"{spread([t['ratio'] for t in turns], unit='', digits=2)} (goal <= 1.2), RSS growth "
+              f"{spread([t['grew'] for t in turns], unit='MB', digits=1)} (goal <= 30); "
+              f"{turns[0]['rendered']} messages rendered | runtime only: last/first "
+              f"{spread([t['bare_ratio'] for t in turns], unit='', digits=2)}, RSS "
+              f"{spread([t['bare_rss'] for t in turns], unit='MB', digits=1)}")
+        streams = [await _four_streams(1000 if args.quick else 5000) for _ in range(args.reps)]
+        print(f"(e) 4 tasks streaming ({streams[0]['rate']:.0f} tokens/s each), one visible, {args.reps} reps: "
+              f"loop lag p99 {spread([s['p99'] for s in streams], 1000, 'ms', 1)} (goal <= 16), worst "
+              f"{spread([s['worst'] for s in streams], 1000, 'ms', 1)}")
         print(await _gc())
 
     qasync.run(in_app())
