@@ -48,6 +48,26 @@ class ModelRequest:
     tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
 
 
+# The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).
+CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
+
+
+def continuation(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str] | None:
+    """(the messages before the cut-off answer, its text) when the request asks to go on with an answer that
+    stopped in its text: the last message is the user's CONTINUE instruction right after an assistant message
+    with text and no tool calls. A provider that can prefill (llama.cpp) renders those messages, opens the
+    assistant's turn with that text and lets the model write on; others send the messages as they are."""
+    if len(messages) < 2:
+        return None
+    answer, last = messages[-2], messages[-1]
+    if last.get("role") != "user" or last.get("content") != CONTINUE:
+        return None
+    text = answer.get("content")
+    if answer.get("role") != "assistant" or answer.get("tool_calls") or not isinstance(text, str) or not text:
+        return None
+    return messages[:-2], text
+
+
 def outgoing_messages(messages: list[dict[str, Any]], *, empty_tool_call_content: bool) -> list[dict[str, Any]]:
     """The chat messages as a server with the `empty_tool_call_content` quirk accepts them: an assistant message
     that only calls tools carries `"content": ""` instead of null (llama.cpp's server rejects null). Only those

@@ -4,11 +4,13 @@
     provider = LlamaCppProvider("local", "/models/qwen.gguf", n_ctx=4096, chat_format="chatml")
     async with contextlib.aclosing(provider.stream(request)) as events: ...
 
-The work is split over four modules: this one (the provider: queueing, streaming, Stop, errors),
+The work is split over these modules: this one (the provider: queueing, streaming, Stop, errors),
 `llama_models.py` (the bundled GGUF, the GGUF header, the process-wide cache of loaded models, KV-cache
 snapshots), `llama_worker.py` (one generation in a worker thread, plain chat or the tool-call protocol, with its
-small-model variant) and `llama_tools.py` (the ChatML tool prompt, grammars, logits processors, argument
-parsing). Their docstrings hold their decisions.
+small-model variant; `llama_channel.py` carries its output to the loop), `llama_tools.py` (the ChatML tool
+prompt, grammars, logits processors, argument parsing), `llama_chat.py` + `llama_calls.py` (a model's own
+template and call format), `llama_prefix.py` (the prompt-prefix cache) and `llama_prefill.py` (a Continue
+writes on from the partial answer). Their docstrings hold their decisions.
 
 Decisions (the design contract is silent on these):
 

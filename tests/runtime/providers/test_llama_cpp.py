@@ -15,7 +15,7 @@ import pytest
 
 from runtime.errors import ConfigError, ProviderError
 from runtime.events import Usage
-from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from runtime.providers.base import CONTINUE, FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
 from runtime.providers.llama_cpp import (
     BUNDLED_MODEL_NAME,
     LlamaCppProvider,
@@ -130,6 +130,25 @@ async def test_plain_answer_streams_text_usage_and_finish(provider):
     assert isinstance(usage, Usage)
     assert usage.input_tokens > 5 and 0 < usage.output_tokens <= 24 + 1
     assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+
+
+COUNTING = [{"role": "user", "content": "Count from 1 to 10 separated by commas"}]
+
+
+@slow_model
+async def test_a_plain_chat_continue_writes_on_from_the_partial_answer(provider):
+    partial = "1, 2, 3, 4,"
+    messages = [*COUNTING, {"role": "assistant", "content": partial}, {"role": "user", "content": CONTINUE}]
+    items = await collect(provider, request("", max_tokens=16, messages=messages))
+    text = "".join(i[1] for i in items if i[0] == TEXT)
+    prompt = provider._model.last_prompt  # rendered by Hearth in the GGUF's template, not by the chat handler
+    assert prompt.endswith("<|im_start|>assistant\n" + partial) and CONTINUE not in prompt
+    usage = next(i[1] for i in items if i[0] == USAGE)
+    assert usage.input_tokens == len(provider._model.llm.tokenize(prompt.encode(), add_bos=False, special=True))
+    assert text.lstrip().startswith("5"), f"the answer started over instead of going on: {text!r}"
+    # An ordinary request still goes through llama-cpp-python's chat handler.
+    await collect(provider, request("", max_tokens=4, messages=COUNTING))
+    assert provider._model.last_prompt is None
 
 
 @slow_model
