@@ -9,6 +9,9 @@ stream is the hot path: 20,000 chunks a second from a fast server). Kinds:
     (TOOL_CALLS, [ToolCallRequest])     the step's complete tool calls, once, at the end of the step
     (USAGE, Usage)                      token usage of the step
     (FINISH, reason)                    the model finished the step ("stop", "tool_calls", "length", ...)
+    (STATUS, str)                       what the step waits for, in words for the person ("Loading model…",
+                                        "Reading your message… 40%", "Waiting for the server…"), before its
+                                        first token; the agent loop shows it as the turn's phase
 
 A stream that ends without FINISH was truncated: providers raise `ProviderError` for it rather than
 pretending the step finished. Cancelling the consuming task must close the underlying connection or stop
@@ -27,6 +30,7 @@ TOOL_START = 2
 TOOL_CALLS = 3
 USAGE = 4
 FINISH = 5
+STATUS = 6
 
 
 @dataclass(slots=True)

@@ -34,6 +34,7 @@ from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate
 from runtime.providers.llama_models import quiet_llama_cpp
 from runtime.providers.llama_prefill import prefilled
 from runtime.providers.llama_prefix import prepare_prefix
+from runtime.providers.llama_reading import read_prompt
 from runtime.providers.llama_tools import cached_grammar, parse_args
 
 if TYPE_CHECKING:
@@ -163,6 +164,8 @@ class Sampler:
         vocab = llm._model.vocab
         llm.set_seed(job.seed if job.seed is not None else random.randint(0, 2**31 - 1))
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        if not read_prompt(llm, self.tokens, job.stop, job.reading):  # a long new part, with progress
+            return
         gen = llm.generate(self.tokens, temp=job.temperature, top_k=40, top_p=0.95, min_p=0.05,
                            repeat_penalty=1.0, grammar=self.grammar)
         try:

@@ -13,8 +13,11 @@ prefilled it wrote " 5, 6, 7, 8, 9, 10".
   turn exactly as it would show that answer in the history.
 - Where that is not possible the request keeps the instruction: a format that does not show the message's text
   as it is (MARK missing), a template that refuses the conversation, and a plain chat whose format is one of
-  llama-cpp-python's built-in handlers named in settings (`chat_format`), which Hearth cannot render itself; a
-  GGUF's own template (what a model gets by default) is rendered here.
+  llama-cpp-python's built-in handlers named in settings (`chat_format`), which Hearth cannot render itself.
+- A plain chat (no tools) in a GGUF's own template (what a model gets by default) is always rendered here
+  (`chat_renderer`) and completed with `create_completion`, as `create_chat_completion` would (same template,
+  BOS/EOS texts and sampling: token for token the same answers at temperature 0), so that its prompt can be
+  prefilled and read with progress (`llama_reading.py`).
 """
 
 from __future__ import annotations
@@ -46,12 +49,6 @@ def prefilled(render: Render, messages: list[dict[str, Any]]) -> str | None:
     return rendered[:at] + partial if at >= 0 else None
 
 
-def chat_prefilled(llm: Any, messages: list[dict[str, Any]]) -> str | None:
-    """`prefilled` for a plain chat (no tools), in the format `create_chat_completion` would use."""
-    render = chat_renderer(llm) if continuation(messages) is not None else None
-    return prefilled(render, messages) if render is not None else None
-
-
 def template_renderer(template: str, *, bos: str, eos: str) -> Render:
     """A GGUF chat template rendered as llama-cpp-python's chat handler renders it (content as text, the
     assistant's header at the end)."""
@@ -59,6 +56,14 @@ def template_renderer(template: str, *, bos: str, eos: str) -> Render:
 
     formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
     return lambda messages: formatter(messages=chat_messages(messages)).prompt
+
+
+def plain_chat_of(model: Any) -> Render | None:
+    """The loaded model's plain-chat renderer (`chat_renderer`), read once (`LoadedModel.plain_chat`: None
+    unread, False none)."""
+    if model.plain_chat is None:
+        model.plain_chat = chat_renderer(model.llm) or False
+    return model.plain_chat or None
 
 
 def chat_renderer(llm: Any) -> Render | None:

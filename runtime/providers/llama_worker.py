@@ -5,7 +5,8 @@
   itself and hands them to the event loop through a small channel (`llama_channel.py`). The thread holds the
   model's `threading.Lock` while it generates, and calls `on_finished` on the loop when it has exited.
 - `stop` (a `threading.Event`) is checked between tokens: inside llama.cpp's sampling loop as a stopping
-  criterion, and after every chunk. A prompt-evaluation batch cannot be interrupted.
+  criterion, and after every chunk; and between the pieces of a long prompt (`llama_reading.py`). One piece
+  cannot be interrupted.
 - A model of 1 B parameters or more whose GGUF template has a known call format takes its tool steps on that
   template (`llama_calls.py`). Other tool calls follow the `chatml-function-calling` protocol step by step with
   `Llama.create_completion` (see `llama_tools.py`). First the choice between a message and a call: the model's own
@@ -62,13 +63,14 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.events import Usage
-from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from runtime.providers.base import FINISH, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
 from runtime.providers.llama_calls import run_template_step
 from runtime.providers.llama_channel import END, Channel
 from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
-from runtime.providers.llama_prefill import chat_prefilled, prefilled
+from runtime.providers.llama_prefill import plain_chat_of, prefilled
 from runtime.providers.llama_prefix import PrefixCache, message_ban, prepare_prefix
+from runtime.providers.llama_reading import read_prompt, reading_label
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -86,7 +88,6 @@ from runtime.providers.llama_tools import (
 DEFAULT_MAX_TOKENS = 512
 DEFAULT_TEMPERATURE = 0.2  # llama-cpp-python's chat default
 SMALL_REPEAT_PENALTY = 1.1  # a small model's text and arguments: else SmolLM2 often loops until max_tokens
-CHAT_REPEAT_PENALTY = 1.1  # what llama-cpp-python's chat handler samples with (create_completion's default: 1.0)
 SMALL_CALL_REACH = 8.5  # a small model calls only when `functions` is this close to its favourite first token
 # A small model's message ends at the end of its turn, and where it starts writing the protocol.
 SMALL_MESSAGE_STOPS = ["<|im_end|>", "<|im_start|>", "<message>", "\nmessage:", "\nfunctions."]
@@ -152,16 +153,19 @@ class Job(Channel):
         self._put((USAGE, Usage(input_tokens=self.meter.prompt, output_tokens=self.meter.output)))
         self._put((FINISH, reason))
 
+    def reading(self, percent: int) -> None:  # how far the prompt was read (llama_reading.py)
+        self._put((STATUS, f"{reading_label(self.request.messages)}… {percent}%"))
+
     def _run_chat(self) -> None:
-        llm = self.model.llm
-        prompt = chat_prefilled(llm, self.request.messages)
-        if prompt is not None:  # a cut-off answer: the model writes on from its text (llama_prefill.py)
-            _, why = self._complete(prompt, max_tokens=self.max_tokens, stop=[], emit_text=True, add_bos=False,
-                                    repeat_penalty=CHAT_REPEAT_PENALTY)
+        llm, messages = self.model.llm, self.request.messages
+        render = plain_chat_of(self.model)
+        if render is not None:  # the GGUF's template, rendered here (llama_prefill.py); a Continue is prefilled
+            prompt = prefilled(render, messages) or render(messages)
+            _, why = self._complete(prompt, max_tokens=self.max_tokens, stop=[], emit_text=True, add_bos=False)
             if why is not None:
                 self.finish(why)
             return
-        self.model.last_prompt = None  # rendered inside llama-cpp-python
+        self.model.last_prompt = None  # a built-in chat format named in settings: rendered inside the library
         self.meter.begin()
         chunks = llm.create_chat_completion(
             messages=chat_messages(self.request.messages),
@@ -199,16 +203,20 @@ class Job(Channel):
         add_bos: bool = True,
     ) -> tuple[str, str | None]:
         """One streamed `create_completion`; returns (text, finish_reason or None when stopped). `add_bos`
-        False: the prompt brings its own BOS (a GGUF template's text)."""
+        False: the prompt brings its own BOS (a GGUF template's text). A long new part of the prompt is read
+        first, with progress (llama_reading.py)."""
         llm = self.model.llm
         self.model.last_prompt = prompt
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        if not read_prompt(llm, tokens, self.stop, self.reading):
+            return "", None
         sampling = self._sampling()
         if temperature is not None:
             sampling["temperature"] = temperature
         sampling["repeat_penalty"] = repeat_penalty
         self.meter.begin()
         chunks = llm.create_completion(
-            prompt=prompt if add_bos else llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True),
+            prompt=tokens,
             stream=True,
             max_tokens=max_tokens,
             stop=stop,

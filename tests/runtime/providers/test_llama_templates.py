@@ -137,3 +137,20 @@ async def test_a_continue_writes_on_from_the_partial_answer_in_the_models_templa
     text = "".join(i[1] for i in items if i[0] == TEXT)
     assert not [i for i in items if i[0] == TOOL_CALLS]
     assert text.lstrip().startswith("5"), f"the answer started over instead of going on: {text!r}"
+
+
+async def test_a_long_prompt_is_read_with_progress_on_the_template_path(copies):
+    from runtime.providers.base import STATUS, TEXT, ModelRequest
+
+    notes = "".join(f"Note {i}: the meeting moved to room {i % 7}.\n" for i in range(60))
+    provider = AsBigModel("local", str(copies[HERMES]))
+    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    request = ModelRequest(model="x", messages=[{"role": "user", "content": "Summarise these notes.\n" + notes}],
+                           tools=[{"type": "function", "function": weather}], max_tokens=4, temperature=0.0, seed=7)
+    await provider.load()
+    provider._model.llm.reset()
+    items = [i async for i in provider.stream(request)]
+    await provider.aclose()
+    first_text = next(i for i, item in enumerate(items) if item[0] == TEXT)
+    statuses = [item[1] for item in items[:first_text] if item[0] == STATUS]
+    assert statuses[0] == "Reading your message… 0%" and len(statuses) >= 3
