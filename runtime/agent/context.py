@@ -14,7 +14,8 @@ continued after a crash or a restart sees exactly what was confirmed. Rules:
 - queued inputs are left out until their turn starts; answers to questions/approvals are carried by the
   tool results, not repeated as user text;
 - inputs that rewrite the conversation: `continue` (the previous, cut-off answer stays the assistant's last
-  message and an instruction asks to go on exactly there), `retry` of input X (everything after X is left out,
+  message and the instruction `providers.base.CONTINUE` asks to go on exactly there; a local model instead
+  writes on from the answer's text, `providers.base.continuation`), `retry` of input X (everything after X is left out,
   so the model answers X afresh) and `edit` of input X (X and everything after it are replaced by the new
   text). The older attempts stay in the database and on screen.
 Compaction: when the estimated size exceeds the budget, the oldest messages are dropped (never the current
@@ -29,12 +30,12 @@ import re
 from typing import Any
 
 from ..parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
+from ..providers.base import CONTINUE
 from ..tools.builtin import DEFAULT_WRAP_CAP, wrap_tool_output
 
 CHARS_PER_TOKEN = 4.0
 THRESHOLD = 0.8  # of the context window: a request above this is compacted (agent/compaction.py)
 TRIM_KEEP = 600  # characters kept at each end of an older step's tool output when the input is too big
-CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
 DENIED = "The person denied this tool call. Do not retry it unless they ask."
 
 

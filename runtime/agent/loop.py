@@ -17,7 +17,17 @@ from typing import TYPE_CHECKING
 from ..errors import ToolError
 from ..events import InputRequested, Phase, Status, ToolState
 from ..parts import ToolPart
-from ..providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, outgoing_messages
+from ..providers.base import (
+    FINISH,
+    REASONING,
+    STATUS,
+    TEXT,
+    TOOL_CALLS,
+    TOOL_START,
+    USAGE,
+    ModelRequest,
+    outgoing_messages,
+)
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.base import Effect, ToolContext
@@ -40,7 +50,7 @@ async def run_agent(ctx: TurnContext) -> None:
     quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
     for step in range(ctx.max_steps):
         ctx.check_abort()
-        # Until the first token the person sees what the turn waits for (a model loading, a busy server).
+        # Until the first token the person sees what the turn waits for; the provider may say more (STATUS).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
         messages = outgoing_messages(with_notes(ctx), empty_tool_call_content=quirk)
@@ -78,6 +88,9 @@ async def run_agent(ctx: TurnContext) -> None:
                 ctx.add_usage(record, item[1], request_chars)
             elif kind == FINISH:
                 finish = item[1]
+            elif kind == STATUS:  # a model loading, a long prompt being read, a server not answering yet
+                ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running,
+                                   detail=item[1]))
         record["ended_at"] = time.time()
         record["finish_reason"] = finish
         record["tool_calls"] = [c.name for c in calls]

@@ -9,6 +9,9 @@ stream is the hot path: 20,000 chunks a second from a fast server). Kinds:
     (TOOL_CALLS, [ToolCallRequest])     the step's complete tool calls, once, at the end of the step
     (USAGE, Usage)                      token usage of the step
     (FINISH, reason)                    the model finished the step ("stop", "tool_calls", "length", ...)
+    (STATUS, str)                       what the step waits for, in words for the person ("Loading model…",
+                                        "Reading your message… 40%", "Waiting for the server…"), before its
+                                        first token; the agent loop shows it as the turn's phase
 
 A stream that ends without FINISH was truncated: providers raise `ProviderError` for it rather than
 pretending the step finished. Cancelling the consuming task must close the underlying connection or stop
@@ -27,6 +30,7 @@ TOOL_START = 2
 TOOL_CALLS = 3
 USAGE = 4
 FINISH = 5
+STATUS = 6
 
 
 @dataclass(slots=True)
@@ -46,6 +50,26 @@ class ModelRequest:
     temperature: float | None = None
     seed: int | None = None
     tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
+
+
+# The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).
+CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
+
+
+def continuation(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str] | None:
+    """(the messages before the cut-off answer, its text) when the request asks to go on with an answer that
+    stopped in its text: the last message is the user's CONTINUE instruction right after an assistant message
+    with text and no tool calls. A provider that can prefill (llama.cpp) renders those messages, opens the
+    assistant's turn with that text and lets the model write on; others send the messages as they are."""
+    if len(messages) < 2:
+        return None
+    answer, last = messages[-2], messages[-1]
+    if last.get("role") != "user" or last.get("content") != CONTINUE:
+        return None
+    text = answer.get("content")
+    if answer.get("role") != "assistant" or answer.get("tool_calls") or not isinstance(text, str) or not text:
+        return None
+    return messages[:-2], text
 
 
 def outgoing_messages(messages: list[dict[str, Any]], *, empty_tool_call_content: bool) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 call format, see `llama_chat.py`); called by `llama_worker.Job`.
 
 1. The prompt is the model's template rendered with the conversation and the tools; its static prefix comes
-   from the prompt-prefix cache (`llama_prefix.py`).
+   from the prompt-prefix cache (`llama_prefix.py`). A Continue opens the assistant's turn with the cut-off
+   answer's text instead (`llama_prefill.py`); a call can then start only with hermes' `<tool_call>`.
 2. The model writes freely. Its text streams as TEXT, except the last few characters that could be the start
    of a call (`CallDetector`): `<tool_call>` anywhere (hermes), or at the very start `[TOOL_CALLS]`
    (mistral, a control token, which is why tokens are rendered with their special text) or `{` /
@@ -31,7 +32,9 @@ from runtime.errors import ProviderError
 from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ToolCallRequest
 from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate
 from runtime.providers.llama_models import quiet_llama_cpp
+from runtime.providers.llama_prefill import prefilled
 from runtime.providers.llama_prefix import prepare_prefix
+from runtime.providers.llama_reading import read_prompt
 from runtime.providers.llama_tools import cached_grammar, parse_args
 
 if TYPE_CHECKING:
@@ -44,11 +47,12 @@ MARKERS = {HERMES: "<tool_call>\n", MISTRAL: "[TOOL_CALLS]", LLAMA3: ""}  # what
 class CallDetector:
     """Splits the model's free text into what can be shown now and what might start a call."""
 
-    def __init__(self, fmt: str):
+    def __init__(self, fmt: str, *, within: bool = False):
         self.fmt = fmt
         self.found = False
         self._held = ""
-        self._started = False  # something other than white space came out already
+        # Something other than white space came out already; `within`: the text goes on from a cut-off answer.
+        self._started = within
 
     def feed(self, text: str) -> str:
         held = self._held + text
@@ -160,6 +164,8 @@ class Sampler:
         vocab = llm._model.vocab
         llm.set_seed(job.seed if job.seed is not None else random.randint(0, 2**31 - 1))
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        if not read_prompt(llm, self.tokens, job.stop, job.reading):  # a long new part, with progress
+            return
         gen = llm.generate(self.tokens, temp=job.temperature, top_k=40, top_p=0.95, min_p=0.05,
                            repeat_penalty=1.0, grammar=self.grammar)
         try:
@@ -184,7 +190,11 @@ class Sampler:
 def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, Any]]) -> None:
     request, llm = job.request, job.model.llm
     tools = [{"type": "function", "function": f} for f in functions]
-    prompt = chat.render(request.messages, tools)
+    written = None
+    if request.tool_choice != "required":  # a cut-off answer: the model writes on from its text (llama_prefill.py)
+        written = prefilled(lambda messages: chat.render(messages, tools), request.messages)
+    prompt = written if written is not None else chat.render(request.messages, tools)
+    job.model.last_prompt = prompt
     tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
     head = [m for m in request.messages[:1] if m.get("role") == "system"]
     if job.prefix_cache is not None:
@@ -196,7 +206,7 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
         before = llm.tokenize(marker.encode("utf-8"), add_bos=False, special=True) if marker else []
         used = 0
     else:
-        detector = CallDetector(chat.format)
+        detector = CallDetector(chat.format, within=written is not None)
         free = Sampler(job, tokens, max_tokens=job.max_tokens)
         for text in free:
             shown = detector.feed(text)

@@ -87,17 +87,17 @@ def chat_template_for(llm: Any) -> ChatTemplate | None:
     fmt = detect_format(template) if template else None
     if fmt is None:
         return None
-    model = llm._model
-    eos, bos = llm.token_eos(), llm.token_bos()
+    bos, eos = special_texts(llm)
     try:
-        return ChatTemplate(
-            template,
-            bos=model.token_get_text(bos) if bos != -1 else "",
-            eos=model.token_get_text(eos) if eos != -1 else "",
-            fmt=fmt,
-        )
+        return ChatTemplate(template, bos=bos, eos=eos, fmt=fmt)
     except Exception:  # a template Jinja cannot even parse: the model keeps the generic protocol
         return None
+
+
+def special_texts(llm: Any) -> tuple[str, str]:
+    """The texts of the model's BOS and EOS tokens, as llama-cpp-python hands them to a GGUF template."""
+    model, bos, eos = llm._model, llm.token_bos(), llm.token_eos()
+    return (model.token_get_text(bos) if bos != -1 else "", model.token_get_text(eos) if eos != -1 else "")
 
 
 def chat_of(model: Any) -> ChatTemplate | None:

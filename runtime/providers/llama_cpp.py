@@ -4,11 +4,13 @@
     provider = LlamaCppProvider("local", "/models/qwen.gguf", n_ctx=4096, chat_format="chatml")
     async with contextlib.aclosing(provider.stream(request)) as events: ...
 
-The work is split over four modules: this one (the provider: queueing, streaming, Stop, errors),
+The work is split over these modules: this one (the provider: queueing, streaming, Stop, errors),
 `llama_models.py` (the bundled GGUF, the GGUF header, the process-wide cache of loaded models, KV-cache
 snapshots), `llama_worker.py` (one generation in a worker thread, plain chat or the tool-call protocol, with its
-small-model variant) and `llama_tools.py` (the ChatML tool prompt, grammars, logits processors, argument
-parsing). Their docstrings hold their decisions.
+small-model variant; `llama_channel.py` carries its output to the loop), `llama_tools.py` (the ChatML tool
+prompt, grammars, logits processors, argument parsing), `llama_chat.py` + `llama_calls.py` (a model's own
+template and call format), `llama_prefix.py` (the prompt-prefix cache) and `llama_prefill.py` (a Continue
+writes on from the partial answer). Their docstrings hold their decisions.
 
 Decisions (the design contract is silent on these):
 
@@ -16,7 +18,8 @@ Decisions (the design contract is silent on these):
   Its model name is `smollm2-135m`; any other GGUF file is named after its file stem. `request.model` is not
   checked: one provider serves one model file.
 - **Loading.** Lazily, on the first `stream()`, in a worker thread, once per process (the cache in
-  `llama_models.py`, shared by every provider instance and task). Models stay loaded until `unload_models()`
+  `llama_models.py`, shared by every provider instance and task); meanwhile the step says "Loading model…"
+  (a STATUS item, which the turn shows as its phase). Models stay loaded until `unload_models()`
   (a settings change, tests); `aclose()` only stops this provider's generations, because the runtime may
   build providers per turn and reloading a big GGUF costs seconds. `n_ctx=None` uses the GGUF's training
   context length capped at 8192; `chat_format=None` lets llama-cpp-python use the GGUF's own chat template
@@ -33,14 +36,16 @@ Decisions (the design contract is silent on these):
   per model and event loop; a `threading.Lock` held by the generating thread is the real guard of the
   `Llama` object (so two event loops, e.g. in tests, cannot run it at once either).
 - **Off the event loop.** Each generation runs in its own worker thread; the loop never blocks on llama.cpp.
+- **Long prompts.** A prompt whose new part is long is read in pieces before generating, with STATUS items
+  "Reading your message… N%" (`llama_reading.py`), and a Stop is honoured between pieces.
 - **Stop.** Cancelling the consuming task (or closing the generator) sets a `threading.Event` that the worker
   checks between tokens; the consumer then waits at most 50 ms for the thread to exit. The per-model lock is
   released by the thread itself when it has really finished, so a following request can never run into a
-  still-running generation, and no thread outlives its generation by more than one token (or one
-  prompt-evaluation batch, which llama.cpp cannot interrupt; a token sampled under a JSON-schema grammar costs
-  50-100 ms here, because llama-cpp-python applies the grammar to the whole vocabulary). Consumers that stop
-  iterating early must close the stream (`contextlib.aclosing`, or cancel the task while it iterates), as with
-  any stream.
+  still-running generation, and no thread outlives its generation by more than one token (or one piece of
+  a prompt being read, EVAL_PIECE tokens, which llama.cpp cannot interrupt; a token sampled under a JSON-schema
+  grammar costs 50-100 ms here, because llama-cpp-python applies the grammar to the whole vocabulary).
+  Consumers that stop iterating early must close the stream (`contextlib.aclosing`, or cancel the task while it
+  iterates), as with any stream.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from pathlib import Path
 
 from runtime.errors import HearthError, ProviderError
 from runtime.models.library import BUNDLED_MODEL_NAME, ModelLibrary
-from runtime.providers.base import FINISH, ModelRequest
+from runtime.providers.base import FINISH, STATUS, ModelRequest
 from runtime.providers.llama_models import (
     LoadedModel,
     ModelUnavailable,
@@ -78,6 +83,7 @@ __all__ = [
     "unload_models",
 ]
 
+LOADING = "Loading model…"  # what a step waits for while its model loads (a big GGUF takes seconds)
 STOP_GRACE_SECONDS = 0.05  # how long a cancelled consumer waits for the worker thread before handing off
 FALLBACK_CONTEXT_TOKENS = 2048  # `context_tokens` while the model file cannot be found
 
@@ -222,14 +228,19 @@ class LlamaCppProvider:
             return warm_prefix(model, self._prefix_cache, messages, tools, stop)
 
     async def _ensure_model(self, name: str | None = None) -> LoadedModel:
-        file, identity = self._resolve(name)
-        path = os.path.realpath(file)
-        key = (path, self.n_ctx, self.chat_format, self.n_threads)
-        model = models.get(key)
-        if model is None or model.closed:
-            model = await asyncio.to_thread(load_sync, key, identity)
-        self._model = model
+        key, identity = self._key(name)
+        model = self._model = self._loaded(key) or await asyncio.to_thread(load_sync, key, identity)
         return model
+
+    def _key(self, name: str | None) -> tuple[tuple, str]:
+        """(the loaded-model cache's key, the file's identity) of a model name."""
+        file, identity = self._resolve(name)
+        return (os.path.realpath(file), self.n_ctx, self.chat_format, self.n_threads), identity
+
+    @staticmethod
+    def _loaded(key: tuple) -> LoadedModel | None:
+        model = models.get(key)
+        return model if model is not None and not model.closed else None
 
     async def list_models(self) -> list[str]:
         if self.library is None:
@@ -239,7 +250,12 @@ class LlamaCppProvider:
     async def stream(
         self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
     ) -> AsyncIterator[tuple]:
-        model = await self._ensure_model(request.model)
+        key, identity = self._key(request.model)
+        model = self._loaded(key)
+        if model is None:
+            yield (STATUS, LOADING)
+            model = await asyncio.to_thread(load_sync, key, identity)
+        self._model = model
         lock = model.queue_lock()
         if lock.locked():
             notify = on_queued or self.on_queued

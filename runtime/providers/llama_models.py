@@ -108,8 +108,12 @@ class LoadedModel:
         self.identity = identity  # the file's sha256 (or fingerprint): the prompt-prefix cache's key
         self.message_ban: list[int] | None = None  # first tokens a small model's message must not have
         self.chat: Any = None  # its chat template (llama_chat.ChatTemplate), once read; False: none usable
+        self.plain_chat: Any = None  # its plain-chat prompt renderer (llama_prefill.py), once read; False: none
         self.prefixes: dict[str, list[int]] = {}  # static prompt prefixes, by what they were rendered from
         self.prefix_status = ""  # what the prompt-prefix cache last did (llama_prefix.PrefixCache.prepare)
+        # The text of the latest prompt Hearth rendered and generated from (None: llama-cpp-python's chat handler
+        # rendered it), for debugging: a continuation's ends with the partial answer (llama_prefill.py).
+        self.last_prompt: str | None = None
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock

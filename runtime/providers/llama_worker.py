@@ -2,11 +2,11 @@
 `llama_cpp.py`).
 
 - Each generation runs in its own thread, which converts llama-cpp-python's chunks into the provider tuples
-  itself and hands them to the event loop through a small channel (a list plus one `call_soon_threadsafe`
-  wake-up per batch: if the loop is busy, tokens pile up and are delivered together). The thread holds the
+  itself and hands them to the event loop through a small channel (`llama_channel.py`). The thread holds the
   model's `threading.Lock` while it generates, and calls `on_finished` on the loop when it has exited.
 - `stop` (a `threading.Event`) is checked between tokens: inside llama.cpp's sampling loop as a stopping
-  criterion, and after every chunk. A prompt-evaluation batch cannot be interrupted.
+  criterion, and after every chunk; and between the pieces of a long prompt (`llama_reading.py`). One piece
+  cannot be interrupted.
 - A model of 1 B parameters or more whose GGUF template has a known call format takes its tool steps on that
   template (`llama_calls.py`). Other tool calls follow the `chatml-function-calling` protocol step by step with
   `Llama.create_completion` (see `llama_tools.py`). First the choice between a message and a call: the model's own
@@ -42,6 +42,9 @@
   had just read, or list_files at random); and its text and arguments are sampled with a repeat penalty
   (SMALL_REPEAT_PENALTY), without which a third of its answers looped until max_tokens and write_file
   contents ran on ("Hello world. This is a test. This is a test…").
+- A Continue (`base.continuation`) gets no instruction: the prompt opens the assistant's turn with the cut-off
+  answer's text and the model writes on (`llama_prefill.py`), in a plain chat as in a tool step, where it skips
+  the choice between a message and a call (the answer is text already).
 - Usage is counted exactly from the sampler (`Meter`; llama-cpp-python's streaming API reports none): input =
   prompt tokens of the step's first completion (for a small model's later turns, of the conversation's prompt),
   output = every sampled token including the end-of-turn token and, for tool steps, the few tokens of the
@@ -60,11 +63,14 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.events import Usage
-from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from runtime.providers.base import FINISH, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
 from runtime.providers.llama_calls import run_template_step
+from runtime.providers.llama_channel import END, Channel
 from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
+from runtime.providers.llama_prefill import plain_chat_of, prefilled
 from runtime.providers.llama_prefix import PrefixCache, message_ban, prepare_prefix
+from runtime.providers.llama_reading import read_prompt, reading_label
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -87,11 +93,8 @@ SMALL_CALL_REACH = 8.5  # a small model calls only when `functions` is this clos
 SMALL_MESSAGE_STOPS = ["<|im_end|>", "<|im_start|>", "<message>", "\nmessage:", "\nfunctions."]
 
 
-END = object()  # the last item of every job
-
-
-class Job:
-    """One generation. The worker thread pushes provider tuples; the loop side pulls them in batches."""
+class Job(Channel):
+    """One generation: a worker thread that feeds the provider tuples into its channel."""
 
     def __init__(
         self,
@@ -105,7 +108,7 @@ class Job:
         seed: int | None = None,
         prefix_cache: PrefixCache | None = None,
     ):
-        self.loop = loop
+        super().__init__(loop)
         self.prefix_cache = prefix_cache
         self.model = model
         self.request = request
@@ -114,57 +117,12 @@ class Job:
         self.temperature = temperature if request.temperature is None else request.temperature
         self.max_tokens = request.max_tokens or max_tokens
         self.seed = seed if request.seed is None else request.seed
-        self.stop = threading.Event()
-        self.finished: asyncio.Future[None] = loop.create_future()
-        self.on_finished: Callable[[], None] | None = None
-        self._items: list[Any] = []
-        self._mu = threading.Lock()
-        self._notified = False
-        self._waiter: asyncio.Future[None] | None = None
         self.thread = threading.Thread(target=self._run, name="hearth-llama-cpp", daemon=False)
         self.meter = Meter(self.stop)
 
-    # -- loop side --------------------------------------------------------------------------------------
     def start(self) -> None:
         live_jobs.add(self)
         self.thread.start()
-
-    async def next_batch(self) -> list[Any]:
-        while True:
-            with self._mu:
-                if self._items:
-                    items, self._items = self._items, []
-                    self._notified = False
-                    return items
-            waiter = self._waiter = self.loop.create_future()
-            try:
-                await waiter
-            finally:
-                self._waiter = None
-
-    def _wake(self) -> None:
-        waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    def _thread_exited(self) -> None:
-        if not self.finished.done():
-            self.finished.set_result(None)
-        callback, self.on_finished = self.on_finished, None
-        if callback is not None:
-            callback()
-
-    # -- thread side ------------------------------------------------------------------------------------
-    def _put(self, item: Any) -> None:
-        with self._mu:
-            self._items.append(item)
-            if self._notified:
-                return
-            self._notified = True
-        try:
-            self.loop.call_soon_threadsafe(self._wake)
-        except RuntimeError:  # the loop is closed: nobody listens any more
-            self.stop.set()
 
     def _run(self) -> None:
         try:
@@ -195,8 +153,19 @@ class Job:
         self._put((USAGE, Usage(input_tokens=self.meter.prompt, output_tokens=self.meter.output)))
         self._put((FINISH, reason))
 
+    def reading(self, percent: int) -> None:  # how far the prompt was read (llama_reading.py)
+        self._put((STATUS, f"{reading_label(self.request.messages)}… {percent}%"))
+
     def _run_chat(self) -> None:
-        llm = self.model.llm
+        llm, messages = self.model.llm, self.request.messages
+        render = plain_chat_of(self.model)
+        if render is not None:  # the GGUF's template, rendered here (llama_prefill.py); a Continue is prefilled
+            prompt = prefilled(render, messages) or render(messages)
+            _, why = self._complete(prompt, max_tokens=self.max_tokens, stop=[], emit_text=True, add_bos=False)
+            if why is not None:
+                self.finish(why)
+            return
+        self.model.last_prompt = None  # a built-in chat format named in settings: rendered inside the library
         self.meter.begin()
         chunks = llm.create_chat_completion(
             messages=chat_messages(self.request.messages),
@@ -231,16 +200,23 @@ class Job:
         emit_text: bool = False,
         temperature: float | None = None,
         repeat_penalty: float = 1.0,
+        add_bos: bool = True,
     ) -> tuple[str, str | None]:
-        """One streamed `create_completion`; returns (text, finish_reason or None when stopped)."""
+        """One streamed `create_completion`; returns (text, finish_reason or None when stopped). `add_bos`
+        False: the prompt brings its own BOS (a GGUF template's text). A long new part of the prompt is read
+        first, with progress (llama_reading.py)."""
         llm = self.model.llm
+        self.model.last_prompt = prompt
+        tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=add_bos, special=True)
+        if not read_prompt(llm, tokens, self.stop, self.reading):
+            return "", None
         sampling = self._sampling()
         if temperature is not None:
             sampling["temperature"] = temperature
         sampling["repeat_penalty"] = repeat_penalty
         self.meter.begin()
         chunks = llm.create_completion(
-            prompt=prompt,
+            prompt=tokens,
             stream=True,
             max_tokens=max_tokens,
             stop=stop,
@@ -293,21 +269,24 @@ class Job:
         name, why = self._complete(prompt + "functions.", max_tokens=32, stop=[":"], grammar=grammar, temperature=0)
         return (name if name in names else None), why is not None
 
-    def _message(self, prompt: str) -> None:
+    def _message(self, prompt: str, *, written: bool = False) -> None:
         """The step is a message: its text streams as it is sampled. A small model writes it right after the
         assistant header, its first token neither a branch token nor one starting with `<`: after `message:`
-        it copies the format instructions that follow `message:` in the system prompt."""
+        it copies the format instructions that follow `message:` in the system prompt. `written`: the prompt
+        already ends inside the message (a continuation), so the model just writes on."""
         budget = max(1, self.max_tokens - self.meter.output)
         if not self.model.small:
-            _, why = self._complete(prompt + "message:\n", max_tokens=budget, stop=["<|im_end|>"], emit_text=True)
+            head = "" if written else "message:\n"
+            _, why = self._complete(prompt + head, max_tokens=budget, stop=["<|im_end|>"], emit_text=True)
         else:
             model = self.model
-            message_ban(model, self.prefix_cache)
+            if not written:
+                message_ban(model, self.prefix_cache)
             _, why = self._complete(
                 prompt,
                 max_tokens=budget,
                 stop=SMALL_MESSAGE_STOPS,
-                logits_processor=not_first(model.message_ban),
+                logits_processor=None if written else not_first(model.message_ban),
                 emit_text=True,
                 repeat_penalty=SMALL_REPEAT_PENALTY,
             )
@@ -323,6 +302,11 @@ class Job:
         if chat is not None:  # a real model with its own template and call format
             run_template_step(self, chat, [by_name[name] for name in by_name])
             return
+        written = prefilled(lambda msgs: render_tool_prompt(msgs, functions, bare=small), messages)
+        if written is not None:  # a cut-off answer: the model writes on from its text (llama_prefill.py)
+            self._static_prefix(written, functions, tools)
+            self._message(written, written=True)
+            return
         base = render_tool_prompt(messages, functions, bare=small)
         if small and messages and messages[-1].get("role") == "tool":
             self._message(base)  # a small model answers with the results in hand
@@ -336,10 +320,8 @@ class Job:
             tokens = llm.tokenize(base.encode("utf-8"), special=True)
             self.meter.prompt = len(tokens)  # the step's input is the conversation
             snapshot = KvSnapshot.take(llm, tokens, llm.tokenize(source.encode("utf-8"), special=True))
-        if snapshot is None and self.prefix_cache is not None:  # a first turn: its static prefix may be on disk
-            head = [m for m in messages[:1] if m.get("role") == "system"]
-            prompt = llm.tokenize(source.encode("utf-8"), special=True)
-            prepare_prefix(self.model, self.prefix_cache, prompt, functions, head, tools)
+        if snapshot is None:  # a first turn: its static prefix may be on disk
+            self._static_prefix(source, functions, tools)
         try:
             name, chosen = self._choose(source, list(by_name))  # 1. a message, or which function to call
             if not chosen or (name is not None and self._calls(source, name, by_name)):
@@ -348,6 +330,14 @@ class Job:
             if snapshot is not None:
                 snapshot.restore(llm)
         self._message(base)
+
+    def _static_prefix(self, prompt: str, functions: list[dict[str, Any]], tools: list[dict[str, Any]]) -> None:
+        """Before a ChatML tool prompt is evaluated: its static prefix from the prompt-prefix cache, unless the
+        KV cache holds it already (llama_prefix.py)."""
+        if self.prefix_cache is not None:
+            head = [m for m in self.request.messages[:1] if m.get("role") == "system"]
+            tokens = self.model.llm.tokenize(prompt.encode("utf-8"), special=True)
+            prepare_prefix(self.model, self.prefix_cache, tokens, functions, head, tools)
 
     def _calls(self, prompt: str, name: str, by_name: dict[str, dict[str, Any]]) -> bool:
         """2. The arguments under the function's JSON-schema grammar; then, when more than one call per step

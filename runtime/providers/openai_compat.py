@@ -31,6 +31,8 @@ Decisions (the design contract is silent on them):
   `[DONE]`; a stream with no chunk at all means the server does not speak streaming chat completions.
 - `temperature`, `max_tokens` and `seed` given to the constructor (settings.json's provider fields) are sent
   when a request has none of its own; unset, the server's defaults apply.
+- A step starts with (STATUS, "Waiting for the server…"): what the person sees until the first token (a server
+  may take seconds to load a model or read a long prompt before it sends anything).
 - `asyncio.CancelledError` (and GeneratorExit) pass through untouched; `async with` on the SDK response
   closes the HTTP connection on cancellation (Stop), on an error and when the consumer stops early.
 """
@@ -48,6 +50,7 @@ from runtime.events import Usage
 from runtime.providers.base import (
     FINISH,
     REASONING,
+    STATUS,
     TEXT,
     TOOL_CALLS,
     TOOL_START,
@@ -56,6 +59,7 @@ from runtime.providers.base import (
     ToolCallRequest,
 )
 
+WAITING_FOR_SERVER = "Waiting for the server…"  # until its first token: it may be loading the model
 _DUMMY_KEY = "not-needed"  # AsyncOpenAI refuses to construct without a key; local servers ignore it
 _DRAIN_SECONDS = 0.1  # what follows [DONE] may take this long before the connection is dropped (as in the SDK)
 _SDK_STREAM_ERROR = "An error occurred during streaming"  # the SDK's text for an error event without a message
@@ -199,6 +203,7 @@ class OpenAICompatProvider:
 
     async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
         # `on_queued` is unused: a server queues requests itself.
+        yield (STATUS, WAITING_FOR_SERVER)
         client = await self._get_client()
         kwargs = self._request_kwargs(request)
         loads = json.loads

@@ -13,6 +13,8 @@ from app.message_item import AssistantItem
 from runtime.agent.context import CONTINUE, DENIED
 from runtime.providers.base import FINISH, TEXT
 from runtime.providers.scripted import Call, Delay, ScriptedModel
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 
@@ -177,6 +179,29 @@ async def test_a_long_paste_becomes_an_attachment_whose_text_reaches_the_model(l
     short.setText("just a line")
     panel.composer.edit.insertFromMimeData(short)
     assert panel.composer.edit.toPlainText() == "just a line" and panel.composer.attachments == []
+
+
+async def test_a_server_slow_to_answer_is_shown_as_waiting_for_the_server(home):
+    from app.controller import HearthApp
+
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["Here ", "I am."], wait=1.5))  # not a byte for 1.5 s (a model loading)
+        ctl = HearthApp(home, use_tray=False)
+        await ctl.start()
+        try:
+            task = await ctl.bridge.create_task(title="Slow server")
+            panel = await open_task(ctl, task.id)
+            type_and_send(panel, "hello?")
+            await until(lambda: "Waiting for the server…" in panel.phase.text() and panel.phase.isVisibleTo(panel),
+                        what="the wait for the server explained")
+            texts = [item.block.text() for item in panel.conversation.assistant_items()]
+            assert texts in ([], [""])  # nothing came back yet
+            await wait_turns(ctl, panel)
+            assert panel.phase.isHidden()
+            assert panel.conversation.assistant_items()[-1].block.text() == "Here I am."
+        finally:
+            await ctl.shutdown()
 
 
 async def test_a_long_wait_says_what_it_waits_for(launch):

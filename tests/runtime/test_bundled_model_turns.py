@@ -28,7 +28,9 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.events import EndReason
-from runtime.providers.llama_cpp import LlamaCppProvider
+from runtime.providers.base import CONTINUE
+from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
+from runtime.providers.scripted import Delay, ScriptedModel
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, text_from
 
@@ -223,3 +225,56 @@ async def test_a_second_task_waiting_for_the_shared_model_is_told_so(open_rt):
     assert any(e.type == "warning" and "Waiting for the model" in e.message for e in events)
     assert events[-1].reason == EndReason.completed
     await rt.wait_idle(first.id)
+
+
+@slow_model
+async def test_continue_writes_on_from_the_interrupted_partial_answer(home, open_rt):
+    # The task's model is interrupted (the app quits) after "1, 2, 3, 4,". A stand-in plays that first turn, so the
+    # partial text is known; everything after it is the bundled model.
+    stand_in = ScriptedModel([["1, 2, 3, 4,", Delay(30)]], id="builtin")
+    rt = await Runtime.open(home, providers={"builtin": stand_in})
+    task = await rt.create_task()
+    await rt.send(task.id, "Count from 1 to 10 separated by commas")
+    async for ev in rt.subscribe(task.id):
+        if ev.type == "text_delta":
+            break
+    await rt.aclose()
+
+    rt = await open_rt(max_tokens=24)
+    assert (await rt.get_task(task.id)).last_reason == "interrupted"
+    handle = await rt.continue_task(task.id)
+    events = await asyncio.wait_for(collect(rt, task.id), 120)
+    assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.completed, events[-1]
+    await rt.wait_idle(task.id)
+
+    # The model was given its own answer to write on from: the prompt ends inside the assistant's turn, right after
+    # the partial text, with no Continue instruction and no end-of-turn token.
+    prompt = rt.provider("builtin")._model.last_prompt
+    assert prompt.endswith("<|im_start|>assistant\n1, 2, 3, 4,") and CONTINUE not in prompt
+    steps = await rt.store.steps(handle.turn_id)
+    assert steps[0]["input_tokens"] > 100  # the request's prompt, partial answer included, as Details shows it
+
+    messages = await rt.messages(task.id)
+    assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
+    partial, more = messages[1].text, messages[3].text
+    assert partial == "1, 2, 3, 4," and more == text_from(events) and more.strip()
+    print(f"\ncontinued {partial!r} with {more!r}")
+    assert more.lstrip().startswith("5"), f"the answer started over instead of going on: {more!r}"
+
+
+@slow_model
+async def test_a_long_wait_on_the_bundled_model_says_loading_then_reading_with_progress(open_rt):
+    unload_models()  # as in a fresh app whose model has not been loaded yet
+    rt = await open_rt(max_tokens=8)
+    task = await rt.create_task()
+    notes = "".join(f"Note {i}: the meeting moved to room {i % 7}.\n" for i in range(60))
+    await rt.send(task.id, "Summarise these notes in one line.\n" + notes)
+    events = await asyncio.wait_for(collect(rt, task.id), 180)
+    assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.completed, events[-1]
+    first_text = next(i for i, e in enumerate(events) if e.type == "text_delta")
+    details = [e.detail for e in events[:first_text] if e.type == "status" and e.phase == "agent_running"]
+    # One mechanism: the turn's phase, first the loop's own words, then what the provider says it waits for.
+    assert details[:2] == ["Waiting for the model…", "Loading model…"]
+    percents = [int(d.removeprefix("Reading your message… ").removesuffix("%")) for d in details[2:]]
+    print(f"\nphases before the first token: {details[:3]} … {details[-1]!r}")
+    assert percents[0] == 0 and percents == sorted(percents) and len(percents) >= 3

@@ -85,7 +85,8 @@ class Reply:
     send headers and that many chunks, then go silent; html: a 200 HTML page; close_early: close the
     connection after the chunks, without finish, [DONE] or the end of the chunked body;
     connection_close: send the body delimited by closing the connection instead of chunked encoding;
-    ensure_ascii=False: non-ASCII text goes out as raw UTF-8 (as llama.cpp's server sends it), not as \\u escapes.
+    ensure_ascii=False: non-ASCII text goes out as raw UTF-8 (as llama.cpp's server sends it), not as \\u escapes;
+    wait: seconds before the first byte of the response, headers included (a server loading a model).
     """
 
     chunks: list[str] = field(default_factory=lambda: ["ok"])
@@ -108,6 +109,7 @@ class Reply:
     omit_index: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     ensure_ascii: bool = True
+    wait: float = 0.0
 
     @classmethod
     def many(cls, n: int, text: str = "tok ", **kw: Any) -> Reply:
@@ -315,6 +317,8 @@ class OpenAIServer:
             await self._send_simple(writer, 404, _error_body(404, f"Unknown route {req.method} {req.path}"), False)
             return True
         reply = self._queue.popleft() if self._queue else self.default
+        if reply.wait > 0:
+            await asyncio.sleep(reply.wait)
         if reply.hang:
             await self._until_eof(index, reader)
             return False

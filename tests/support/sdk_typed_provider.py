@@ -15,8 +15,18 @@ from typing import Any
 
 from runtime.errors import ProviderError
 from runtime.events import Usage
-from runtime.providers.base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
-from runtime.providers.openai_compat import OpenAICompatProvider, _server_text
+from runtime.providers.base import (
+    FINISH,
+    REASONING,
+    STATUS,
+    TEXT,
+    TOOL_CALLS,
+    TOOL_START,
+    USAGE,
+    ModelRequest,
+    ToolCallRequest,
+)
+from runtime.providers.openai_compat import WAITING_FOR_SERVER, OpenAICompatProvider, _server_text
 from tests.support.openai_server import Reply
 
 MSGS = [{"role": "user", "content": "hi"}]
@@ -66,6 +76,7 @@ class SdkTypedProvider(OpenAICompatProvider):
     """OpenAICompatProvider reading the stream with the SDK's typed iterator, as it did before issue 12."""
 
     async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
+        yield (STATUS, WAITING_FOR_SERVER)  # the same first item as the real provider's (not an SDK matter)
         client = await self._get_client()
         try:
             sdk_stream = await client.chat.completions.create(**self._request_kwargs(request))

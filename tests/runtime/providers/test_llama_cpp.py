@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import threading
 import time
 
@@ -15,12 +16,13 @@ import pytest
 
 from runtime.errors import ConfigError, ProviderError
 from runtime.events import Usage
-from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
+from runtime.providers.base import CONTINUE, FINISH, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
 from runtime.providers.llama_cpp import (
     BUNDLED_MODEL_NAME,
     LlamaCppProvider,
     ModelUnavailable,
     bundled_model_path,
+    unload_models,
 )
 
 slow_model = pytest.mark.slow_model
@@ -130,6 +132,75 @@ async def test_plain_answer_streams_text_usage_and_finish(provider):
     assert isinstance(usage, Usage)
     assert usage.input_tokens > 5 and 0 < usage.output_tokens <= 24 + 1
     assert not any(i[0] in (TOOL_START, TOOL_CALLS) for i in items)
+
+
+NOTES = "Summarise these notes in one line.\n" + "".join(f"Note {i}: the meeting moved to room {i % 7}.\n"
+                                                         for i in range(60))  # about 850 tokens
+
+
+def reading_percents(statuses: list[str]) -> list[int]:
+    return [int(re.fullmatch(r"Reading your message… (\d+)%", s).group(1)) for s in statuses]
+
+
+@slow_model
+async def test_a_fresh_model_says_it_loads_and_a_long_prompt_is_read_with_progress():
+    unload_models()
+    provider = LlamaCppProvider("builtin")
+    try:
+        items = await collect(provider, request(NOTES, max_tokens=4))
+        first_text = next(i for i, item in enumerate(items) if item[0] == TEXT)
+        statuses = [item[1] for item in items[:first_text] if item[0] == STATUS]
+        assert statuses[0] == "Loading model…"
+        percents = reading_percents(statuses[1:])
+        print(f"\nreading progress: {percents}")
+        assert percents[0] == 0 and percents == sorted(percents) and len(percents) >= 3
+        assert not [item for item in items[first_text:] if item[0] == STATUS]
+        # A loaded model and a short prompt: nothing to say before the first token.
+        assert not [item for item in await collect(provider, request("Say hi.", max_tokens=4)) if item[0] == STATUS]
+    finally:
+        await provider.aclose()
+        await join_workers()
+
+
+@slow_model
+async def test_stop_while_a_long_prompt_is_read_ends_between_pieces(provider):
+    await provider.load()
+    provider._model.llm.reset()  # nothing of the prompt cached
+    reading = asyncio.Event()
+
+    async def consume():
+        async for item in provider.stream(request(NOTES, max_tokens=4)):
+            if item[0] == STATUS:
+                reading.set()
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(reading.wait(), 60)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await join_workers()
+    llm = provider._model.llm
+    prompt = llm.tokenize(provider._model.last_prompt.encode(), add_bos=False, special=True)
+    assert 0 < llm.n_tokens < len(prompt) // 2  # it stopped after a piece, not after the whole prompt
+
+
+COUNTING = [{"role": "user", "content": "Count from 1 to 10 separated by commas"}]
+
+
+@slow_model
+async def test_a_plain_chat_continue_writes_on_from_the_partial_answer(provider):
+    partial = "1, 2, 3, 4,"
+    messages = [*COUNTING, {"role": "assistant", "content": partial}, {"role": "user", "content": CONTINUE}]
+    items = await collect(provider, request("", max_tokens=16, messages=messages))
+    text = "".join(i[1] for i in items if i[0] == TEXT)
+    prompt = provider._model.last_prompt  # rendered by Hearth in the GGUF's own template
+    assert prompt.endswith("<|im_start|>assistant\n" + partial) and CONTINUE not in prompt
+    usage = next(i[1] for i in items if i[0] == USAGE)
+    assert usage.input_tokens == len(provider._model.llm.tokenize(prompt.encode(), add_bos=False, special=True))
+    assert text.lstrip().startswith("5"), f"the answer started over instead of going on: {text!r}"
+    # An ordinary request in the same template opens an empty answer.
+    await collect(provider, request("", max_tokens=4, messages=COUNTING))
+    assert provider._model.last_prompt == prompt[: -len(partial)]
 
 
 @slow_model

@@ -115,3 +115,42 @@ async def test_text_streams_token_by_token_when_the_model_answers_in_words(copie
     assert len(texts) > 3 and "".join(texts).strip() and not [i for i in items if i[0] == TOOL_CALLS]
     assert items[-1][0] == FINISH
     await provider.aclose()
+
+
+@pytest.mark.parametrize("fmt", [HERMES, LLAMA3])
+async def test_a_continue_writes_on_from_the_partial_answer_in_the_models_template(copies, fmt):
+    from runtime.providers.base import CONTINUE, TEXT, TOOL_CALLS, ModelRequest
+
+    weather = {"name": "get_weather", "description": "Get the current weather in a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    partial = "1, 2, 3, 4,"
+    messages = [{"role": "user", "content": "Count from 1 to 10 separated by commas"},
+                {"role": "assistant", "content": partial}, {"role": "user", "content": CONTINUE}]
+    provider = AsBigModel("local", str(copies[fmt]))
+    request = ModelRequest(model="x", messages=messages, tools=[{"type": "function", "function": weather}],
+                           max_tokens=16, temperature=0.0, seed=7)
+    items = [i async for i in provider.stream(request)]
+    prompt = provider._model.last_prompt
+    await provider.aclose()
+    header = "<|im_start|>assistant\n" if fmt == HERMES else "<|start_header_id|>assistant<|end_header_id|>\n\n"
+    assert prompt.endswith(header + partial) and CONTINUE not in prompt
+    text = "".join(i[1] for i in items if i[0] == TEXT)
+    assert not [i for i in items if i[0] == TOOL_CALLS]
+    assert text.lstrip().startswith("5"), f"the answer started over instead of going on: {text!r}"
+
+
+async def test_a_long_prompt_is_read_with_progress_on_the_template_path(copies):
+    from runtime.providers.base import STATUS, TEXT, ModelRequest
+
+    notes = "".join(f"Note {i}: the meeting moved to room {i % 7}.\n" for i in range(60))
+    provider = AsBigModel("local", str(copies[HERMES]))
+    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    request = ModelRequest(model="x", messages=[{"role": "user", "content": "Summarise these notes.\n" + notes}],
+                           tools=[{"type": "function", "function": weather}], max_tokens=4, temperature=0.0, seed=7)
+    await provider.load()
+    provider._model.llm.reset()
+    items = [i async for i in provider.stream(request)]
+    await provider.aclose()
+    first_text = next(i for i, item in enumerate(items) if item[0] == TEXT)
+    statuses = [item[1] for item in items[:first_text] if item[0] == STATUS]
+    assert statuses[0] == "Reading your message… 0%" and len(statuses) >= 3

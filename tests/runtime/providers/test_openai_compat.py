@@ -17,6 +17,7 @@ from runtime.events import Usage
 from runtime.providers.base import (
     FINISH,
     REASONING,
+    STATUS,
     TEXT,
     TOOL_CALLS,
     TOOL_START,
@@ -24,7 +25,7 @@ from runtime.providers.base import (
     ModelRequest,
     ToolCallRequest,
 )
-from runtime.providers.openai_compat import OpenAICompatProvider
+from runtime.providers.openai_compat import WAITING_FOR_SERVER, OpenAICompatProvider
 from tests.support.openai_server import OpenAIServer, Reply, run_in_thread
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -45,7 +46,10 @@ async def provider(server):
 
 
 async def collect(provider, model="test-model", **kw):
-    return [ev async for ev in provider.stream(ModelRequest(model=model, messages=MSGS, **kw))]
+    """The step's items after the one every step starts with: what the person sees until the first token."""
+    items = [ev async for ev in provider.stream(ModelRequest(model=model, messages=MSGS, **kw))]
+    assert items[0] == (STATUS, WAITING_FOR_SERVER)
+    return items[1:]
 
 
 async def fails(provider, model="test-model", **kw) -> ProviderError:
@@ -252,7 +256,7 @@ async def test_malformed_data_line(server, provider):
     with pytest.raises(ProviderError, match="malformed stream") as info:
         async for ev in provider.stream(ModelRequest(model="test-model", messages=MSGS)):
             events.append(ev)
-    assert events == [(TEXT, "a"), (TEXT, "b")]  # two chunks, then a line that is not JSON
+    assert events[1:] == [(TEXT, "a"), (TEXT, "b")]  # two chunks, then a line that is not JSON
     assert server.base_url in str(info.value)
 
 
@@ -302,7 +306,7 @@ async def test_timeout_mid_stream(server):
         with pytest.raises(ProviderError, match="timed out"):
             async for ev in p.stream(ModelRequest(model="test-model", messages=MSGS)):
                 events.append(ev)
-        assert events == [(TEXT, "a"), (TEXT, "b")]
+        assert events == [(STATUS, WAITING_FOR_SERVER), (TEXT, "a"), (TEXT, "b")]
         await server.wait_for_disconnect()
     finally:
         await p.aclose()
@@ -316,8 +320,9 @@ async def test_cancel_closes_the_connection(server, provider):
     first = asyncio.Event()
 
     async def consume():
-        async for _ev in provider.stream(ModelRequest(model="test-model", messages=MSGS)):
-            first.set()
+        async for ev in provider.stream(ModelRequest(model="test-model", messages=MSGS)):
+            if ev[0] == TEXT:
+                first.set()
 
     task = asyncio.create_task(consume())
     await asyncio.wait_for(first.wait(), 5)
@@ -334,6 +339,7 @@ async def test_cancel_closes_the_connection(server, provider):
 async def test_consumer_stopping_early_closes_the_connection(server, provider):
     server.script(Reply.many(1000, delay=0.01))
     gen = provider.stream(ModelRequest(model="test-model", messages=MSGS))
+    assert await anext(gen) == (STATUS, WAITING_FOR_SERVER)
     assert await anext(gen) == (TEXT, "tok ")
     await gen.aclose()
     await server.wait_for_disconnect(timeout=2)
