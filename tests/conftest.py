@@ -80,3 +80,21 @@ def home(tmp_path, monkeypatch):
     path = tmp_path / "home"
     path.mkdir()
     return path
+
+
+@pytest.fixture
+async def listener():
+    """A TCP server on the host's loopback, outside any sandbox: (port, accepted), where `accepted` counts the
+    connections that reached it (the sandbox escape and network tests)."""
+    accepted = []
+
+    async def on_connect(reader, writer):
+        accepted.append(1)
+        writer.write(b"hello from the host\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
+    yield server.sockets[0].getsockname()[1], accepted
+    server.close()
+    await server.wait_closed()

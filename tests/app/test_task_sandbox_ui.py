@@ -5,11 +5,9 @@ this task" accepts that risk for the task so the next command runs without askin
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 
-import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel, QPushButton
@@ -20,23 +18,6 @@ from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wai
 NO_BWRAP = "/nonexistent/bwrap"
 CONNECT = (f"{sys.executable} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
            f"print(s.recv(100).decode())\"")
-
-
-@pytest.fixture
-async def listener():
-    """A loopback server outside the sandbox; `accepted` counts the commands that reached it."""
-    accepted = []
-
-    async def on_connect(reader, writer):
-        accepted.append(1)
-        writer.write(b"hello from the host\n")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1], accepted
-    server.close()
-    await server.wait_closed()
 
 
 async def _results(rt, task_id: str) -> list[tuple[str, str]]:

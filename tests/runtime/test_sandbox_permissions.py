@@ -4,7 +4,6 @@ per command, and rules per task and global through the facade."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -28,22 +27,6 @@ async def model():
 
 def _settings(home: Path, **values) -> None:
     (home / "settings.json").write_text(json.dumps(values))
-
-
-@pytest.fixture
-async def listener():
-    accepted = []
-
-    async def on_connect(reader, writer):
-        accepted.append(1)
-        writer.write(b"hello from the host\n")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1], accepted
-    server.close()
-    await server.wait_closed()
 
 
 async def _turn(rt, task_id: str, text: str) -> list:

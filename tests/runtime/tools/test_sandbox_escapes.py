@@ -204,23 +204,6 @@ async def test_the_workspace_and_private_tmp_are_writable_and_the_rest_readable(
 # -- network --
 
 
-@pytest.fixture
-async def listener():
-    """A TCP listener on the host's loopback that counts the connections it gets."""
-    accepted = []
-
-    async def on_connect(reader, writer):
-        accepted.append(1)
-        writer.write(b"hello from the host\n")
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(on_connect, "127.0.0.1", 0)
-    yield server.sockets[0].getsockname()[1], accepted
-    server.close()
-    await server.wait_closed()
-
-
 CONNECT = (f"{PY} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
            f"print(s.recv(100).decode())\"")
 
