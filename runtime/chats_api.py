@@ -64,7 +64,7 @@ class ChatKit:
     async def prepare(self, chat: dict[str, Any], input_parts: list[dict]) -> Prepared:
         return await self._kit.prepare_chat(chat, input_parts)
 
-    def mcp_sessions(self, cwd: Path) -> None:
+    def mcp_sessions(self, chat: dict[str, Any], cwd: Path) -> None:
         return None
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:

@@ -155,7 +155,7 @@ class AgentKit:
         system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
-    def mcp_sessions(self, cwd: Path):
+    def mcp_sessions(self, task: dict[str, Any], cwd: Path):
         """This turn's MCP sessions, or None when no server is configured."""
         settings = self._settings()
         if not settings.mcp_servers:

@@ -76,7 +76,8 @@ class AgentPort(Protocol):
     async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> Any:
         """This turn's tools (`.tools`, name -> Tool) and the notes each step is given (`.notes`)."""
 
-    def mcp_sessions(self, cwd: Path) -> Any: ...
+    def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> Any:
+        """This turn's MCP sessions (start / ready / aclose) for the task, chat or assignment, or None."""
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """The model's context window in tokens, and a note for the person when it had to be assumed."""

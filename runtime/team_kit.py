@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from .kit import Prepared
 from .team_lead import PlanAssignments, Propose
-from .tools.base import Effect
+from .tools.base import Effect, Tool
 
 if TYPE_CHECKING:
     from .kit import AgentKit
@@ -15,8 +15,9 @@ if TYPE_CHECKING:
 
 
 class TeamKit:
-    """An assignment's agent port: the task kit, with the member's tools and its role as a note. A lead's
-    planning assignment gets the member's read-only tools and `plan_assignments` (team_lead.py)."""
+    """An assignment's agent port: the task kit, with the member's tools (MCP servers' included) and its role
+    as a note. A lead's planning assignment gets the member's read-only tools and `plan_assignments`
+    (team_lead.py)."""
 
     def __init__(self, kit: AgentKit, propose: Propose):
         self._kit = kit
@@ -38,14 +39,38 @@ class TeamKit:
             tools[self._plan_tool.name] = self._plan_tool
         return Prepared(tools, [role_note(owner), *prepared.notes])
 
-    def mcp_sessions(self, cwd: Path) -> None:
-        return None
+    def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> MemberMCP | None:
+        """The MCP servers' tools for a member given "all" tools, or the ones its list names (`server__tool`).
+        A planning assignment gets none: it only reads, and an outside program's tools may change things."""
+        allowed = owner["member_row"]["tools"]
+        if owner["kind"] == "plan" or (allowed != "all" and not any("__" in name for name in allowed)):
+            return None
+        sessions = self._kit.mcp_sessions(owner, cwd)
+        return None if sessions is None else MemberMCP(sessions, allowed)
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         return await self._kit.context_window(provider, model)
 
     def background_jobs(self, owner: dict[str, Any], reason: str) -> list:
         return []
+
+
+class MemberMCP:
+    """A turn's MCP sessions as a member sees them: only the tools its list allows."""
+
+    def __init__(self, sessions: Any, allowed: str | list[str]):
+        self._sessions = sessions
+        self._allowed = allowed
+
+    def start(self) -> None:
+        self._sessions.start()
+
+    async def ready(self) -> tuple[list[Tool], list[str]]:
+        tools, warnings = await self._sessions.ready()
+        return [t for t in tools if self._allowed == "all" or t.name in self._allowed], warnings
+
+    async def aclose(self) -> None:
+        await self._sessions.aclose()
 
 
 def role_note(owner: dict[str, Any]) -> str:

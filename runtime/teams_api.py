@@ -16,9 +16,9 @@ for a task turn). A team is `running` while its scheduler may start assignments,
 (or stopped it), `done` when every assignment is done or skipped. A team created with a `lead` starts with that
 member's planning assignment, whose `plan_assignments` tool writes the rest of the plan (team_lead.py).
 
-Decisions: members get the task kit's built-in tools filtered to their list ("all": every one), no MCP servers
-and no memory (team_kit.py); they work in one folder per team (`workspaces/<team id>`). Permission rules: the
-global ones.
+Decisions: members get the task kit's tools filtered to their list ("all": every one, the approved MCP servers'
+included; a list names them `server__tool`) and no memory (team_kit.py); they work in one folder per team
+(`workspaces/<team id>`). Permission rules: the global ones.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     agent = services.agent
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_building))
     # MCP servers connect concurrently with the rest of setup; they are only awaited in mcp_connecting.
-    ctx.mcp = agent.mcp_sessions(ctx.workspace)
+    ctx.mcp = agent.mcp_sessions(ctx.task, ctx.workspace)
     if ctx.mcp is not None:
         ctx.mcp.start()
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import MODEL, collect, open_runtime, text_from
@@ -137,3 +138,33 @@ async def test_cli_mcp_add_list_import_remove(home, tmp_path):
     assert "other" not in out
     code, out = await cli("import", str(tmp_path / "missing.json"))
     assert code == 2 and "Cannot read" in out
+
+
+async def test_team_members_get_the_mcp_tools_their_list_allows(home, tmp_path):
+    pid_file = tmp_path / "pids"
+    _settings(home, {"calc": _server(env={"MCP_TEST_PID_FILE": str(pid_file)})})
+    models = {"all": ScriptedModel([[Call("calc__add", {"a": 2, "b": 3})], ["It is 5."]], id="all"),
+              "listed": ScriptedModel([["Listed."]], id="listed"),
+              "builtin": ScriptedModel([["Built-in only."]], id="builtin")}
+    members = [{"name": "adder", "model": "all/m", "approval": "full_auto"},
+               {"name": "picky", "model": "listed/m", "tools": ["read_file", "calc__add"], "approval": "full_auto"},
+               {"name": "plain", "model": "builtin/m", "tools": ["read_file"], "approval": "full_auto"}]
+    plan = [{"key": "A", "instructions": "Add 2 and 3.", "member": "adder"},
+            {"key": "B", "instructions": "Look.", "member": "picky", "depends_on": ["A"]},
+            {"key": "C", "instructions": "Read.", "member": "plain", "depends_on": ["B"]}]
+    rt = await Runtime.open(home, providers=models)
+    try:
+        rt.approve_mcp_server("calc")
+        team = await rt.teams.create("Sums", members, plan)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert [a.status for a in team.assignments] == ["done", "done", "done"]
+        assert "calc__add" in [t["function"]["name"] for t in models["all"].requests[0].tools]
+        tool_result = [m for m in models["all"].requests[1].messages if m["role"] == "tool"]
+        assert len(tool_result) == 1 and "5" in tool_result[0]["content"]
+        assert sorted(t["function"]["name"] for t in models["listed"].requests[0].tools) == ["calc__add", "read_file"]
+        assert [t["function"]["name"] for t in models["builtin"].requests[0].tools] == ["read_file"]
+        assert len(pid_file.read_text().split()) == 2  # the plain member's turn started no server
+    finally:
+        await rt.aclose()
