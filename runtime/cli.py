@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from . import cli_memory, cli_team
 from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
+from .cli_status import StatusLine
 from .cli_storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
 from .cli_tasks import add_task_parsers, resolve_task, show_command, skills_command, tasks_command
 from .errors import (
@@ -159,6 +160,7 @@ async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
     """Print the task's events across its queued turns; the last `turn_ended`, once the task is idle."""
     events = aiter(rt.subscribe(task_id, turn_id=turn_id, follow=True))
     ended = None
+    status = StatusLine()
     idle = asyncio.ensure_future(rt.wait_idle(task_id))
     try:
         while True:
@@ -169,6 +171,7 @@ async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
                 await asyncio.gather(nxt, return_exceptions=True)
                 return ended
             ev = nxt.result()
+            status.event(ev)
             _print_event(ev)
             if ev.type == "turn_ended":
                 ended = ev

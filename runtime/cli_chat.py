@@ -11,6 +11,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from .cli_status import StatusLine
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -58,8 +59,10 @@ async def _stream(rt: Runtime, chat_id: str, turn_id: str | None) -> int:
     stopping: set[asyncio.Task] = set()
     loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(rt.chats.stop(chat_id))))
     ended = None
+    status = StatusLine()
     try:
         async for ev in rt.chats.subscribe(chat_id, turn_id=turn_id):
+            status.event(ev)
             if ev.type == "text_delta":
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import pty
 import signal
 import sys
 
@@ -16,9 +17,8 @@ async def _cli(*args: str, home=None, stdin=None, **kw):
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     env.pop("HEARTH_HOME", None)
     argv = [sys.executable, "-m", "runtime.cli", *(["--home", str(home)] if home else []), *args]
-    return await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, stdin=stdin, **kw
-    )
+    kw.setdefault("stderr", asyncio.subprocess.PIPE)
+    return await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, env=env, stdin=stdin, **kw)
 
 
 async def _result(proc):
@@ -107,3 +107,35 @@ async def test_storage_faults_exit_with_their_codes_in_one_plain_line(home, tmp_
     with immutable(ro):
         code, _, err = await _result(await _cli("tasks", home=ro))
     assert code == 8 and "cannot write" in _one_line(err)
+
+
+async def test_run_on_a_terminal_shows_what_the_step_waits_for_then_erases_it(home):
+    """stderr a terminal: "Waiting for the server…" while the server is silent, erased before the answer; the
+    same run with stderr piped prints no status line."""
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["Hello."], wait=0.5), Reply(chunks=["Again."], wait=0.5))
+        leader, follower = pty.openpty()
+        proc = await _cli("run", "hi", home=home, stderr=follower)
+        os.close(follower)
+        out, _ = await asyncio.wait_for(proc.communicate(), 60)
+        terminal = _read_all(leader)
+        assert proc.returncode == 0 and out.decode().strip() == "Hello."
+        waiting = terminal.index("Waiting for the server…")
+        assert "\r\x1b[K" in terminal[waiting:]  # erased once the answer began
+        code, out, err = await _result(await _cli("run", "again", home=home))
+        assert code == 0 and out.strip() == "Again." and "Waiting" not in err
+
+
+def _read_all(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # EIO: the other end is closed
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(fd)
+    return b"".join(chunks).decode()
