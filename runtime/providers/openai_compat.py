@@ -33,6 +33,7 @@ Decisions (the design contract is silent on them):
   when a request has none of its own; unset, the server's defaults apply.
 - A step starts with (STATUS, "Waiting for the server…"): what the person sees until the first token (a server
   may take seconds to load a model or read a long prompt before it sends anything).
+- Errors are said in openai_errors.py: each names the server and the model and what to check.
 - `asyncio.CancelledError` (and GeneratorExit) pass through untouched; `async with` on the SDK response
   closes the HTTP connection on cancellation (Stop), on an error and when the consumer stops early.
 """
@@ -58,11 +59,18 @@ from runtime.providers.base import (
     ModelRequest,
     ToolCallRequest,
 )
+from runtime.providers.openai_errors import (
+    malformed,
+    model_words,
+    not_streaming,
+    server_text,
+    status_error,
+    stream_error,
+)
 
 WAITING_FOR_SERVER = "Waiting for the server…"  # until its first token: it may be loading the model
 _DUMMY_KEY = "not-needed"  # AsyncOpenAI refuses to construct without a key; local servers ignore it
 _DRAIN_SECONDS = 0.1  # what follows [DONE] may take this long before the connection is dropped (as in the SDK)
-_SDK_STREAM_ERROR = "An error occurred during streaming"  # the SDK's text for an error event without a message
 # A chunk whose JSON is not shaped like a chat-completion chunk fails with one of these while being read.
 _SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError)
 
@@ -292,7 +300,7 @@ class OpenAICompatProvider:
         had begun, so a broken connection means a cut-off answer rather than an unreachable server."""
         openai = self._openai
         url = self.base_url
-        what = _what(model)
+        what = model_words(model)
         if isinstance(exc, ProviderError):
             return exc
         if isinstance(exc, self._timeouts):
@@ -313,59 +321,17 @@ class OpenAICompatProvider:
         if isinstance(exc, openai.APIConnectionError):
             return ProviderError(f"Cannot reach the model server at {url}. Is it running?", retryable=True)
         if isinstance(exc, openai.APIStatusError):
-            return self._status_error(exc.status_code, _server_text(exc.body, exc.message), model)
+            return status_error(url, exc.status_code, server_text(exc.body, exc.message), model)
         return ProviderError(f"The model server at {url} failed ({what}): {type(exc).__name__}: {exc}")
 
     def _stream_error(self, error: Any, model: str) -> ProviderError:
-        """For `data: {"error": ...}` inside the stream (the text the SDK's APIError gave)."""
-        message = error.get("message") if isinstance(error, dict) else None
-        if not message or not isinstance(message, str):
-            message = _SDK_STREAM_ERROR
-        detail = _server_text(error, message) or message
-        return ProviderError(
-            f"The model server at {self.base_url} sent an error in the stream ({_what(model)}): {detail}"
-        )
+        return stream_error(self.base_url, error, model)
 
     def _malformed(self, model: str | None, reason: str) -> ProviderError:
-        return ProviderError(f"The model server at {self.base_url} sent a malformed stream ({_what(model)}): {reason}.")
+        return malformed(self.base_url, model, reason)
 
     def _not_streaming(self, model: str | None) -> ProviderError:
-        return ProviderError(
-            f"The server at {self.base_url} did not answer in the streaming chat-completions "
-            f'protocol (it sent no chunks for model "{model}"). Check the base URL: '
-            "for OpenAI-compatible servers it usually ends in /v1."
-        )
-
-    def _status_error(self, status: int, detail: str, model: str | None) -> ProviderError:
-        url = self.base_url
-        tail = f" The server said: {detail}" if detail else ""
-        if status in (401, 403):
-            msg = f"The model server at {url} rejected the API key (HTTP {status}). Check the key in Settings."
-            return ProviderError(msg + tail, status_code=status)
-        if status == 404:
-            if model:
-                msg = (
-                    f'Model "{model}" was not found on the server at {url} (HTTP 404). Check the model name, '
-                    "or whether the base URL is right (it usually ends in /v1)."
-                )
-            else:
-                msg = f"The server at {url} has no model list (HTTP 404). Check the base URL (it usually ends in /v1)."
-            return ProviderError(msg + tail, status_code=status)
-        if status == 429:
-            return ProviderError(
-                f"The model server at {url} is rate limiting requests (HTTP 429). Wait a moment and try again." + tail,
-                status_code=status,
-                retryable=True,
-            )
-        if status >= 500:
-            return ProviderError(
-                f"The model server at {url} had a server error (HTTP {status}).{tail}",
-                status_code=status,
-                retryable=True,
-            )
-        return ProviderError(
-            f"The model server at {url} refused the request (HTTP {status}).{tail}", status_code=status
-        )
+        return not_streaming(self.base_url, model)
 
 
 async def _drain(events: AsyncIterator[Any]) -> None:
@@ -413,25 +379,3 @@ def _usage(raw: Any) -> Usage | None:
     if not (isinstance(prompt, int) and isinstance(completion, int)):
         return None
     return Usage(input_tokens=prompt, output_tokens=completion)
-
-
-def _what(model: str | None) -> str:
-    return f'model "{model}"' if model else "the model list"
-
-
-def _server_text(body: Any, fallback: str | None) -> str:
-    """The error text in an error body (OpenAI-shaped or not), short; `fallback` when the body has none."""
-    msg = None
-    if isinstance(body, dict):
-        err = body.get("error", body)
-        msg = err.get("message") if isinstance(err, dict) else err
-        if msg is None and isinstance(body.get("message"), str):
-            msg = body["message"]
-    elif isinstance(body, str):
-        msg = body
-    if msg is None:
-        msg = fallback
-    if not msg:
-        return ""
-    msg = " ".join(str(msg).split())
-    return msg[:300] + ("…" if len(msg) > 300 else "")

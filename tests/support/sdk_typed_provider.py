@@ -26,7 +26,8 @@ from runtime.providers.base import (
     ModelRequest,
     ToolCallRequest,
 )
-from runtime.providers.openai_compat import WAITING_FOR_SERVER, OpenAICompatProvider, _server_text
+from runtime.providers.openai_compat import WAITING_FOR_SERVER, OpenAICompatProvider
+from runtime.providers.openai_errors import server_text
 from tests.support.openai_server import Reply
 
 MSGS = [{"role": "user", "content": "hi"}]
@@ -150,7 +151,7 @@ class SdkTypedProvider(OpenAICompatProvider):
                 retryable=True,
             )
         if isinstance(exc, openai.APIError) and not isinstance(exc, openai.APIStatusError | openai.APIConnectionError):
-            detail = _server_text(exc.body, exc.message) or exc
+            detail = server_text(exc.body, exc.message) or exc
             return ProviderError(f"The model server at {url} sent an error in the stream ({what}): {detail}")
         return super()._map_error(exc, model, streaming=streaming)
 
