@@ -7,9 +7,10 @@ Self-contained: it talks to the runtime only through `runtime.api` facade method
 `approve_mcp_tools`) on `bridge.rt`, and reloads itself after each action. `refresh()` returns the task that loads
 it, so a caller (or a test) can await it.
 
-The form offers the built-in tools a rule is usually about, and any other name can be typed (an MCP server's
-tool); the command box is for run_shell only. A rule the runtime refuses is said in its sentence under the form,
-and nothing typed is lost; an added one clears only the command box.
+The form offers the built-in tools a rule is usually about, and an MCP server's tool can be typed (server__tool);
+the command box is for run_shell only. A rule the runtime refuses (a name no tool has, a command that is not one
+plain command) is said in its sentence under the form, and nothing typed is lost; an added one clears only the
+command box.
 """
 
 from __future__ import annotations

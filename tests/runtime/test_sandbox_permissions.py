@@ -200,6 +200,8 @@ async def test_bad_rules_get_one_plain_sentence(home, model):
         for kwargs, words in [
             ({"tool": "run_shell", "decision": "maybe"}, "allows or denies"),
             ({"tool": " ", "decision": "allow"}, "name of a tool"),
+            ({"tool": "rn_shell", "decision": "allow"}, "no tool called 'rn_shell'. Name one of .*run_shell"),
+            ({"tool": "calc__add", "decision": "allow"}, "no tool called 'calc__add'.*once a server is added"),
             ({"tool": "write_file", "decision": "allow", "command": "ls"}, "apply to the whole tool"),
             ({"tool": "run_shell", "decision": "allow", "command": "git status; rm x"}, "one plain command"),
             ({"tool": "run_shell", "decision": "allow", "command": "ls $(whoami)"}, "one plain command"),
@@ -212,5 +214,18 @@ async def test_bad_rules_get_one_plain_sentence(home, model):
         with pytest.raises(TaskNotFound):
             await rt.set_task_sandbox("nope", network=True)
         assert await rt.permission_rules() == []
+    finally:
+        await rt.aclose()
+
+
+async def test_a_rule_may_name_a_configured_mcp_servers_tool_but_not_another_servers(home, model):
+    _settings(home, mcpServers={"calc": {"command": sys.executable, "args": ["-c", "pass"]}})
+    rt = await open_runtime(home, model)
+    try:
+        rule = await rt.add_permission_rule("calc__add", "allow")
+        assert rule.text == "Always allow calc__add"
+        with pytest.raises(ConfigError, match=r"no tool called 'files__read'.*server__tool \(calc__…\)"):
+            await rt.add_permission_rule("files__read", "deny")
+        assert [r.tool for r in await rt.permission_rules()] == ["calc__add"]
     finally:
         await rt.aclose()
