@@ -48,6 +48,13 @@ def row_dict(r) -> dict[str, Any]:
     return dict(r._mapping)
 
 
+def row_dicts(result) -> list[dict[str, Any]]:
+    """Every row of a result as a dict, the column names read once (a row's own mapping costs ~10 µs a row,
+    which a turn over a 2,000-message task pays on every model request)."""
+    keys = list(result.keys())
+    return [dict(zip(keys, row, strict=True)) for row in result]
+
+
 class Conversations:
     def __init__(self, engine: AsyncEngine, tables: Tables):
         self.engine = engine
@@ -73,7 +80,7 @@ class Conversations:
         if limit is not None:
             query = query.limit(limit)
         async with self.engine.connect() as conn:
-            rows = [row_dict(r) for r in await conn.execute(query)]
+            rows = row_dicts(await conn.execute(query))
         return rows[::-1] if newest_first else rows
 
     async def find_client_message(self, owner_id: str, client_msg_id: str) -> dict[str, Any] | None:
@@ -166,7 +173,7 @@ class Conversations:
             rows = await conn.execute(select(m.c.role, m.c.parts, m.c.created_at).where(
                 self._own(m, owner_id), m.c.status.in_(("complete", "streaming")),
                 m.c.role.in_(("user", "assistant"))).order_by(m.c.id))
-            return [row_dict(r) for r in rows]
+            return row_dicts(rows)
 
     async def checkpoint(self, message_id: int, parts: list[dict]) -> None:
         m = self.t.messages
@@ -181,7 +188,7 @@ class Conversations:
         if turn_ids is not None:
             query = query.where(t.c.id.in_(turn_ids))
         async with self.engine.connect() as conn:
-            return [row_dict(r) for r in await conn.execute(query.order_by(t.c.started_at))]
+            return row_dicts(await conn.execute(query.order_by(t.c.started_at)))
 
     async def context_inputs(self, owner_id: str) -> ContextInputs:
         """What a turn's model input is rebuilt from, read on one connection (this is on the turn's critical
@@ -195,7 +202,7 @@ class Conversations:
                 self._own(m, owner_id), m.c.status != "discarded")
             if cp is not None:
                 query = query.where(m.c.id > cp.upto_message_id)
-            messages = [row_dict(r) for r in await conn.execute(query.order_by(m.c.id))]
+            messages = row_dicts(await conn.execute(query.order_by(m.c.id)))
             anchor = (await conn.execute(select(a).where(self._own(a, owner_id)))).first() if a is not None else None
         return ContextInputs(messages, row_dict(anchor) if anchor else None, row_dict(cp) if cp else None)
 
@@ -208,7 +215,7 @@ class Conversations:
     async def checkpoints(self, owner_id: str) -> list[dict[str, Any]]:
         c = self.t.checkpoints
         async with self.engine.connect() as conn:
-            return [row_dict(r) for r in await conn.execute(select(c).where(self._own(c, owner_id)).order_by(c.c.id))]
+            return row_dicts(await conn.execute(select(c).where(self._own(c, owner_id)).order_by(c.c.id)))
 
     async def finalize_turn(self, rec: FinalRecord) -> None:
         """Finalize's commit: the message and its parts, the turn row and the owner, in one transaction."""
