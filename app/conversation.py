@@ -167,6 +167,7 @@ class ConversationView(QScrollArea):
         if m.role == "user" and m.rewind:
             item = QWidget()  # "Continue" and "Retry" are not bubbles: the answer says "continued"
             item.setFixedHeight(0)
+            item.setVisible(False)  # hidden, so the layout adds no spacing for it either
         elif m.role == "event":
             item = EventLine(m.parts)
         elif m.role == "user":
@@ -188,7 +189,8 @@ class ConversationView(QScrollArea):
             item.details_clicked.connect(self.details_clicked)
         self.items[m.id] = item
         self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
-        item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set
+        if not (m.role == "user" and m.rewind):
+            item.show()  # now, not on Qt's queued show: the layout must count it before scroll positions are set
 
     def _last_input(self) -> int | None:
         return next((m.id for m in reversed(self.messages) if m.role == "user" and not m.rewind
@@ -217,6 +219,7 @@ class ConversationView(QScrollArea):
     def _refresh_meta(self) -> None:
         last = next((m.id for m in reversed(self.messages) if m.role == "assistant"), None)
         self.can_continue_id = last if not self.has_newer else None
+        self._link_continued()
         for m in self.messages:
             item = self.items.get(m.id)
             if isinstance(item, AssistantItem):
@@ -224,6 +227,20 @@ class ConversationView(QScrollArea):
                 item.set_meta(m.id == self.can_continue_id and not self.running)
                 for card in item.block.cards():
                     card.set_waiting(card.call_id == self.waiting_call)
+
+    def _link_continued(self) -> None:
+        """Join each answer a Continue carried on to the answer before it (answer, Continue, answer)."""
+        items = [self.items.get(m.id) for m in self.messages]
+        answers = [item for item in items if isinstance(item, AssistantItem)]
+        for item in answers:
+            item.goes_on = False
+        for i, item in enumerate(items):
+            if isinstance(item, AssistantItem):
+                before = items[i - 2] if i >= 2 else None
+                joined = isinstance(before, AssistantItem) and self.messages[i - 1].rewind == "continue"
+                item.earlier = before if joined else None
+                if joined:
+                    before.goes_on = True
 
     # -- live --
 
@@ -303,7 +320,7 @@ class ConversationView(QScrollArea):
         top = self.verticalScrollBar().value()
         for m in self.messages:
             item = self.items.get(m.id)
-            if item is not None and item.geometry().bottom() >= top:
+            if item is not None and not item.isHidden() and item.geometry().bottom() >= top:
                 return m.id, item.geometry().top() - top
         return None, 0
 

@@ -76,7 +76,8 @@ def tool_part(ev) -> dict:
 
 class AssistantItem(QWidget):
     """An assistant message, its footer (state, token usage, Copy / Retry) and, for an interrupted, failed or
-    cut-off turn, a banner."""
+    cut-off turn, a banner. An answer that a Continue carried on reads as one answer: the part before the
+    Continue has no footer or banner (`goes_on`), and Copy on the rest copies the whole (`earlier`)."""
 
     continue_clicked = Signal()
     retry_clicked = Signal()
@@ -118,6 +119,8 @@ class AssistantItem(QWidget):
         self.banner: Banner | None = None
         self._banner_key = None
         self.waiting_now = False
+        self.goes_on = False  # a Continue carried this answer on in the next item
+        self.earlier: AssistantItem | None = None  # the answer this one carries on
         self.refresh(can_continue=False)
 
     @property
@@ -153,14 +156,26 @@ class AssistantItem(QWidget):
         block.render()
 
     def _copy(self) -> None:
-        QApplication.clipboard().setText(self.block.copy_text())
+        QApplication.clipboard().setText(self.copy_text())
+
+    def copy_text(self) -> str:
+        """This answer's text, from where it began before any Continue."""
+        texts, item = [], self
+        while item is not None:
+            texts.append(item.block.copy_text())
+            item = item.earlier
+        return "".join(reversed(texts))
 
     def set_meta(self, can_continue: bool) -> None:
         """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
         m = self.message
-        self.retry.setVisible(can_continue and not m.live and self.can_retry)
-        self.copy.setVisible(not m.live and bool(m.text))
-        self.details.setVisible(not m.live and m.turn is not None and not self.chat)
+        self.footer.setVisible(not self.goes_on)
+        self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on)
+        self.copy.setVisible(not m.live and bool(m.text) and not self.goes_on)
+        self.details.setVisible(not m.live and m.turn is not None and not self.chat and not self.goes_on)
+        if self.goes_on:
+            self._set_banner(None, "", False)
+            return
         if m.live:
             self.footer.setText(footer_text(None, *m.usage, live=True))
             self._set_banner(None, "", False)

@@ -36,6 +36,14 @@ def _markers(panel) -> list[str]:
             if w.text().startswith("↳")]
 
 
+def _assert_reads_as_one_answer(panel, first, second, whole: str) -> None:
+    """The part before a Continue has no footer or banner of its own; Copy on the rest copies the whole answer."""
+    assert not first.footer.isVisibleTo(panel) and first.banner is None and not first.copy.isVisibleTo(panel)
+    assert second.footer.isVisibleTo(panel) and "done" in second.footer.text()
+    QTest.mouseClick(second.copy, Qt.MouseButton.LeftButton)
+    assert QApplication.clipboard().text() == whole
+
+
 async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
     model = CutOff([[" and blue."]])
     ctl = await launch(model)
@@ -50,8 +58,9 @@ async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
     first, second = panel.conversation.assistant_items()
     assert first.block.text() + second.block.text() == "Red, green and blue."
     assert _markers(panel) == ["↳ continued"]
+    _assert_reads_as_one_answer(panel, first, second, "Red, green and blue.")
     bubbles = [m for m in panel.conversation.messages if m.role == "user"]
-    assert [panel.conversation.items[m.id].height() for m in bubbles][1] == 0  # no "Continue." from the person
+    assert not panel.conversation.items[bubbles[1].id].isVisibleTo(panel)  # no "Continue." from the person
     last = model.requests[-1].messages
     assert [m["role"] for m in last[-2:]] == ["assistant", "user"] and last[-1]["content"] == CONTINUE
     assert last[-2]["content"] == "Red, green"
@@ -71,6 +80,7 @@ async def test_continue_after_a_stop_goes_on_from_the_partial_answer(launch):
     await wait_turns(ctl, panel, 2)
     texts = [i.block.text() for i in panel.conversation.assistant_items()]
     assert "".join(texts) == "Once upon a time there was a fox."
+    _assert_reads_as_one_answer(panel, *panel.conversation.assistant_items(), "Once upon a time there was a fox.")
     assert model.requests[-1].messages[-2]["content"] == "Once upon a time "
 
 
