@@ -32,11 +32,13 @@ from .models.library import ModelLibrary
 from .parts import text_of
 from .providers import build_provider
 from .providers.base import Provider
+from .team_lead import PlanAssignments
 from .tools.base import Effect, Tool, tool_spec
 from .tools.builtin import builtin_tools
 from .tools.interactive import interactive_tools
 from .tools.knowledge_tool import SearchKnowledge
 from .tools.mcp_consent import MCPConsents
+from .tools.mcp_util import of_server
 from .tools.memory_tool import MemoryTool
 from .tools.planning import SubmitPlan
 from .tools.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
@@ -145,6 +147,13 @@ class AgentKit:
         except Exception:  # a broken memory folder costs this turn its memories, never the turn
             log.exception("could not load the memories for %s", owner["id"])
 
+    def tool_names(self) -> list[str]:
+        """Every name a turn's tools can have, MCP servers' aside, whether or not this task has them (skills,
+        memory, documents, planning, a team's lead): what a permission rule may name."""
+        always = [*builtin_tools(), *interactive_tools(), *self._extra_tools, SubmitPlan()]
+        sometimes = [SkillTool.name, Delegate.name, MemoryTool.name, SearchKnowledge.name, PlanAssignments.name]
+        return sorted({t.name for t in always} | set(sometimes))
+
     async def first_prompt(self) -> tuple[list[dict], list[dict]]:
         """The system message and tools a new task's first step starts with: the static prefix a local model's
         prompt cache is warmed with (models_api, preload.py). Memory is as a new task has it (on when settings
@@ -155,15 +164,19 @@ class AgentKit:
         system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
-    def mcp_sessions(self, task: dict[str, Any], cwd: Path):
-        """This turn's MCP sessions, or None when no server is configured."""
-        settings = self._settings()
-        if not settings.mcp_servers:
+    def mcp_sessions(self, task: dict[str, Any], cwd: Path, *, for_tools: list[str] | None = None):
+        """This turn's MCP sessions, or None when no server is configured. `for_tools`: only the servers that
+        some of these tool names belong to (a team member's list)."""
+        servers = self._settings().mcp_servers
+        if for_tools is not None:
+            servers = {s: cfg for s, cfg in servers.items() if any(of_server(name, s) for name in for_tools)}
+        if not servers:
             return None
         from .tools.mcp import MCPTurnSessions
 
+        settings = self._settings()
         return MCPTurnSessions(
-            settings.mcp_servers, approved=self._consents.is_approved,
+            servers, approved=self._consents.is_approved,
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
             check_tools=self._consents.check_tools,
         )

@@ -23,7 +23,7 @@ from .kit import AgentKit
 from .store.repo import Store
 from .tools.approvals import COMMAND_TOOLS, command_words
 from .tools.mcp_consent import MCPConsents
-from .tools.mcp_util import tool_name
+from .tools.mcp_util import of_server, server_prefix
 
 
 class SandboxInfo(BaseModel):
@@ -96,7 +96,12 @@ class PermissionsMixin:
         tool = (tool or "").strip()
         if not tool:
             raise ConfigError("A rule needs the name of a tool.")
-        await self._check_tool_name(tool)
+        self._check_tool_name(tool)
+        return await self._add_rule(tool, decision, command, task_id)
+
+    async def _add_rule(self, tool: str, decision: str, command: str | None, task_id: str | None) -> PermissionRule:
+        """A rule for `tool`, whose name is known to be a tool's (checked, or the tool of an approval)."""
+        self._writable()
         if decision not in ("allow", "deny"):
             raise ConfigError(f"A rule either allows or denies ('allow' or 'deny'), not {decision!r}.")
         if command is not None:
@@ -113,16 +118,16 @@ class PermissionsMixin:
         row = await self.store.add_permission_rule(task_id, tool, command, decision)
         return self._rule(row, {task_id: title} if task_id else {})
 
-    async def _check_tool_name(self, tool: str) -> None:
-        """A rule must name a tool a turn can have (a typo would be a rule that never applies): a built-in one, or
-        `server__tool` of a configured MCP server, whose tools may not be known until it runs."""
-        built_in = sorted((await self.kit.prepare({"id": None, "memory": True}, [])).tools)
+    def _check_tool_name(self, tool: str) -> None:
+        """A rule must name a tool a turn can have (a typo would be a rule that never applies): one of Hearth's,
+        or `server__tool` of a configured MCP server, whose tools may not be known until it runs."""
+        own = self.kit.tool_names()
         servers = sorted(self.settings.mcp_servers)
-        if tool in built_in or any(tool.startswith(tool_name(server, "")) for server in servers):
+        if tool in own or any(of_server(tool, server) for server in servers):
             return
-        mcp = (f"or an MCP server's tool as server__tool ({', '.join(f'{s}__…' for s in servers)})" if servers
+        mcp = (f"or an MCP server's tool ({', '.join(f'{server_prefix(s)}…' for s in servers)})" if servers
                else "(an MCP server's tools are named server__tool once a server is added)")
-        raise ConfigError(f"Hearth has no tool called {tool!r}. Name one of {', '.join(built_in)} {mcp}.")
+        raise ConfigError(f"Hearth has no tool called {tool!r}. Name one of {', '.join(own)} {mcp}.")
 
     async def remove_permission_rule(self, rule_id: int) -> bool:
         """Remove a rule; False when there is no such rule (any more). Applies from the next tool call's turn."""

@@ -78,8 +78,7 @@ class TurnsMixin:
                 raise ConfigError(f"An approval is answered with {' or '.join(repr(a) for a in answers)}, "
                                   f"not {answer!r}.")
             if remember:
-                await self.add_permission_rule(req["tool_name"], "deny" if answer == "deny" else "allow",
-                                               command=rule_command, task_id=task_id)
+                await self._add_rule(req["tool_name"], "deny" if answer == "deny" else "allow", rule_command, task_id)
         if req["kind"] == "plan":
             await self._decide_plan(task_id, req, answer, plan)
         parts = [{"type": "answer", "request": req, "answer": answer}]

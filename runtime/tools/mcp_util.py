@@ -23,6 +23,16 @@ def tool_name(server: str, tool: str, taken: set[str] | frozenset[str] = frozens
     return name
 
 
+def server_prefix(server: str) -> str:
+    """What every tool name of `server` starts with (`tool_name`; a long one keeps this much before its hash)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__")[: MAX_NAME - 9]
+
+
+def of_server(name: str, server: str) -> bool:
+    """Whether `name` can be one of `server`'s tool names."""
+    return name.startswith(server_prefix(server))
+
+
 def untrusted_description(server: str, text: str) -> str:
     """A tool description from an MCP server, framed so the model reads it as that server's claim, not as
     instructions; capped, and without control characters (except newlines) that could hide text."""

@@ -218,14 +218,16 @@ async def test_bad_rules_get_one_plain_sentence(home, model):
         await rt.aclose()
 
 
-async def test_a_rule_may_name_a_configured_mcp_servers_tool_but_not_another_servers(home, model):
-    _settings(home, mcpServers={"calc": {"command": sys.executable, "args": ["-c", "pass"]}})
+async def test_a_rule_may_name_any_tool_a_turn_can_have_and_a_configured_mcp_servers_tools(home, model):
+    """Tools only some tasks have (documents, skills, planning, memory even when it is off) can have rules; an MCP
+    tool is named by its server's sanitized prefix, which the refusal shows."""
+    _settings(home, memory=False, mcpServers={"my.srv": {"command": sys.executable, "args": ["-c", "pass"]}})
     rt = await open_runtime(home, model)
     try:
-        rule = await rt.add_permission_rule("calc__add", "allow")
-        assert rule.text == "Always allow calc__add"
-        with pytest.raises(ConfigError, match=r"no tool called 'files__read'.*server__tool \(calc__…\)"):
-            await rt.add_permission_rule("files__read", "deny")
-        assert [r.tool for r in await rt.permission_rules()] == ["calc__add"]
+        for tool in ("search_knowledge", "skill", "memory", "submit_plan", "delegate", "my_srv__add"):
+            assert (await rt.add_permission_rule(tool, "deny")).text == f"Never allow {tool}"
+        with pytest.raises(ConfigError, match=r"no tool called 'my.srv__add'.*MCP server's tool \(my_srv__…\)"):
+            await rt.add_permission_rule("my.srv__add", "deny")
+        assert len(await rt.permission_rules()) == 6
     finally:
         await rt.aclose()
