@@ -40,12 +40,13 @@ class TeamKit:
         return Prepared(tools, [role_note(owner), *prepared.notes])
 
     def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> MemberMCP | None:
-        """The MCP servers' tools for a member given "all" tools, or the ones its list names (`server__tool`).
-        A planning assignment gets none: it only reads, and an outside program's tools may change things."""
-        allowed = owner["member_row"]["tools"]
-        if owner["kind"] == "plan" or (allowed != "all" and not any("__" in name for name in allowed)):
+        """The MCP servers' tools for a member given "all" tools, or the ones its list names (`server__tool`:
+        only those servers start). A planning assignment gets none: it only reads, and an outside program's
+        tools may change things."""
+        if owner["kind"] == "plan":
             return None
-        sessions = self._kit.mcp_sessions(owner, cwd)
+        allowed = owner["member_row"]["tools"]
+        sessions = self._kit.mcp_sessions(owner, cwd, for_tools=None if allowed == "all" else allowed)
         return None if sessions is None else MemberMCP(sessions, allowed)
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:

@@ -141,8 +141,9 @@ async def test_cli_mcp_add_list_import_remove(home, tmp_path):
 
 
 async def test_team_members_get_the_mcp_tools_their_list_allows(home, tmp_path):
-    pid_file = tmp_path / "pids"
-    _settings(home, {"calc": _server(env={"MCP_TEST_PID_FILE": str(pid_file)})})
+    pid_file, other_pids = tmp_path / "pids", tmp_path / "other-pids"
+    _settings(home, {"calc": _server(env={"MCP_TEST_PID_FILE": str(pid_file)}),
+                     "other": _server(env={"MCP_TEST_PID_FILE": str(other_pids)})})
     models = {"all": ScriptedModel([[Call("calc__add", {"a": 2, "b": 3})], ["It is 5."]], id="all"),
               "listed": ScriptedModel([["Listed."]], id="listed"),
               "builtin": ScriptedModel([["Built-in only."]], id="builtin")}
@@ -155,6 +156,7 @@ async def test_team_members_get_the_mcp_tools_their_list_allows(home, tmp_path):
     rt = await Runtime.open(home, providers=models)
     try:
         rt.approve_mcp_server("calc")
+        rt.approve_mcp_server("other")
         team = await rt.teams.create("Sums", members, plan)
         await rt.teams.run(team.id)
         await rt.teams.wait_idle(team.id)
@@ -166,5 +168,6 @@ async def test_team_members_get_the_mcp_tools_their_list_allows(home, tmp_path):
         assert sorted(t["function"]["name"] for t in models["listed"].requests[0].tools) == ["calc__add", "read_file"]
         assert [t["function"]["name"] for t in models["builtin"].requests[0].tools] == ["read_file"]
         assert len(pid_file.read_text().split()) == 2  # the plain member's turn started no server
+        assert len(other_pids.read_text().split()) == 1  # and the picky one only the server its list names
     finally:
         await rt.aclose()
