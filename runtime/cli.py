@@ -172,7 +172,7 @@ async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
                 return ended
             ev = nxt.result()
             status.event(ev)
-            _print_event(ev)
+            status.printed(_print_event(ev))
             if ev.type == "turn_ended":
                 ended = ev
     except StopAsyncIteration:
@@ -182,16 +182,22 @@ async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
         await events.aclose()
 
 
-def _print_event(ev) -> None:
+def _print_event(ev) -> str:
+    """Print what the person follows of an event; returns what was printed."""
     if ev.type == "text_delta":
         sys.stdout.write(ev.text)
         sys.stdout.flush()
-    elif ev.type == "tool_call" and ev.state in ("running", "done", "error", "denied", "interrupted"):
-        print(f"\n[{ev.name} {ev.state}]", file=sys.stderr)
+        return ev.text
+    if ev.type == "tool_call" and ev.state in ("running", "done", "error", "denied", "interrupted"):
+        line = f"\n[{ev.name} {ev.state}]\n"
     elif ev.type == "input_requested":
-        print(f"\n[waiting] {ev.prompt}", file=sys.stderr)
+        line = f"\n[waiting] {ev.prompt}\n"
     elif ev.type == "warning":
-        print(f"\n[warning] {ev.message}", file=sys.stderr)
+        line = f"\n[warning] {ev.message}\n"
+    else:
+        return ""
+    sys.stderr.write(line)
+    return line
 
 
 async def _ask_in_terminal(rt: Runtime, task_id: str):

@@ -66,8 +66,10 @@ async def _stream(rt: Runtime, chat_id: str, turn_id: str | None) -> int:
             if ev.type == "text_delta":
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
+                status.printed(ev.text)
             elif ev.type == "warning":
                 print(f"\n[warning] {ev.message}", file=sys.stderr)
+                status.printed("\n")
             elif ev.type == "turn_ended":
                 ended = ev
     finally:

@@ -21,12 +21,13 @@ class StatusLine:
         """Call before printing each event: shows a status's words, erases them before anything else."""
         if ev.type == "status" and ev.detail:
             self._show(ev.detail)
-            return
-        self._erase()
-        if ev.type == "text_delta" and ev.text:
-            self._mid_line = not ev.text.endswith("\n")
-        elif ev.type in ("tool_call", "warning", "input_requested"):
-            self._mid_line = False  # those are printed on lines of their own
+        else:
+            self._erase()
+
+    def printed(self, text: str) -> None:
+        """Call with what was just printed (to stdout or stderr): whether the cursor is left mid-line."""
+        if text:
+            self._mid_line = not text.endswith("\n")
 
     def _show(self, text: str) -> None:
         if not self._on:

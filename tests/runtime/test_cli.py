@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import pty
 import signal
 import sys
 
+from runtime.cli_status import StatusLine
+from runtime.events import Phase, Status, TextDelta, ToolCall, ToolState
 from tests.support.disks import fill, immutable, tmpfs
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -139,3 +142,25 @@ def _read_all(fd: int) -> str:
         chunks.append(data)
     os.close(fd)
     return b"".join(chunks).decode()
+
+
+def test_the_status_line_goes_below_an_unfinished_line_of_the_answer():
+    """`hearth chat` prints no line for a tool call: a step that follows text without a newline must not erase it."""
+
+    class Terminal(io.StringIO):  # stdout and stderr on one terminal
+        def isatty(self) -> bool:
+            return True
+
+    term, ids = Terminal(), {"task_id": "t", "turn_id": "u"}
+    status = StatusLine(term)
+    for ev in [TextDelta(**ids, part_id=0, text="Let me search your notes."),
+               ToolCall(**ids, part_id=1, call_id="c", name="search_knowledge", state=ToolState.done),
+               Status(**ids, phase=Phase.agent_running, detail="Waiting for the server…"),
+               TextDelta(**ids, part_id=2, text="Found it.\n"),
+               Status(**ids, phase=Phase.agent_running, detail="Waiting for the server…")]:
+        status.event(ev)
+        if ev.type == "text_delta":
+            term.write(ev.text)
+            status.printed(ev.text)
+    assert term.getvalue() == ("Let me search your notes.\n\r\x1b[KWaiting for the server…\r\x1b[KFound it.\n"
+                               "\r\x1b[KWaiting for the server…")
