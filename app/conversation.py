@@ -229,17 +229,18 @@ class ConversationView(QScrollArea):
                     card.set_waiting(card.call_id == self.waiting_call)
 
     def _link_continued(self) -> None:
-        """Join each answer a Continue carried on to the answer before it (answer, Continue, answer)."""
+        """Join each answer a Continue carried on to the answer before it (answer, Continue, answer). The part
+        before keeps its own footer until the rest has text (a Continue that failed at once shows both)."""
         items = [self.items.get(m.id) for m in self.messages]
-        answers = [item for item in items if isinstance(item, AssistantItem)]
-        for item in answers:
-            item.goes_on = False
+        for item in items:
+            if isinstance(item, AssistantItem):
+                item.goes_on = False
         for i, item in enumerate(items):
             if isinstance(item, AssistantItem):
                 before = items[i - 2] if i >= 2 else None
                 joined = isinstance(before, AssistantItem) and self.messages[i - 1].rewind == "continue"
                 item.earlier = before if joined else None
-                if joined:
+                if joined and self.messages[i].text:
                     before.goes_on = True
 
     # -- live --

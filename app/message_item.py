@@ -171,7 +171,7 @@ class AssistantItem(QWidget):
         m = self.message
         self.footer.setVisible(not self.goes_on)
         self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on)
-        self.copy.setVisible(not m.live and bool(m.text) and not self.goes_on)
+        self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
         self.details.setVisible(not m.live and m.turn is not None and not self.chat and not self.goes_on)
         if self.goes_on:
             self._set_banner(None, "", False)

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QApplication, QLabel
 from app.message_item import AssistantItem
 from runtime.agent.context import CONTINUE, DENIED
 from runtime.providers.base import FINISH, TEXT
-from runtime.providers.scripted import Call, Delay, ScriptedModel
+from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -64,6 +64,23 @@ async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
     last = model.requests[-1].messages
     assert [m["role"] for m in last[-2:]] == ["assistant", "user"] and last[-1]["content"] == CONTINUE
     assert last[-2]["content"] == "Red, green"
+
+
+async def test_a_continue_that_fails_at_once_leaves_the_partial_answer_whole(launch):
+    model = CutOff([[Fail("the server went away")]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Colours", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Name three colours.")
+    await wait_turns(ctl, panel)
+    await ctl.bridge.continue_task(task.id)
+    await wait_turns(ctl, panel, 2)
+    first, second = panel.conversation.assistant_items()
+    assert first.block.text() == "Red, green" and second.block.text() == ""
+    assert first.footer.isVisibleTo(panel) and first.copy.isVisibleTo(panel)  # nothing carried it on
+    assert "went away" in second.banner.label.text()
+    QTest.mouseClick(second.copy, Qt.MouseButton.LeftButton)  # the answer so far is still one click away
+    assert QApplication.clipboard().text() == "Red, green"
 
 
 async def test_continue_after_a_stop_goes_on_from_the_partial_answer(launch):
