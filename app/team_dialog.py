@@ -1,7 +1,7 @@
-"""New team: a goal, the members (name, model, role, approval mode) and the plan (assignments, each for a member,
-with the assignments it waits for) — or a lead member who writes the plan from the goal. Blank rows are left out;
-the runtime checks the whole team (an unknown member or dependency, a cycle) and its sentence shows here, with
-everything typed kept. Non-modal: a nested Qt event loop would break qasync."""
+"""New team: a goal, the members (name, model, role, which tools, approval mode) and the plan (assignments, each
+for a member, with the assignments it waits for) — or a lead member who writes the plan from the goal. Blank rows
+are left out; the runtime checks the whole team (an unknown member or dependency, a cycle) and its sentence shows
+here, with everything typed kept. Non-modal: a nested Qt event loop would break qasync."""
 
 from __future__ import annotations
 
@@ -22,6 +22,10 @@ from PySide6.QtWidgets import (
 
 APPROVALS = {"Asks before changes": "ask", "Edits files, asks before commands": "auto_edit",
              "Runs everything without asking": "full_auto"}
+# The runtime's named tool sets (teams_api.create): what a member may do.
+TOOL_SETS = {"Every tool": "all", "Files, no commands": "files", "Reads files only": "read_only",
+             "No tools: answers only": "none"}
+TOOLS_COLUMN, APPROVAL_COLUMN = 3, 4
 MEMBER_ROWS, PLAN_ROWS = 4, 8
 BY_ME = "Me: the assignments below"
 
@@ -47,12 +51,16 @@ class NewTeamDialog(QDialog):
         form.addRow("At once", self.parallel)
         lay.addLayout(form)
         lay.addWidget(QLabel("Members"))
-        self.members = self._table(["Name", "Model", "Role instructions", "Approval"], MEMBER_ROWS)
+        self.members = self._table(["Name", "Model", "Role instructions", "Tools", "Approval"], MEMBER_ROWS)
         for row in range(MEMBER_ROWS):
             self.members.setItem(row, 1, QTableWidgetItem(default_model))
+            tools = QComboBox()
+            tools.addItems(list(TOOL_SETS))
+            tools.setToolTip("What this member may use: its files and commands work in the team's folder")
+            self.members.setCellWidget(row, TOOLS_COLUMN, tools)
             mode = QComboBox()
             mode.addItems(list(APPROVALS))
-            self.members.setCellWidget(row, 3, mode)
+            self.members.setCellWidget(row, APPROVAL_COLUMN, mode)
         lay.addWidget(self.members)
         planner = QFormLayout()
         self.planner = QComboBox()
@@ -101,10 +109,12 @@ class NewTeamDialog(QDialog):
         self.plan_label.setText(f"Plan: {self.planner.currentText()} turns the goal into assignments first (any "
                                 "you write here are kept too)" if index > 0 else "Plan")
 
-    def set_member(self, row: int, name: str, model: str, role: str = "", approval: str = "ask") -> None:
+    def set_member(self, row: int, name: str, model: str, role: str = "", approval: str = "ask",
+                   tools: str = "all") -> None:
         for column, text in enumerate((name, model, role)):
             self.members.setItem(row, column, QTableWidgetItem(text))
-        self.members.cellWidget(row, 3).setCurrentIndex(list(APPROVALS.values()).index(approval))
+        self.members.cellWidget(row, TOOLS_COLUMN).setCurrentIndex(list(TOOL_SETS.values()).index(tools))
+        self.members.cellWidget(row, APPROVAL_COLUMN).setCurrentIndex(list(APPROVALS.values()).index(approval))
 
     def set_assignment(self, row: int, key: str, member: str, instructions: str, after: str = "") -> None:
         for column, text in enumerate((key, member, instructions, after)):
@@ -122,7 +132,8 @@ class NewTeamDialog(QDialog):
             if name:
                 members.append({"name": name, "model": self._cell(self.members, row, 1) or None,
                                 "role": self._cell(self.members, row, 2),
-                                "approval": APPROVALS[self.members.cellWidget(row, 3).currentText()]})
+                                "tools": TOOL_SETS[self.members.cellWidget(row, TOOLS_COLUMN).currentText()],
+                                "approval": APPROVALS[self.members.cellWidget(row, APPROVAL_COLUMN).currentText()]})
         plan = []
         for row in range(self.plan.rowCount()):
             key, member, instructions, after = (self._cell(self.plan, row, c) for c in range(4))

@@ -14,7 +14,8 @@
 `--member NAME MODEL [ROLE]` (tools: all; approval: `--approval`, default ask) and `--assign KEY MEMBER
 INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take separate words, so a model or an instruction may hold a
 colon. `--lead NAME` starts the plan with that member turning the goal into assignments. In the JSON file,
-members and assignments are objects with the facade's fields (teams_api.Teams.create).
+members and assignments are objects with the facade's fields (teams_api.Teams.create; a member's "tools" is a
+list of tool names or one of "all", "files", "read_only", "none").
 `create` prints the team's id on stdout. `run` starts or continues the plan (stopped and interrupted
 assignments continue; `--retry` / `--skip` first deal with a failed one), waits until nothing runs and prints the
 board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (`answer`

@@ -12,10 +12,20 @@ from .tools.approvals import APPROVAL_MODES
 
 MEMBER_FIELDS = {"name", "model", "role", "tools", "approval"}
 ASSIGNMENT_FIELDS = {"key", "id", "title", "instructions", "member", "depends_on"}
+# What a member may do, by name (the New team dialog's choices): every tool, files but no commands, reading only,
+# or nothing but its answer.
+TOOL_SETS: dict[str, str | list[str]] = {
+    "all": "all",
+    "files": ["read_file", "write_file", "edit_file", "list_files", "search_files", "todo_write", "ask_user"],
+    "read_only": ["read_file", "list_files", "search_files"],
+    "none": [],
+}
 
 
-def member_entry(spec: dict[str, Any], model: Callable[[str | None], str]) -> dict[str, Any]:
-    """A member as stored, or ConfigError saying what is wrong; `model` checks (and defaults) its model."""
+def member_entry(spec: dict[str, Any], model: Callable[[str | None], str],
+                 check_tool: Callable[[str], None]) -> dict[str, Any]:
+    """A member as stored, or ConfigError saying what is wrong; `model` checks (and defaults) its model,
+    `check_tool` each tool name of a list (ConfigError for a name no tool has)."""
     if unknown := set(spec) - MEMBER_FIELDS:
         raise ConfigError(f"A member has no {', '.join(sorted(unknown))} "
                           "(it has name, model, role, tools, approval).")
@@ -26,8 +36,19 @@ def member_entry(spec: dict[str, Any], model: Callable[[str | None], str]) -> di
     if approval not in APPROVAL_MODES:
         raise ConfigError(f"Approval mode must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}.")
     tools = spec.get("tools", "all")
-    if tools != "all" and not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
-        raise ConfigError(f'Member {name!r}: tools are a list of tool names, or "all".')
+    if isinstance(tools, str):
+        if tools not in TOOL_SETS:
+            raise ConfigError(f"Member {name!r}: tools are a list of tool names or one of {', '.join(TOOL_SETS)}, "
+                              f"not {tools!r}.")
+        tools = TOOL_SETS[tools]
+    elif not (isinstance(tools, list | tuple) and all(isinstance(t, str) for t in tools)):
+        raise ConfigError(f"Member {name!r}: tools are a list of tool names or one of {', '.join(TOOL_SETS)}.")
+    else:
+        try:
+            for tool in tools:
+                check_tool(tool)
+        except ConfigError as exc:
+            raise ConfigError(f"Member {name!r}: {exc}") from None
     return {"name": name, "model": model(spec.get("model")), "role": str(spec.get("role") or "").strip(),
             "tools": tools if tools == "all" else list(tools), "approval": approval}
 

@@ -123,8 +123,9 @@ class Teams:
     async def create(self, goal: str, members: Iterable[dict] = (), assignments: Iterable[dict] = (),
                      max_parallel: int | None = None, lead: str | None = None) -> TeamInfo:
         """A new team working toward `goal`. `members`: {name, model (default: the default model), role, tools
-        (names, or "all"), approval}; `assignments`: {key, instructions, member, depends_on (keys), title};
-        `lead`: a member who first turns the goal into assignments (its planning assignment, key `plan`).
+        (names, or one of team_specs.TOOL_SETS: "all", "files", "read_only", "none"), approval}; `assignments`:
+        {key, instructions, member, depends_on (keys), title}; `lead`: a member who first turns the goal into
+        assignments (its planning assignment, key `plan`).
         Checked whole first (ConfigError naming the problem: an unknown member or dependency, a cycle …)."""
         self._rt._writable()
         if not goal.strip():
@@ -132,7 +133,7 @@ class Teams:
         max_parallel = self._rt.settings.team_max_parallel if max_parallel is None else max_parallel
         if max_parallel < 1:
             raise ConfigError("A team runs at least one assignment at a time (max_parallel ≥ 1).")
-        members = [team_specs.member_entry(m, self._model) for m in members]
+        members = [team_specs.member_entry(m, self._model, self._rt._check_tool_name) for m in members]
         if len({m["name"] for m in members}) != len(members):
             raise ConfigError("Two members of the team have the same name.")
         plan = [team_specs.plan_entry(a) for a in assignments]
@@ -150,7 +151,7 @@ class Teams:
         self._rt._writable()
         await self._team(team_id)
         member = team_specs.member_entry({"name": name, "model": model, "role": role, "tools": tools,
-                                         "approval": approval}, self._model)
+                                         "approval": approval}, self._model, self._rt._check_tool_name)
         if any(m["name"] == member["name"] for m in await self.store.members(team_id)):
             raise ConfigError(f"The team has a member called {member['name']!r} already.")
         await self.store.add_member(team_id, member)

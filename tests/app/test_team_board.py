@@ -28,7 +28,7 @@ def _fill(dlg, goal: str, d_after: str = "B, C") -> None:
     dlg.goal.setText(goal)
     dlg.set_member(0, "lead", "lead/big", "You plan the work and merge the results.", "full_auto")
     dlg.set_member(1, "writer", "writer/small", "You write.", "full_auto")
-    dlg.set_member(2, "critic", "critic/small", "You find problems.", "full_auto")
+    dlg.set_member(2, "critic", "critic/small", "You find problems.", "full_auto", tools="read_only")
     dlg.set_assignment(0, "A", "lead", "Outline a short essay about lighthouses.")
     dlg.set_assignment(1, "B", "writer", "Write the essay from the outline.", "A")
     dlg.set_assignment(2, "C", "critic", "List what the essay must not forget.", "A")
@@ -72,6 +72,10 @@ async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(
     await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="D done after the retry")
     d_input = lead.requests[1].messages[-1]["content"]
     assert "about keepers and storms" in d_input and "Do not forget the lamp." in d_input
+    # The critic was given "Reads files only" in the dialog; the others every tool.
+    assert sorted(t["function"]["name"] for t in critic.requests[0].tools) == ["list_files", "read_file",
+                                                                              "search_files"]
+    assert "run_shell" in [t["function"]["name"] for t in writer.requests[0].tools]
     panel.select("D")
     await until(lambda: "Merged: a fine essay." in [m.text for m in panel.conversation.messages],
                 what="D's answer on the board")

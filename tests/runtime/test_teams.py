@@ -216,6 +216,12 @@ async def test_a_plan_with_a_cycle_or_unknown_names_is_refused(home):
             await rt.teams.add_member(team.id, "lead", "lead/m")
         with pytest.raises(TeamNotFound):
             await rt.teams.get("nope")
+        with pytest.raises(ConfigError, match="Member 'typo': Hearth has no tool called 'rn_shell'"):
+            await rt.teams.add_member(team.id, "typo", "lead/m", tools=["read_file", "rn_shell"])
+        with pytest.raises(ConfigError, match="one of all, files, read_only, none, not 'everything'"):
+            await rt.teams.add_member(team.id, "greedy", "lead/m", tools="everything")
+        team = await rt.teams.add_member(team.id, "reader", "lead/m", tools="read_only")
+        assert team.members[-1].tools == ["read_file", "list_files", "search_files"]
         assert len((await rt.teams.get(team.id)).assignments) == 2  # nothing a refusal touched was lost
     finally:
         await rt.aclose()
