@@ -11,11 +11,11 @@
     hearth team answer ID KEY (--approve | --deny | --text "...")
     hearth team delete ID                    # the team, its plan and conversations (its folder stays)
 
-`--member NAME MODEL [ROLE]` (tools: all; approval: `--approval`, default ask) and `--assign KEY MEMBER
-INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take separate words, so a model or an instruction may hold a
-colon. `--lead NAME` starts the plan with that member turning the goal into assignments. In the JSON file,
-members and assignments are objects with the facade's fields (teams_api.Teams.create; a member's "tools" is a
-list of tool names or one of "all", "files", "read_only", "none").
+`--member NAME MODEL [ROLE]` (tools: all, or `--tools NAME all|files|read_only|none|name,name`; approval:
+`--approval`, default ask) and `--assign KEY MEMBER INSTRUCTIONS [DEPS]` (DEPS: keys, comma-separated) take
+separate words, so a model or an instruction may hold a colon. `--lead NAME` starts the plan with that member
+turning the goal into assignments. In the JSON file, members and assignments are objects with the facade's fields
+(teams_api.Teams.create; a member's "tools" is a list of tool names or one of "all", "files", "read_only", "none").
 `create` prints the team's id on stdout. `run` starts or continues the plan (stopped and interrupted
 assignments continue; `--retry` / `--skip` first deal with a failed one), waits until nothing runs and prints the
 board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (`answer`
@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+from .team_specs import TOOL_SETS
 from .workspace import workspace_for
 
 if TYPE_CHECKING:
@@ -51,6 +52,8 @@ def add_team_parser(sub) -> None:
     create.add_argument("goal", nargs="?")
     create.add_argument("--member", action="append", nargs="+", default=[], metavar="NAME MODEL [ROLE]")
     create.add_argument("--assign", action="append", nargs="+", default=[], metavar="KEY MEMBER INSTRUCTIONS [DEPS]")
+    create.add_argument("--tools", action="append", nargs=2, default=[], metavar=("NAME", "TOOLS"),
+                        help="a member's tools: all (default), files, read_only, none, or names with commas")
     create.add_argument("--approval", default="ask", help="the members' approval mode (ask, auto_edit, full_auto)")
     create.add_argument("--max-parallel", type=int, help="assignments running at once (default: settings)")
     create.add_argument("--lead", metavar="NAME", help="a member who first turns the goal into assignments")
@@ -143,6 +146,12 @@ def _plan(args: argparse.Namespace) -> dict:
             raise ConfigError(f"--member takes NAME MODEL [ROLE], not {' '.join(words)!r}.")
         members.append({"name": words[0], "model": words[1], "role": words[2] if len(words) == 3 else "",
                         "approval": args.approval})
+    for name, tools in args.tools:
+        member = next((m for m in members if m["name"] == name), None)
+        if member is None:
+            raise ConfigError(f"--tools names {name!r}, who is not one of the --member names.")
+        tools = tools.strip()
+        member["tools"] = tools if tools in TOOL_SETS else [t.strip() for t in tools.split(",") if t.strip()]
     assignments = []
     for words in args.assign:
         if len(words) not in (3, 4):

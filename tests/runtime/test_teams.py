@@ -306,10 +306,14 @@ async def test_the_cli_creates_runs_and_shows_a_team(home):
             home=home))
         assert code == 2 and err.strip() == ("hearth: Assignment 'A' is given to 'nobody', who is not a member of "
                                              "the team (members: lead).")
+        code, _, err = await _result(await _cli(
+            "team", "create", "Essay", "--member", "lead", "local/test-model", "--tools", "lead", "rn_shell",
+            home=home))
+        assert code == 2 and err.startswith("hearth: Member 'lead': Hearth has no tool called 'rn_shell'.")
         code, out, err = await _result(await _cli(
             "team", "create", "Essay", "--member", "lead", "local/test-model", "You plan.", "--member", "writer",
             "local/test-model", "--assign", "A", "lead", "Outline: the essay.", "--assign", "B", "writer",
-            "Draft it.", "A", "--approval", "full_auto", home=home))
+            "Draft it.", "A", "--approval", "full_auto", "--tools", "writer", "read_file,list_files", home=home))
         assert code == 0, err
         team_id = out.splitlines()[0]
         assert "B      blocked" in out and "waiting for A" in out
@@ -318,6 +322,8 @@ async def test_the_cli_creates_runs_and_shows_a_team(home):
         assert code == 0, err
         assert "[done]" in out and "A      done" in out and "B      done" in out
         assert "An outline." in server.chat_requests[1]["messages"][-1]["content"]
+        assert [t["function"]["name"] for t in server.chat_requests[1]["tools"]] == ["read_file", "list_files"]
+        assert "run_shell" in [t["function"]["name"] for t in server.chat_requests[0]["tools"]]
         code, out, _ = await _result(await _cli("team", "show", team_id, "B", home=home))
         assert code == 0 and "Input: Draft it." in out and "Answer: A draft." in out
         code, out, _ = await _result(await _cli("team", "show", home=home))
