@@ -164,3 +164,27 @@ def test_the_status_line_goes_below_an_unfinished_line_of_the_answer():
             status.printed(ev.text)
     assert term.getvalue() == ("Let me search your notes.\n\r\x1b[KWaiting for the server…\r\x1b[KFound it.\n"
                                "\r\x1b[KWaiting for the server…")
+
+
+CHILD_STATUS = """
+import os, sys
+from runtime.cli_status import StatusLine
+from runtime.events import Phase, Status
+# What llama-cpp-python does to stderr while `hearth run` preloads a model: descriptor and object to /dev/null.
+saved, real = os.dup(2), sys.stderr
+os.dup2(os.open(os.devnull, os.O_WRONLY), 2)
+sys.stderr = open(os.devnull, "w")
+line = StatusLine()  # the turn's first statuses come while the model loads
+os.dup2(saved, 2)
+sys.stderr = real
+line.event(Status(task_id="t", turn_id="u", phase=Phase.agent_running, detail="Reading your message… 40%"))
+"""
+
+
+async def test_the_status_line_shows_even_when_the_model_load_had_hidden_stderr():
+    leader, follower = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD_STATUS, stderr=follower,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    os.close(follower)
+    await asyncio.wait_for(proc.wait(), 60)
+    assert proc.returncode == 0 and "Reading your message… 40%" in _read_all(leader)
