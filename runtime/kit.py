@@ -167,14 +167,14 @@ class AgentKit:
     def mcp_sessions(self, task: dict[str, Any], cwd: Path, *, for_tools: list[str] | None = None):
         """This turn's MCP sessions, or None when no server is configured. `for_tools`: only the servers that
         some of these tool names belong to (a team member's list)."""
-        servers = self._settings().mcp_servers
+        settings = self._settings()
+        servers = settings.mcp_servers
         if for_tools is not None:
             servers = {s: cfg for s, cfg in servers.items() if any(of_server(name, s) for name in for_tools)}
         if not servers:
             return None
         from .tools.mcp import MCPTurnSessions
 
-        settings = self._settings()
         return MCPTurnSessions(
             servers, approved=self._consents.is_approved,
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
