@@ -369,8 +369,21 @@ class _OneLine(logging.Formatter):
         return redact(text)
 
 
+class _CurrentStderr(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record comes: llama-cpp-python swaps it for a /dev/null file
+    while `hearth run` preloads the model, which may be just when this handler is made (see cli_status.py)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _plain_logging() -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _CurrentStderr()
     handler.setFormatter(_OneLine())
     root = logging.getLogger()
     root.addHandler(handler)

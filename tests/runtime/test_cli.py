@@ -188,3 +188,21 @@ async def test_the_status_line_shows_even_when_the_model_load_had_hidden_stderr(
     os.close(follower)
     await asyncio.wait_for(proc.wait(), 60)
     assert proc.returncode == 0 and "Reading your message… 40%" in _read_all(leader)
+
+
+CHILD_LOG = """
+import logging, os, sys
+from runtime import cli
+real = sys.stderr
+sys.stderr = open(os.devnull, "w")  # as while llama-cpp-python loads the preloaded model
+cli._plain_logging()
+sys.stderr = real
+logging.getLogger("runtime.turn").warning("the model server at 127.0.0.1 did not answer")
+"""
+
+
+async def test_warnings_reach_stderr_even_when_logging_started_while_the_model_loaded():
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD_LOG, stderr=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0 and err.decode() == "hearth: the model server at 127.0.0.1 did not answer\n"
