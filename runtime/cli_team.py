@@ -213,7 +213,8 @@ def board(team: TeamInfo) -> str:
     """The team as text: goal and state, members, and each assignment's status, with what it waits for."""
     lines = [f"team {team.id}  [{team.state}]  {team.title}  (at most {team.max_parallel} at once)", "members:"]
     for m in team.members:
-        tools = m.tools if m.tools == "all" else ", ".join(m.tools) or "none"
+        named = next((name for name, tools in TOOL_SETS.items() if tools == m.tools), None)
+        tools = named or ", ".join(m.tools)
         lines.append(f"  {m.name:<12} {m.model}  {m.approval}  tools: {tools}" + (f"  — {m.role}" if m.role else ""))
     lines.append("assignments:")
     for a in team.assignments:

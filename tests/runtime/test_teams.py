@@ -14,6 +14,7 @@ import textwrap
 import pytest
 
 from runtime.api import ConfigError, Runtime, TeamNotFound
+from runtime.cli_team import board
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result
@@ -222,6 +223,10 @@ async def test_a_plan_with_a_cycle_or_unknown_names_is_refused(home):
             await rt.teams.add_member(team.id, "greedy", "lead/m", tools="everything")
         team = await rt.teams.add_member(team.id, "reader", "lead/m", tools="read_only")
         assert team.members[-1].tools == ["read_file", "list_files", "search_files"]
+        shown = board(team).splitlines()  # `hearth team show` names a set, lists other tools, says all
+        assert any(line.split()[0] == "reader" and line.endswith("tools: read_only") for line in shown)
+        assert any(line.split()[0] == "writer" and line.endswith("tools: read_file, write_file") for line in shown)
+        assert any(line.split()[0] == "lead" and "tools: all" in line for line in shown)
         assert len((await rt.teams.get(team.id)).assignments) == 2  # nothing a refusal touched was lost
     finally:
         await rt.aclose()
