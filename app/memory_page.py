@@ -81,6 +81,7 @@ class MemoryPage(QWidget):
         self.status = QLabel()
         self.status.setWordWrap(True)
         lay.addWidget(self.status)
+        self._failure = ""  # the failed extraction the status shows, cleared once a later one worked
         self._selection_changed()
         self.bridge.run(self.reload(), owner=self, load=True)
 
@@ -103,11 +104,15 @@ class MemoryPage(QWidget):
         self.list.blockSignals(False)
         self._selection_changed()
         failed = [j for j in await self.rt.job_log("memory.extraction", 1) if j["status"] == "failed"]
+        if self._failure and self.status.text() == self._failure:  # a later attempt may have worked
+            self.status.setText("")
+        self._failure = ""
         if not rows and not self.status.text():
             self.status.setText("No memories yet." if not self.search.text() else "No memory matches.")
         if failed:
-            self.status.setText(f"The last attempt to learn from a task failed ({ago(failed[0]['created_at'])}): "
-                                f"{failed[0]['error']}")
+            self._failure = (f"The last attempt to learn from a task failed ({ago(failed[0]['created_at'])}): "
+                             f"{failed[0]['error']}")
+            self.status.setText(self._failure)
 
     def _selection_changed(self) -> None:
         chosen = self.current_name() is not None

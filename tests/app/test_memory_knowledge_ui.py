@@ -91,12 +91,14 @@ async def test_memory_page_says_why_the_last_extraction_failed(launch):
     await ctl.bridge.send(task.id, "Remember that my name is Ana.")
     await ctl.rt.wait_idle(task.id)
     await until(lambda: not ctl.rt.jobs.pending, what="the second extraction")
+    await win.memory.reload()  # the page still open: what it does after an action or a search
+    assert win.memory.list.count() == 1  # the memory learned
+    assert "failed" not in win.memory.status.text()  # only the last attempt counts, and it worked
     win.close()
     await until(lambda: ctl.settings_window is None, what="settings closed")
     win = ctl.open_settings()
     await win.memory.reload()  # what the page does when it opens, awaited here
-    assert win.memory.list.count() == 1  # the memory learned
-    assert "failed" not in win.memory.status.text()  # only the last attempt counts, and it worked
+    assert win.memory.list.count() == 1 and "failed" not in win.memory.status.text()
 
 
 async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
