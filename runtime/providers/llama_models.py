@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import weakref
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,6 +118,17 @@ class LoadedModel:
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
         self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock
+
+    @contextlib.contextmanager
+    def claimed(self, on_wait: Callable[[], None]) -> Iterator[None]:
+        """Hold `mutex`, calling `on_wait()` first when another thread holds it (a warm-up reading a prompt)."""
+        if not self.mutex.acquire(blocking=False):
+            on_wait()
+            self.mutex.acquire()
+        try:
+            yield
+        finally:
+            self.mutex.release()
 
     def queue_lock(self) -> asyncio.Lock:
         """The FIFO wait of the running loop's requests for this model."""

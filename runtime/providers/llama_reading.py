@@ -19,6 +19,9 @@ from typing import Any
 
 from runtime.providers.llama_prefix import EVAL_PIECE, common_prefix
 
+# What a step waits for while a warm-up (preload.py, `Runtime.preload_default_model`) holds the model: it is
+# reading the prompt's fixed start — in `hearth run`, the whole first prompt.
+PREPARING = "Getting the model ready…"
 QUIET_TOKENS = 256  # a new part this short is read without a word (about a second for SmolLM2 on 2 cores)
 
 

@@ -70,7 +70,7 @@ from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
 from runtime.providers.llama_prefill import plain_chat_of, prefilled
 from runtime.providers.llama_prefix import PrefixCache, message_ban, prepare_prefix
-from runtime.providers.llama_reading import read_prompt, reading_label
+from runtime.providers.llama_reading import PREPARING, read_prompt, reading_label
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -126,7 +126,7 @@ class Job(Channel):
 
     def _run(self) -> None:
         try:
-            with self.model.mutex:
+            with self.model.claimed(lambda: self._put((STATUS, PREPARING))):
                 if self.model.closed:
                     raise ModelUnavailable("The model was unloaded; send the message again.")
                 if not self.stop.is_set():

@@ -30,6 +30,7 @@ from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.providers.base import CONTINUE
 from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
+from runtime.providers.llama_reading import PREPARING
 from runtime.providers.scripted import Delay, ScriptedModel
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, text_from
@@ -278,3 +279,26 @@ async def test_a_long_wait_on_the_bundled_model_says_loading_then_reading_with_p
     percents = [int(d.removeprefix("Reading your message… ").removesuffix("%")) for d in details[2:]]
     print(f"\nphases before the first token: {details[:3]} … {details[-1]!r}")
     assert percents[0] == 0 and percents == sorted(percents) and len(percents) >= 3
+
+
+@slow_model
+async def test_a_turn_that_waits_for_a_warm_up_says_so_then_answers(open_rt):
+    """A warm-up (the app's background preload, `hearth run`'s) holds the model while it reads a prompt; a turn
+    that comes meanwhile says what it waits for instead of showing nothing new."""
+    rt = await open_rt()
+    task = await rt.create_task()
+    await rt.send(task.id, "Hello.")
+    await asyncio.wait_for(rt.wait_idle(task.id), 120)
+    model = rt.provider("builtin")._model  # the loaded model the turns use
+    model.mutex.acquire()  # as warm_prefix holds it
+    try:
+        handle = await rt.send(task.id, "And again?")
+        async with asyncio.timeout(60):
+            async for ev in rt.subscribe(task.id, turn_id=handle.turn_id):
+                if ev.type == "status" and ev.detail == PREPARING:
+                    break
+        assert (await rt.get_task(task.id)).state == "running"
+    finally:
+        model.mutex.release()
+    await asyncio.wait_for(rt.wait_idle(task.id), 120)
+    assert (await rt.get_task(task.id)).last_reason == "completed"
