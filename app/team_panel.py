@@ -45,7 +45,8 @@ CONTINUABLE = ("ready", "aborted", "interrupted")  # what Run starts or continue
 
 
 def team_word(info) -> str:
-    if info.state == "done":
+    # Done when every assignment is done or skipped: the rows say so before the plan's own state is written.
+    if info.state == "done" or (info.assignments and all(a.status in ("done", "skipped") for a in info.assignments)):
         return "done"
     word = TEAM_WORDS.get(team_badge(info))
     if word is None:

@@ -6,12 +6,13 @@ assignment's conversation, and Stop team ending both running assignments while D
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
-from app.team_panel import TeamPanel
+from app.team_panel import TeamPanel, team_word
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from tests.support.qt_helpers import until
 
@@ -230,3 +231,11 @@ async def test_a_running_assignment_streams_live_and_replays_when_the_board_is_r
     await until(lambda: _row(panel, "B")[2] == "done", timeout=15, what="B done")
     await until(lambda: "Drafting the whole essay." in [m.text for m in panel.conversation.messages],
                 what="B's answer as saved")
+
+
+def test_the_header_says_done_as_soon_as_every_row_is_done_or_skipped():
+    """The rows and the plan's state are written one after the other: a board read between them must not say
+    "idle" under a plan whose every assignment is done or skipped."""
+    rows = [SimpleNamespace(status="done"), SimpleNamespace(status="skipped")]
+    assert team_word(SimpleNamespace(state="idle", assignments=rows)) == "done"
+    assert team_word(SimpleNamespace(state="idle", assignments=[*rows, SimpleNamespace(status="ready")])) == "idle"
