@@ -223,10 +223,8 @@ class ConversationView(QScrollArea):
         for m in self.messages:
             item = self.items.get(m.id)
             if isinstance(item, AssistantItem):
-                item.waiting_now = m.id == last and self.waiting_call is not None
-                item.set_meta(m.id == self.can_continue_id and not self.running)
-                for card in item.block.cards():
-                    card.set_waiting(card.call_id == self.waiting_call)
+                item.show_meta(m.id == self.can_continue_id and not self.running,
+                               m.id == last and self.waiting_call is not None, self.waiting_call)
 
     def _link_continued(self) -> None:
         """Join each answer a Continue carried on to the answer before it (answer, Continue, answer). The part

@@ -119,6 +119,7 @@ class AssistantItem(QWidget):
         self.banner: Banner | None = None
         self._banner_key = None
         self.waiting_now = False
+        self._meta_key = None  # what the footer, banner and cards last showed (see show_meta)
         self.goes_on = False  # a Continue carried this answer on in the next item
         self.earlier: AssistantItem | None = None  # the answer this one carries on
         self.refresh(can_continue=False)
@@ -165,6 +166,18 @@ class AssistantItem(QWidget):
             texts.append(item.block.copy_text())
             item = item.earlier
         return "".join(reversed(texts))
+
+    def show_meta(self, can_continue: bool, waiting_now: bool, waiting_call: str | None) -> None:
+        """Footer, banner and which card waits, skipped when none of what they depend on changed: the view
+        calls this for every item on each update, and a finished item's message never changes in place."""
+        key = (can_continue, waiting_now, waiting_call, self.goes_on, self.earlier is not None, self.message.live)
+        if key == self._meta_key and not self.message.live:
+            return
+        self._meta_key = key
+        self.waiting_now = waiting_now
+        self.set_meta(can_continue)
+        for card in self.block.cards():
+            card.set_waiting(card.call_id == waiting_call)
 
     def set_meta(self, can_continue: bool) -> None:
         """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""

@@ -211,6 +211,7 @@ async def _turns(n: int) -> dict:
         finally:
             await ctl.shutdown()
     return {"n": n, "ratio": sum(times[-50:]) / sum(times[:50]), "grew": grew, "rendered": rendered,
+            "first": sum(times[:50]) / 50, "last": sum(times[-50:]) / 50,
             "bare_ratio": sum(bare[-50:]) / sum(bare[:50]), "bare_rss": bare_rss}
 
 
@@ -300,7 +301,9 @@ def main() -> None:
             print(f"(d) {turns[0]['n']} turns in one open task, {args.reps} reps: last 50 / first 50 "
                   f"{spread([t['ratio'] for t in turns], unit='', digits=2)} (goal <= 1.2), RSS growth "
                   f"{spread([t['grew'] for t in turns], unit='MB', digits=1)} (goal <= 30); "
-                  f"{turns[0]['rendered']} messages rendered | runtime only: last/first "
+                  f"{turns[0]['rendered']} messages rendered; per turn first 50 "
+                  f"{spread([t['first'] for t in turns], 1000, 'ms', 1)}, last 50 "
+                  f"{spread([t['last'] for t in turns], 1000, 'ms', 1)} | runtime only: last/first "
                   f"{spread([t['bare_ratio'] for t in turns], unit='', digits=2)}, RSS "
                   f"{spread([t['bare_rss'] for t in turns], unit='MB', digits=1)}")
         if "e" in args.only:
