@@ -34,7 +34,7 @@ from . import theme
 _CODE_LANG = QTextFormat.Property.BlockCodeLanguage
 _CODE_FENCE = QTextFormat.Property.BlockCodeFence
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 
 
 def with_copy_links(source: str) -> tuple[str, list[str]]:
@@ -45,7 +45,7 @@ def with_copy_links(source: str) -> tuple[str, list[str]]:
     fence: str | None = None
     code: list[str] = []
     for line in source.split("\n"):
-        m = _FENCE.match(line)
+        m = FENCE.match(line)
         if fence is None and m:
             fence = m.group(1)
             out.append(f"[Copy code](copy:{len(blocks)})")

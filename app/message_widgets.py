@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
 )
 
 from .markdown import MarkdownView
+from .markdown_stream import StreamingMarkdown
 from .tool_card import ToolCard
 
 TEXT_KINDS = {"text_delta": "text", "reasoning_delta": "reasoning"}
@@ -182,7 +183,7 @@ class AssistantBlock(QWidget):
         # is updated in place, this message shows no second one.
         self.foreign = lambda _call_id: None
 
-    def _ensure(self, part_id: int, kind: str, part: dict | None = None) -> QWidget:
+    def _ensure(self, part_id: int, kind: str, part: dict | None = None, live: bool = False) -> QWidget:
         w = self.parts.get(part_id)
         if w is not None and self._kinds[part_id] == kind:
             return w
@@ -190,7 +191,7 @@ class AssistantBlock(QWidget):
             self.lay.removeWidget(w)
             w.deleteLater()
         if kind == "text":
-            w = MarkdownView()
+            w = StreamingMarkdown() if live else MarkdownView()
         elif kind == "reasoning":
             w = ReasoningBlock()
         else:
@@ -210,7 +211,7 @@ class AssistantBlock(QWidget):
         self._dirty.clear()
 
     def add_delta(self, kind: str, part_id: int, text: str) -> None:
-        w = self._ensure(part_id, kind)
+        w = self._ensure(part_id, kind, live=True)
         w.add_text(text)
         self._dirty.add(w)
 

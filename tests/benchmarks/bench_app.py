@@ -218,7 +218,11 @@ async def _turns(n: int) -> dict:
 async def _four_streams(tokens: int) -> dict:
     from runtime.providers.scripted import ScriptedModel
 
-    models = {f"m{i}": ScriptedModel([[f"t{j} " for j in range(tokens)]], chunk_delay=0.002) for i in range(4)}
+    # An answer as models write them: paragraphs of ~60 tokens. Two tokens a chunk every 2 ms: a sleep that
+    # short takes ~4 ms on this loop, so one token a chunk would stream at only ~250 tokens/s.
+    words = [f"t{j}" + ("\n\n" if j % 60 == 59 else " ") for j in range(tokens)]
+    chunks = ["".join(words[j:j + 2]) for j in range(0, tokens, 2)]
+    models = {f"m{i}": ScriptedModel([chunks], chunk_delay=0.002) for i in range(4)}
     with tempfile.TemporaryDirectory() as home:
         ctl = await _app(home, models)
         try:

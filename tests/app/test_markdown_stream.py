@@ -1,0 +1,60 @@
+"""A streaming text part is laid out in chunks cut at blank lines outside code fences; each settled chunk is
+rendered once, only the tail is re-rendered as text arrives."""
+
+from __future__ import annotations
+
+from app.markdown_stream import StreamingMarkdown, settle_point
+
+
+def test_a_cut_falls_on_the_last_blank_line_far_enough_in():
+    text = "a" * 10 + "\n\n" + "b" * 10 + "\n\n" + "c" * 10 + "\n\n" + "still writi"
+    assert settle_point(text, 0, chunk=100) is None  # not enough text yet
+    assert settle_point(text, 0, chunk=5) == text.index("still")
+    assert settle_point(text, 0, chunk=13) == text.index("still")
+    assert settle_point(text, text.index("c"), chunk=5) == text.index("still")
+    assert settle_point("x" * 50 + "\n\nno line end yet", 0, chunk=60) is None
+
+
+def test_no_cut_inside_a_code_fence():
+    code = "```python\nx = 1\n\n\ny = 2\n```\n"
+    text = "intro\n\n" + code + "after"
+    # The blank lines inside the fence are not cuts; the first cut after it is past the closing fence.
+    assert settle_point(text, 0, chunk=len("intro\n\n") + 1) is None
+    closed = text + "\n\nmore"
+    assert settle_point(closed, 0, chunk=len("intro\n\n") + 1) == closed.index("more")
+    # A fence still open at the end: nothing after its opening is a cut.
+    assert settle_point("p\n\n~~~\na\n\nb\n\n", 0, chunk=4) is None
+
+
+def test_only_the_tail_is_re_rendered(qtbot):
+    view = StreamingMarkdown()
+    qtbot.addWidget(view)
+    paragraphs = [f"Paragraph {i}: " + "word " * 80 for i in range(40)]
+    paragraphs[10] = "```python\nprint('kept whole')\n\n\nprint('still code')\n```"
+    renders_then = {}
+    for i, p in enumerate(paragraphs):
+        view.add_text(p + "\n\n")
+        view.request_render()
+        if i == 20:
+            renders_then = {v: v.renders for v in view.views[:-1]}
+    view.flush()
+    expected = "\n\n".join(paragraphs) + "\n\n"
+    assert view.source == expected
+    assert len(renders_then) >= 4 and len(view.views) > len(renders_then) + 2
+    assert all(v.renders == n for v, n in renders_then.items())  # a settled chunk is not laid out again
+    assert "\n\n".join(v.source for v in view.views).strip() == expected.strip()
+    assert any("print('still code')" in v.source and "print('kept whole')" in v.source for v in view.views)
+    assert all(v.source.count("```") % 2 == 0 for v in view.views)  # no chunk cut inside the fence
+    assert len(view.tail.source) < 2000 + 500
+
+
+def test_the_whole_text_at_once_is_one_view_again(qtbot):
+    view = StreamingMarkdown()
+    qtbot.addWidget(view)
+    for _ in range(30):
+        view.add_text("A line of a longer answer " * 10 + "\n\n")
+        view.request_render()
+    assert len(view.views) > 1
+    view.set_text("Replaced.")
+    view.flush()
+    assert len(view.views) == 1 and view.tail.source == "Replaced." and view.source == "Replaced."
