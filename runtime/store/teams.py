@@ -15,7 +15,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord, text_of
-from ..team_plan import refresh
+from ..team_plan import finished, refresh
 from .conversations import Conversations, Tables, row_dict
 from .models import (
     AssignmentCheckpointRow,
@@ -139,7 +139,7 @@ class TeamStore(Conversations, RulesRepo):
     async def recover(self) -> list[str]:
         """Startup recovery: running turns end `interrupted` (Conversations.recover); an assignment marked running
         takes its last turn's outcome (interrupted, or done when the crash came after the turn's commit), and a
-        running team is idle until the person runs it again."""
+        running team is done if every assignment is, else idle until the person runs it again."""
         recovered = await super().recover()
         async with self.engine.begin() as conn:
             rows = [row_dict(r) for r in await conn.execute(select(A).where(A.c.status == "running"))]
@@ -151,7 +151,11 @@ class TeamStore(Conversations, RulesRepo):
                 plan = [row_dict(r) for r in await conn.execute(select(A).where(A.c.team_id == team_id))]
                 for row, status, reason in refresh(plan):
                     await conn.execute(update(A).where(A.c.id == row["id"]).values(status=status, reason=reason))
-            await conn.execute(update(TeamRow).where(TeamRow.state == "running").values(state="idle"))
+            # A crash after the last assignment's commit but before the team's own write leaves it "running".
+            for team_id in (await conn.execute(select(TeamRow.id).where(TeamRow.state == "running"))).scalars():
+                plan = [row_dict(r) for r in await conn.execute(select(A).where(A.c.team_id == team_id))]
+                await conn.execute(update(TeamRow).where(TeamRow.id == team_id).values(
+                    state="done" if finished(plan) else "idle"))
         return recovered
 
     # -- the rest of the turn's storage port: an assignment keeps none of these --

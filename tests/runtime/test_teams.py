@@ -303,6 +303,29 @@ async def test_killed_during_b_a_is_not_rerun_b_is_interrupted_and_run_finishes_
         db.close()
 
 
+async def test_a_crash_between_the_last_assignment_and_the_team_write_reopens_done(home):
+    rt = await Runtime.open(home, providers=models([["Outline."], ["Merged."]], [["Draft."]], [["Critique."]]))
+    try:
+        done = await rt.teams.create("Finished", MEMBERS, DIAMOND)
+        await rt.teams.run(done.id)
+        await rt.teams.wait_idle(done.id)
+        unfinished = await rt.teams.create("Unfinished", MEMBERS, DIAMOND)
+    finally:
+        await rt.aclose()
+    db = sqlite3.connect(home / DB_NAME)  # the team rows as such a crash leaves them
+    try:
+        db.execute("update teams set state = 'running'")
+        db.commit()
+    finally:
+        db.close()
+    rt = await Runtime.open(home, providers=models([], [], []))
+    try:
+        assert (await rt.teams.get(done.id)).state == "done"
+        assert (await rt.teams.get(unfinished.id)).state == "idle"
+    finally:
+        await rt.aclose()
+
+
 async def test_the_cli_creates_runs_and_shows_a_team(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)
