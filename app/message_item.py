@@ -60,7 +60,14 @@ class Message:
             elif t == "tool_call":
                 while len(self.parts) <= ev.part_id:
                     self.parts.append({"type": "text", "text": ""})
+                before = self.parts[ev.part_id]
                 self.parts[ev.part_id] = tool_part(ev)
+                if before.get("call_id") == ev.call_id and "progress" in before:
+                    self.parts[ev.part_id]["progress"] = before["progress"]
+            elif t == "tool_progress":  # kept too: an item re-created mid-turn (a page re-read) shows it
+                part = next((p for p in self.parts if p.get("call_id") == ev.call_id), None)
+                if part is not None:
+                    part.setdefault("progress", []).append(ev.text)  # a live answer's parts are its own
             elif t == "usage":
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
             elif t == "warning":

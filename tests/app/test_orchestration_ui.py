@@ -91,6 +91,8 @@ async def test_a_helpers_progress_shows_in_its_card_live_and_after_reopening(lau
     type_and_send(panel, "What do my notes say?")
     so_far = 'reader started\n→ read_file {"path": "notes.txt"}'
     await until(lambda: progress_of(panel) == so_far, what="the helper's steps, live")
+    await panel.feed.open_page()  # "jump to latest" re-reads the page: the running answer's item is re-made
+    assert progress_of(panel) == so_far
     ctl.window.close_panel()
     panel = await open_task(ctl, task.id)
     await until(lambda: progress_of(panel) == so_far, what="the same steps after reopening")
