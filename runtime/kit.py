@@ -165,10 +165,11 @@ class AgentKit:
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
     def mcp_sessions(self, task: dict[str, Any], cwd: Path, *, for_tools: list[str] | None = None):
-        """This turn's MCP sessions, or None when no server is configured. `for_tools`: only the servers that
-        some of these tool names belong to (a team member's list)."""
+        """This turn's MCP sessions, or None when no server is configured or the task is planning (an MCP
+        tool's effect is the server's to say, so a turn that must change nothing starts none). `for_tools`: only
+        the servers that some of these tool names belong to (a team member's list)."""
         settings = self._settings()
-        servers = settings.mcp_servers
+        servers = {} if planning(task) else settings.mcp_servers
         if for_tools is not None:
             servers = {s: cfg for s, cfg in servers.items() if any(of_server(name, s) for name in for_tools)}
         if not servers:

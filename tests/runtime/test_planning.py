@@ -3,6 +3,10 @@ approved, its steps are the task's todo list, kept in SQLite and recalled at eve
 
 from __future__ import annotations
 
+import json
+import sys
+from pathlib import Path
+
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import MODEL, open_runtime
@@ -77,5 +81,36 @@ async def test_an_edited_plan_is_the_one_kept_and_a_rejected_one_is_planned_agai
         assert [t["content"] for t in info.todos] == ["Back up first", "Then tidy", "Report"]
         events = [e async for e in rt.subscribe(task.id)]
         assert events[-1].reason == EndReason.completed
+    finally:
+        await rt.aclose()
+
+
+async def test_a_planning_turn_starts_no_mcp_server_and_an_approved_plan_gets_its_tools(home, tmp_path):
+    pid_file = tmp_path / "pids"  # the test server writes its pid here when it starts
+    server = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(Path.cwd()),
+              "env": {"MCP_TEST_PID_FILE": str(pid_file)}}
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {"calc": server}, "mcp_connect_timeout": 20}))
+    model = ScriptedModel([
+        [Call("calc__add", {"a": 2, "b": 3})],  # a tool it was not offered: refused, nothing runs
+        [Call("submit_plan", {"steps": ["Add them"]})],
+        [Call("calc__add", {"a": 2, "b": 3})],
+        ["5."],
+    ])
+    rt = await open_runtime(home, model)
+    try:
+        rt.approve_mcp_server("calc")
+        task = await rt.create_task(model=MODEL, planning=True, approval="full_auto")
+        await rt.send(task.id, "Add 2 and 3.")
+        await rt.wait_idle(task.id)
+        assert not any(name.startswith("calc__") for name in _tool_names(model.requests[0]))
+        assert not pid_file.exists()
+        refused = next(p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "calc__add")
+        assert refused["state"] == "error"
+        info = await rt.get_task(task.id)
+        await rt.answer(task.id, info.pending_request["request_id"], "approve")
+        await rt.wait_idle(task.id)
+        assert "calc__add" in _tool_names(model.requests[2]) and pid_file.exists()
+        done = [p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "calc__add"]
+        assert done[-1]["state"] == "done" and "5" in done[-1]["result"]
     finally:
         await rt.aclose()
