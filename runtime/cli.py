@@ -67,6 +67,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--queued", action="store_true", help="run the task's queued inputs, in order")
     run.add_argument("--model", help="provider_id/model_name for a new task")
     run.add_argument("--approval", default="ask", choices=["ask", "auto_edit", "full_auto"])
+    run.add_argument("--plan", action="store_true", help="a new task plans first; you approve the plan")
+    run.add_argument("--doc", action="append", default=[], metavar="PATH",
+                     help="a document or folder a new task works from (repeatable)")
+    run.add_argument("--no-memory", action="store_true", help="a new task neither uses nor saves memories")
+    run.add_argument("--network", action="store_true", help="a new task's commands may use the network")
     answer = sub.add_parser("answer", help="answer a task that waits for an approval or a question")
     answer.add_argument("task_id")
     how = answer.add_mutually_exclusive_group(required=True)
@@ -108,8 +113,9 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
     else:
         if not args.text:
             raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
-        task = await rt.get_task(args.task) if args.task else await rt.create_task(model=args.model,
-                                                                                approval=args.approval)
+        task = await rt.get_task(args.task) if args.task else await rt.create_task(
+            model=args.model, approval=args.approval, planning=args.plan, knowledge=args.doc,
+            memory=not args.no_memory, network=args.network)
         handle = await rt.send(task.id, args.text)
     return await _follow(rt, handle.task_id, handle.turn_id)
 
@@ -150,7 +156,8 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
         return EXIT_PROVIDER
     if ended.reason == EndReason.waiting:
         req = (await rt.get_task(task_id)).pending_request or {}
-        how = "--approve or --deny" if req.get("kind") == "approval" else '--text "..."'
+        how = {"approval": "--approve or --deny", "plan": '--approve, or --text "what to change"'}.get(
+            req.get("kind"), '--text "..."')
         print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
         return EXIT_WAITING
     return EXIT_OK

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from runtime.api import ConfigError, Runtime, TaskNotFound
+from runtime.cli import EXIT_WAITING
 from runtime.cli_tasks import resolve_task
 from runtime.providers.scripted import ScriptedModel
 from tests.runtime.test_cli import _cli, _result
@@ -148,3 +149,32 @@ async def test_an_ambiguous_prefix_asks_for_more_of_the_id(home):
             await resolve_task(rt, "")
     finally:
         await rt.aclose()
+
+
+async def test_run_binds_a_new_tasks_planning_documents_memory_and_network(home, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nWater the plants on Monday.\n")
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=[], tool_calls=[("p1", "submit_plan", {"steps": ["Read the notes", "Sum up"]})],
+                            finish="tool_calls"))
+        code, _, err = await _result(await _cli("run", "--plan", "--doc", str(notes), "--no-memory", "--network",
+                                                "Sum up my notes.", home=home, stdin=subprocess.DEVNULL))
+        assert code == EXIT_WAITING, err
+        assert f'hearth answer {err.split("task ")[1].split()[0]} --approve, or --text "what to change"' in err
+        offered = {t["function"]["name"] for t in server.requests[-1]["tools"]}
+        assert "submit_plan" in offered and "write_file" not in offered  # it plans first
+        rt = await Runtime.open(home)
+        try:
+            task = (await rt.list_tasks())[0]
+            assert task.planning and task.knowledge == [str(notes.resolve())]
+            assert task.memory is False and task.network is True
+            assert task.pending_request["plan"] == ["Read the notes", "Sum up"]
+        finally:
+            await rt.aclose()
+        server.script(Reply(chunks=["Water the plants on Monday."]))
+        code, out, err = await _result(await _cli("answer", task.id, "--approve", home=home,
+                                                  stdin=subprocess.DEVNULL))
+        assert code == 0 and out.strip() == "Water the plants on Monday.", err
+        code, _, err = await _result(await _cli("run", "--doc", str(tmp_path / "missing.md"), "x", home=home))
+        assert code != 0 and "missing.md" in err and "Traceback" not in err
