@@ -1,5 +1,5 @@
 """Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore | team`, also
-`python -m runtime.cli` (`hearth team …`: runtime/cli_team.py).
+`python -m runtime.cli` (`hearth team …`: runtime/cli_team.py; `hearth mcp …`: runtime/cli_mcp.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -28,7 +28,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from . import cli_memory, cli_team
+from . import cli_mcp, cli_memory, cli_team
 from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
 from .cli_status import StatusLine
@@ -81,18 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     answer.add_argument("--always", action="store_true", help="remember the approval or denial for this tool")
     add_task_parsers(sub)
     add_models_parser(sub)
-    mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
-    mcp.add_parser("list", help="configured servers, their command lines and consent")
-    add = mcp.add_parser("add", help="add a stdio server: hearth mcp add NAME -- COMMAND [ARGS...]")
-    add.add_argument("name")
-    add.add_argument("--url", help="a streamable HTTP server instead of a command")
-    add.add_argument("--yes", action="store_true", help="approve launching it without asking")
-    remove = mcp.add_parser("remove", help="remove a server and its consent")
-    remove.add_argument("name")
-    approve = mcp.add_parser("approve", help="consent to launching a configured server")
-    approve.add_argument("name")
-    imp = mcp.add_parser("import", help="import a Claude Desktop / Cursor config file")
-    imp.add_argument("path")
+    cli_mcp.add_parser(sub)
     add_storage_parsers(sub)
     cli_memory.add_parsers(sub)
     add_chat_parser(sub)
@@ -247,44 +236,6 @@ async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
     return await _follow(rt, args.task_id, handle.turn_id)
 
 
-def _confirm(line: str, yes: bool) -> bool:
-    print(f"Command line: {line}")
-    if yes:
-        return True
-    if not sys.stdin.isatty():
-        print("Not approved (no terminal to ask); run `hearth mcp approve NAME` to allow it.", file=sys.stderr)
-        return False
-    return input("Allow Hearth to launch this when a task needs it? [y/N] ").strip().lower() in ("y", "yes")
-
-
-async def _mcp(rt: Runtime, args: argparse.Namespace) -> int:
-    if args.mcp_command == "list":
-        for name, line, approved in rt.mcp_servers():
-            print(f"{name}  [{'approved' if approved else 'not approved'}]  {line}")
-    elif args.mcp_command == "add":
-        command = args.argv
-        if bool(command) == bool(args.url):
-            raise ConfigError("Give either a command after `--` or --url.")
-        cfg = {"url": args.url} if args.url else {"command": command[0], "args": command[1:]}
-        line = await rt.add_mcp_server(args.name, cfg)
-        if _confirm(line, args.yes):
-            rt.approve_mcp_server(args.name)
-            print(f"Added and approved {args.name}.")
-        else:
-            print(f"Added {args.name}; it will not be launched until approved.")
-    elif args.mcp_command == "remove":
-        await rt.remove_mcp_server(args.name)
-        print(f"Removed {args.name}.")
-    elif args.mcp_command == "approve":
-        print(f"Approved {args.name}: {rt.approve_mcp_server(args.name)}")
-    else:
-        imported = await rt.import_mcp_config(args.path)
-        for name, line in imported.items():
-            print(f"Imported {name} (not approved yet): {line}")
-        print("Approve each with `hearth mcp approve NAME` after checking its command line.")
-    return EXIT_OK
-
-
 async def _open(args: argparse.Namespace) -> Runtime:
     from .api import Runtime  # imported here: `main` starts loading the model first
 
@@ -315,7 +266,7 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "models":
             return await models_command(rt, args)
         if args.command == "mcp":
-            return await _mcp(rt, args)
+            return await cli_mcp.run(rt, args)
         if args.command == "chat":
             return await chat_command(rt, args)
         if args.command in cli_memory.COMMANDS:

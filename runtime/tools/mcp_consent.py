@@ -154,7 +154,7 @@ class MCPConsents:
             self._save(servers)
         return (f"MCP server '{name}' is paused: its tools changed since you approved them "
                 f"({summary(diff(entry.get('tools') or {}, tools))}). Its tools are not offered until you review "
-                f"the change and approve it in Settings → Permissions.")
+                f"the change and approve it in Settings → Permissions (or `hearth mcp approve {name}`).")
 
     def tool_changes(self) -> dict[str, dict[str, Any]]:
         """Servers paused for changed tools: name -> {"changes": mcp_pins.diff(...), "seen_at"}."""
