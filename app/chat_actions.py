@@ -35,7 +35,7 @@ class ChatActions:
         self.sidebar.select(None)
         panel = self.panel = ChatPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(chat_id))
         panel.title_changed.connect(lambda _t: (self._reload.start(), self.show_title()))
-        panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        panel.settings_requested.connect(self.ctl.open_settings)
         panel.became_task.connect(self._chat_became_task)
         self.stack.addWidget(panel)
         self.stack.setCurrentWidget(panel)

@@ -23,7 +23,7 @@ from .task_panel import PHASES
 
 class ChatPanel(FeedPanel, QWidget):
     title_changed = Signal(str)
-    settings_requested = Signal()
+    settings_requested = Signal(str)  # the Settings page to show, "" for the first
     became_task = Signal(str)  # the new task's id
 
     def __init__(self, bridge: RuntimeBridge, info, enter_sends: bool = True, view_state=None, parent=None):

@@ -177,10 +177,12 @@ class HearthApp(StartupProblems, QObject):
             return
         self.request_quit(ask=True)
 
-    def open_settings(self) -> SettingsWindow | None:
+    def open_settings(self, page: str = "") -> SettingsWindow | None:
+        """The Settings window, raised if open; `page` ("permissions") shows that page."""
         if self.bridge is None:
             return None
         if self.settings_window is not None:
+            self.settings_window.show_page(page)
             self.settings_window.raise_()
             return self.settings_window
         win = SettingsWindow(self.bridge, self.prefs, self.window)
@@ -189,6 +191,7 @@ class HearthApp(StartupProblems, QObject):
         win.enter_sends_changed.connect(self._enter_sends)
         win.destroyed.connect(lambda: setattr(self, "settings_window", None))
         self.settings_window = win
+        win.show_page(page)
         win.show()
         return win
 

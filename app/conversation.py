@@ -29,7 +29,7 @@ EDGE = 400  # pixels from an end of the window at which the next page is asked f
 class ConversationView(QScrollArea):
     continue_clicked = Signal()
     retry_clicked = Signal()
-    settings_clicked = Signal()
+    settings_clicked = Signal(str)  # the Settings page to show, "" for the first
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
     edit_clicked = Signal(int, str)  # message id, its text

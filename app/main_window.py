@@ -259,7 +259,7 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self.close_panel(select_none=False)
         self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
         self.panel.title_changed.connect(lambda _t: (self._reload.start(), self.show_title()))
-        self.panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        self.panel.settings_requested.connect(self.ctl.open_settings)
         self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
         self.stack.setCurrentWidget(self.panel)

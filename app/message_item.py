@@ -28,7 +28,7 @@ class Message:
     turn: dict | None = None  # the turn row: reason, error, token usage
     live: bool = False
     usage: tuple[int, int] = (0, 0)
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[tuple[str, str | None]] = field(default_factory=list)  # a live turn's (message, code)
 
     @classmethod
     def of(cls, info, turn: dict | None) -> Message:
@@ -71,7 +71,7 @@ class Message:
             elif t == "usage":
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
             elif t == "warning":
-                self.warnings.append(ev.message)
+                self.warnings.append((ev.message, ev.code))
                 if ev.code in ("truncated", "compacted"):
                     self.parts.append({"type": "marker", "marker": ev.code})
 
@@ -88,7 +88,7 @@ class AssistantItem(QWidget):
 
     continue_clicked = Signal()
     retry_clicked = Signal()
-    settings_clicked = Signal()
+    settings_clicked = Signal(str)  # the Settings page to show, "" for the first
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
 
@@ -106,6 +106,7 @@ class AssistantItem(QWidget):
             note.setObjectName("Muted")
             lay.addWidget(note)
         self.block = AssistantBlock()
+        self.block.settings_wanted.connect(self.settings_clicked)
         if foreign is not None:
             self.block.foreign = foreign
         lay.addWidget(self.block)
@@ -139,8 +140,10 @@ class AssistantItem(QWidget):
         """Show the message as it is now (its parts, footer and banner)."""
         m = self.message
         self.block.set_parts(m.parts)
-        for warning in m.warnings:
-            self.block.add_warning(warning)
+        saved = [(p.get("message", ""), p.get("code")) for p in m.parts
+                 if p.get("type") == "marker" and p.get("marker") == "warning"]
+        for message, code in m.warnings or saved:
+            self.block.add_warning(message, code)
         if not m.warnings and any(p.get("marker") == "compacted" for p in m.parts):
             self.block.add_warning("Context compacted: earlier messages were summarized to fit the model's "
                                    "context window. They are still here.")
@@ -229,6 +232,6 @@ class AssistantItem(QWidget):
             fork = "Answer with another model…" if self.chat else "Continue in a new task with another model…"
             self.banner = Banner(kind, text, can_continue, fork_label=fork)
             self.banner.continue_clicked.connect(self.continue_clicked)
-            self.banner.settings_clicked.connect(self.settings_clicked)
+            self.banner.settings_clicked.connect(lambda: self.settings_clicked.emit(""))
             self.banner.fork_clicked.connect(self.fork_clicked)
             self.layout().addWidget(self.banner)

@@ -5,6 +5,8 @@ failed turn."""
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QFrame,
@@ -170,6 +172,8 @@ class ReasoningBlock(QWidget):
 class AssistantBlock(QWidget):
     """One assistant message; live events and persisted parts update it through the same methods."""
 
+    settings_wanted = Signal(str)  # a warning's link: the Settings page that deals with it
+
     def __init__(self, parent=None):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
@@ -259,10 +263,14 @@ class AssistantBlock(QWidget):
             if self._kinds[i] != "tool_call":
                 w.flush()
 
-    def add_warning(self, message: str) -> None:
+    def add_warning(self, message: str, code: str | None = None) -> None:
         label = QLabel(f"⚠ {message}")
         label.setObjectName("Muted")
         label.setWordWrap(True)
+        if code == "mcp_paused":  # the way to the difference and its Approve button
+            label.setTextFormat(Qt.TextFormat.RichText)
+            label.setText(f"⚠ {html.escape(message, quote=False)} <a href='permissions'>Review the change…</a>")
+            label.linkActivated.connect(self.settings_wanted)
         self.lay.addWidget(label)
 
     def text(self, kind: str = "text") -> str:

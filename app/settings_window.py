@@ -111,6 +111,10 @@ class SettingsWindow(QDialog):
         lay.addStretch(1)
         return page
 
+    def show_page(self, page: str) -> None:
+        if page == "permissions":
+            self.tabs.setCurrentWidget(self.permissions)
+
     def _tab_shown(self, index: int) -> None:
         if self.tabs.widget(index) is self.permissions:
             self.permissions.refresh()

@@ -48,7 +48,7 @@ APPROVAL_LABELS = {
 
 class TaskPanel(FeedPanel, QWidget):
     title_changed = Signal(str)
-    settings_requested = Signal()
+    settings_requested = Signal(str)  # the Settings page to show, "" for the first
     task_forked = Signal(str)  # the new task's id
 
     def __init__(self, bridge: RuntimeBridge, info: TaskInfo, enter_sends: bool = True, view_state=None,

@@ -42,7 +42,7 @@ class TeamActions:
         self.sidebar.select(None)
         self.sidebar.select_chat(None)
         panel = self.panel = TeamPanel(self.bridge, info)
-        panel.settings_requested.connect(lambda: self.ctl.open_settings())
+        panel.settings_requested.connect(self.ctl.open_settings)
         self.stack.addWidget(panel)
         self.stack.setCurrentWidget(panel)
         self.sidebar.set_mode("teams")

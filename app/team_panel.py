@@ -56,7 +56,7 @@ def team_word(info) -> str:
 
 
 class TeamPanel(QWidget):
-    settings_requested = Signal()
+    settings_requested = Signal(str)  # the Settings page to show, "" for the first
 
     def __init__(self, bridge: RuntimeBridge, info, parent=None):
         super().__init__(parent)

@@ -95,6 +95,8 @@ def _part_lines(parts: list[dict]) -> list[str]:
             lines.append(f"(answered: {part['answer']})")
         elif kind in ("continue", "retry"):
             lines.append(f"({'continue' if kind == 'continue' else 'another answer, please'})")
+        elif kind == "marker" and part.get("marker") == "warning":
+            lines.append(f"[warning] {part.get('message', '')}")
     return lines
 
 

@@ -140,7 +140,7 @@ class UsageEvent(_Event):
 class WarningEvent(_Event):
     type: Literal["warning"] = "warning"
     message: str
-    code: str | None = None  # "truncated" when a step stopped at the model's length limit
+    code: str | None = None  # "truncated" (the model's length limit), "compacted", "mcp_paused" (tools changed)
 
 
 class TodosChanged(_Event):

@@ -1,8 +1,10 @@
 """Message parts as stored JSON, and the one rule for settling unfinished tool parts.
 
-Assistant messages hold `TextPart`s (`type` "text" or "reasoning"), `ToolPart`s and, when a step stopped at
-the model's length limit, a `MarkerPart` ("truncated"). User messages hold `{"type": "text", "text"}`,
-`{"type": "attachment", "name"}` and, for answers to questions and approvals, `{"type": "answer", ...}`.
+Assistant messages hold `TextPart`s (`type` "text" or "reasoning"), `ToolPart`s and `MarkerPart`s: "truncated"
+where a step stopped at the model's length limit, "compacted" where older history was summarized, and after all
+other parts a "warning" for each warning the turn gave (an MCP server not available or paused, a step limit).
+User messages hold `{"type": "text", "text"}`, `{"type": "attachment", "name"}` and, for answers to questions and
+approvals, `{"type": "answer", ...}`.
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ class ToolPart(TypedDict):
 
 class MarkerPart(TypedDict):
     type: Literal["marker"]
-    marker: Literal["truncated"]
+    marker: Literal["truncated", "compacted", "warning"]
     step: int
+    message: NotRequired[str]  # a warning's sentence, as the turn told it live
+    code: NotRequired[str | None]  # a warning's kind, e.g. "mcp_paused"
 
 
 class FinalRecord(TypedDict):

@@ -63,6 +63,10 @@ class MemberMCP:
         self._sessions = sessions
         self._allowed = allowed
 
+    @property
+    def paused(self) -> set[str]:
+        return self._sessions.paused
+
     def start(self) -> None:
         self._sessions.start()
 

@@ -116,7 +116,7 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     if ctx.mcp is not None:
         mcp_tools, warnings = await ctx.mcp.ready()
         for message in warnings:
-            ctx.warn(message)
+            ctx.warn(message, "mcp_paused" if message in ctx.mcp.paused else None)
         for tool in mcp_tools:
             ctx.tools[tool.name] = tool
     ctx.offer_tools(builtin=set(prepared.tools))

@@ -58,6 +58,9 @@ class TextAccumulator:
         return self.blocks[0] if self.blocks else ""
 
 
+MARKED = ("truncated", "compacted")  # warnings whose marker part the loop and the compactor add themselves
+
+
 class TurnContext:
     """Everything one run builds. Unreachable once the run is cleaned up."""
 
@@ -76,6 +79,7 @@ class TurnContext:
         self.workspace = Path(task["workspace"])
         self.max_steps = max_steps
         self.parts: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []  # saved after the parts, so the answer shows them later too
         self._texts: dict[int, TextAccumulator] = {}
         self._tool_index: dict[str, int] = {}
         self.step = 0
@@ -160,8 +164,12 @@ class TurnContext:
         self.buffer.publish(event)
 
     def warn(self, message: str, code: str | None = None) -> None:
-        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=redact(message),
-                                         code=code))
+        message = redact(message)
+        self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
+        if code not in MARKED:  # those two have their own marker part, in place
+            self.warnings.append({"type": "marker", "marker": "warning", "message": message, "code": code,
+                                  "step": self.step})
+            self.dirty = True
 
     def publish_tool(self, part: ToolPart) -> None:
         self.buffer.publish(
@@ -211,12 +219,12 @@ class TurnContext:
         )
 
     def snapshot(self) -> list[dict]:
-        """The parts as JSON-ready dicts, texts joined."""
+        """The parts as JSON-ready dicts, texts joined, then the turn's warnings (a part's index stays its id)."""
         out = []
         for i, part in enumerate(self.parts):
             acc = self._texts.get(i)
             out.append(dict(part, text=acc.text()) if acc is not None else dict(part))
-        return out
+        return out + [dict(w) for w in self.warnings]
 
     def add_usage(self, record: dict, usage: Usage, request_chars: int) -> None:
         record["input_tokens"] = usage.input_tokens

@@ -158,6 +158,7 @@ class MCPTurnSessions:
         self.servers = dict(servers)
         self.check_tools = check_tools  # None while the tools are the pinned ones, else why the server is paused
         self.hidden_env = frozenset(hidden_env)  # never inherited by a server (its own `env` is still given)
+        self.paused: set[str] = set()  # those of ready()'s warnings that say a server is paused for changed tools
         self.approved = approved
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
@@ -240,6 +241,7 @@ class MCPTurnSessions:
             paused = self._paused(srv, listing)
             if paused:
                 warnings.append(paused)
+                self.paused.add(paused)
                 continue
             for remote in listing:
                 problem = schema_problem(remote.input_schema)

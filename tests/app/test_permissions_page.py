@@ -145,3 +145,36 @@ async def test_the_add_rule_form_adds_a_global_deny_that_stops_the_command_and_r
     page.rule_tool.setCurrentText("write_file")  # only run_shell rules name a command
     assert not page.rule_command.isEnabled()
     page.close()
+
+
+async def test_a_paused_servers_warning_stays_with_the_answer_and_leads_to_the_change(launch):
+    import sys
+
+    model = ScriptedModel([["Without the calculator."], ["Still without it."]])
+    ctl = await launch(model)
+    rt = ctl.rt
+    await rt.add_mcp_server("calc", {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"],
+                                     "cwd": str(Path.cwd())}, approve=True)
+    rt.mcp_consents.check_tools("calc", _tools("What it offered when approved."))  # the real tools differ now
+    task = await rt.create_task(title="Sums", model=MODEL)
+    panel = await open_task(ctl, task.id)
+
+    def warning_label():
+        labels = [label for label in panel.findChildren(QLabel)
+                  if label.text().startswith("⚠ MCP server 'calc' is paused") and label.isVisibleTo(panel)]
+        return labels[0] if len(labels) == 1 else None
+
+    type_and_send(panel, "add 2 and 3")
+    await wait_turns(ctl, panel)
+    label = warning_label()  # the answer as saved, not only while it streamed
+    assert label is not None and "Review the change…" in label.text()
+    label.linkActivated.emit("permissions")
+    settings = ctl.settings_window
+    assert settings is not None and settings.tabs.currentWidget() is settings.permissions
+    ctl.window.close_panel()
+    panel = await open_task(ctl, task.id)
+    await until(lambda: warning_label() is not None, what="the warning after reopening the task")
+    messages = await rt.messages(task.id)
+    saved = [p for p in messages[-1].parts if p.get("type") == "marker"]
+    assert [(p["marker"], p["code"]) for p in saved] == [("warning", "mcp_paused")]
+    assert messages[-1].parts[0] == {"type": "text", "text": "Without the calculator.", "step": 0}
