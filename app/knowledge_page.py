@@ -55,6 +55,8 @@ class KnowledgePage(QWidget):
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(["Document", "Status", "Details"])
         self.tree.setRootIsDecorated(False)
+        self.tree.setSelectionMode(QTreeWidget.SelectionMode.ExtendedSelection)
+        self.tree.itemSelectionChanged.connect(lambda: self.remove_button.setEnabled(bool(self.selected())))
         self.tree.setColumnWidth(0, 280)
         self.tree.setColumnWidth(1, 160)
         lay.addWidget(self.tree, 1)
@@ -66,9 +68,14 @@ class KnowledgePage(QWidget):
         add_files.clicked.connect(lambda: self._pick(folder=False))
         add_folder = QPushButton("Add folder…")
         add_folder.clicked.connect(lambda: self._pick(folder=True))
+        self.remove_button = QPushButton("Remove")
+        self.remove_button.setToolTip("Take the selected documents out of the library; the files stay where they are")
+        self.remove_button.setEnabled(False)
+        self.remove_button.clicked.connect(lambda: self.bridge.run(self.remove(self.selected()), owner=self))
         row.addWidget(add_files)
         row.addWidget(add_folder)
         row.addStretch(1)
+        row.addWidget(self.remove_button)
         lay.addLayout(row)
         meaning = QHBoxLayout()
         meaning.addWidget(QLabel("Search by meaning with"))
@@ -172,6 +179,26 @@ class KnowledgePage(QWidget):
             self.status.setText(f"Not added: {error_text(exc)}")
             return
         self.status.setText(f"Added {len(docs)} document{'s' if len(docs) != 1 else ''}.")
+
+    def selected(self) -> list[str]:
+        return [path for path, item in self.rows.items() if item.isSelected()]
+
+    async def remove(self, paths: list[str]) -> None:
+        try:
+            for path in paths:
+                await self.rt.knowledge_remove(path)
+        except Exception as exc:
+            self.status.setText(f"Not removed: {error_text(exc)}")
+            return
+        names = Path(paths[0]).name if len(paths) == 1 else f"{len(paths)} documents"
+        self.status.setText(f"Removed {names} from the library; the files stay where they are, and tasks no "
+                            "longer search them.")
+
+    def keyPressEvent(self, event) -> None:
+        if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.selected():
+            self.bridge.run(self.remove(self.selected()), owner=self)
+            return
+        super().keyPressEvent(event)
 
     def dragEnterEvent(self, event) -> None:
         if event.mimeData().hasUrls():

@@ -121,6 +121,15 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
         assert by_name["blob.txt"].text(1) == "Cannot be read" and "binary" in by_name["blob.txt"].text(2)
         await page.add([str(tmp_path / "nowhere")])
         assert page.status.text().startswith("Not added:") and "was not found" in page.status.text()
+
+        assert not page.remove_button.isEnabled()  # nothing selected
+        by_name["blob.txt"].setSelected(True)
+        assert page.remove_button.isEnabled()
+        QTest.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
+        await until(lambda: list(page.rows) == [str(folder / "notes.md")], what="the removed one gone from the list")
+        assert page.status.text().startswith("Removed blob.txt from the library; the files stay")
+        assert [d["path"] for d in await ctl.rt.knowledge_list()] == [str(folder / "notes.md")]
+        assert (folder / "blob.txt").exists()
     finally:
         page.stop()
 
