@@ -1,10 +1,11 @@
 """Settings ▸ Models ▸ local models: what is installed (size, Delete), the catalog (size, memory needed, a mark on
 models that will not fit in this computer's memory, Download), a Hugging Face file by name or URL, a .gguf from
-this computer, and the running downloads (progress bar, speed, time left, Pause).
+this computer, and the running downloads (progress bar, speed, time left, Pause, Cancel).
 
 It talks to the runtime facade only (`model_catalog`, `installed_models`, `pull_model`, `remove_model`,
-`add_local_model`, `set_hf_token`). A download is an asyncio task; Pause cancels it (the runtime keeps the
-partial file) and Download resumes it. Dialogs are non-modal: a nested Qt event loop would break qasync.
+`add_local_model`, `set_hf_token`, `cancel_download`). A download is an asyncio task; Pause cancels it (the
+runtime keeps the partial file) and Download resumes it; Cancel has the runtime stop it and delete the partial
+file. Dialogs are non-modal: a nested Qt event loop would break qasync.
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ def _label(text: str = "", muted: bool = False) -> QLabel:
 
 
 class DownloadRow(QWidget):
-    """One download: name, progress bar, bytes / speed / time left, Pause."""
+    """One download: name, progress bar, bytes / speed / time left, Pause and Cancel."""
 
     pause = Signal(str)
+    cancel = Signal(str)
 
     def __init__(self, key: str, title: str, parent=None):
         super().__init__(parent)
@@ -71,10 +73,15 @@ class DownloadRow(QWidget):
         self.detail = _label("Asking Hugging Face…", muted=True)
         self.pause_button = QPushButton("Pause")
         self.pause_button.clicked.connect(lambda: self.pause.emit(self.key))
+        self.pause_button.setToolTip("Stop for now; Download goes on where it stopped")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(lambda: self.cancel.emit(self.key))
+        self.cancel_button.setToolTip("Stop and delete what was downloaded so far")
         lay.addWidget(self.title, 0, 0)
         lay.addWidget(self.pause_button, 0, 1, Qt.AlignmentFlag.AlignRight)
-        lay.addWidget(self.bar, 1, 0, 1, 2)
-        lay.addWidget(self.detail, 2, 0, 1, 2)
+        lay.addWidget(self.cancel_button, 0, 2, Qt.AlignmentFlag.AlignRight)
+        lay.addWidget(self.bar, 1, 0, 1, 3)
+        lay.addWidget(self.detail, 2, 0, 1, 3)
 
     def update_progress(self, p) -> None:
         if p.total:
@@ -200,6 +207,7 @@ class ModelManager(QWidget):
             return
         row = self.rows[ref] = DownloadRow(ref, title or ref)
         row.pause.connect(self.pause)
+        row.cancel.connect(self.cancel)
         self.no_downloads.hide()
         self.downloads_box.addWidget(row)
         self.message.clear()
@@ -231,6 +239,15 @@ class ModelManager(QWidget):
             self.rows[ref].pause_button.setEnabled(False)
             self.rows[ref].detail.setText("Pausing…")
             task.cancel()
+
+    def cancel(self, ref: str) -> None:
+        """Stop the download and delete its partial file; its own pull then ends saying so."""
+        row = self.rows.get(ref)
+        if row is not None:
+            row.pause_button.setEnabled(False)
+            row.cancel_button.setEnabled(False)
+            row.detail.setText("Cancelling…")
+            spawn(self.rt.cancel_download(ref), owner=self)
 
     def pause_all(self) -> None:
         for ref in list(self.downloads):

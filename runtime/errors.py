@@ -100,11 +100,14 @@ class ModelError(HearthError):
 
 
 class DownloadCancelled(ModelError):
-    """A download was stopped by the person; its partial file is kept so the next pull resumes it."""
+    """A download was stopped by the person: paused (its partial file kept, so the next pull resumes it) or, when
+    `discarded`, cancelled (what it had downloaded deleted)."""
 
-    def __init__(self, name: str):
-        super().__init__(f"The download of {name} was paused; pull it again to resume where it stopped.")
+    def __init__(self, name: str, discarded: bool = False):
+        super().__init__(f"The download of {name} was cancelled; what it had downloaded was deleted." if discarded
+                         else f"The download of {name} was paused; pull it again to resume where it stopped.")
         self.name = name
+        self.discarded = discarded
 class StorageError(HearthError):
     """The database in the data folder cannot be used. The message says what happened and what to do;
     `home` is the data folder. Subclasses say which way out fits (runtime/ARCHITECTURE.md, "Storage")."""

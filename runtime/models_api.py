@@ -4,6 +4,7 @@ default model ahead of the first send. `Runtime` inherits it; callers use only `
     rt.model_catalog()                        # catalog entries, with installed / won't-fit marks
     rt.installed_models()                     # the bundled model and every downloaded or added one
     await rt.pull_model("qwen2.5-3b-instruct", on_progress)   # or "OWNER/REPO/FILE.gguf", or a hf.co URL
+    await rt.cancel_download("qwen2.5-3b-instruct")           # stop it and delete the partial file
     await rt.remove_model("qwen2.5-3b-instruct")
     await rt.add_local_model("/models/mine.gguf")
     rt.set_hf_token("hf_...")                 # into the keyring, for gated repositories
@@ -44,7 +45,7 @@ from .models.catalog import (
     load_catalog,
 )
 from .models.gguf_info import read_gguf_info
-from .models.hub import HubFile, download, fetch_metadata, hub_endpoint, parse_hub_ref, remove_file
+from .models.hub import DownloadStop, HubFile, download, fetch_metadata, hub_endpoint, parse_hub_ref, remove_file
 from .models.library import BUNDLED_MODEL_NAME, ModelLibrary, ModelRecord, model_name_for, sha256_of
 from .models.progress import DownloadProgress, ProgressReporter
 
@@ -90,7 +91,7 @@ class ModelsMixin:
     keys: SecretStore
     models: ModelLibrary
     kit: object
-    _pulls: dict[str, tuple[asyncio.Future, threading.Event]]
+    _pulls: dict[str, tuple[asyncio.Future, DownloadStop]]
 
     # -- what there is --
 
@@ -158,7 +159,7 @@ class ModelsMixin:
         known = self.models.find_download(target.repo, target.file)
         if known is not None and self.models.path(known).is_file():
             return self._info(known.name)
-        cancel = threading.Event()
+        cancel = DownloadStop()
         reporter = ProgressReporter(asyncio.get_running_loop(), on_progress, entry.id if entry else target.file)
         fut = asyncio.ensure_future(asyncio.to_thread(self._pull_sync, target, entry, reporter, cancel))
         self._pulls[key] = (fut, cancel)
@@ -170,6 +171,20 @@ class ModelsMixin:
             await asyncio.wait({fut}, timeout=PAUSE_WAIT)
             raise
         return self._info(record.name)
+
+    async def cancel_download(self, ref: str) -> bool:
+        """Stop a running download and delete what it downloaded so far (its pull_model raises
+        `DownloadCancelled` with `discarded`); False when no download of `ref` runs."""
+        entry = catalog_entry(ref.strip())
+        key = str(HubFile(entry.repo, entry.file, entry.revision) if entry else parse_hub_ref(ref))
+        running = self._pulls.get(key)
+        if running is None:
+            return False
+        fut, stop = running
+        stop.discard = True
+        stop.set()
+        await asyncio.wait({fut}, timeout=PAUSE_WAIT)
+        return True
 
     def _pull_ended(self, key: str, fut: asyncio.Future) -> None:
         if self._pulls.get(key, (None,))[0] is fut:

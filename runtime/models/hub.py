@@ -152,6 +152,12 @@ def storage_folder(cache_dir: Path, repo: str) -> Path:
     return cache_dir / ("models--" + repo.replace("/", "--"))
 
 
+class DownloadStop(threading.Event):
+    """Set to stop a download at its next chunk: a pause keeps the partial file; with `discard` it is deleted."""
+
+    discard = False
+
+
 def download(
     ref: HubFile,
     remote: RemoteFile,
@@ -213,6 +219,9 @@ def _fetch_blob(ref: HubFile, remote: RemoteFile, blob: Path, *, token: str | No
                      displayed_filename=ref.file, tqdm_class=progress)
         except DownloadCancelled:
             writer.abandon()
+            if getattr(cancel, "discard", False):
+                partial.unlink(missing_ok=True)
+                raise DownloadCancelled(ref.file, discarded=True) from None
             raise
         except Exception as exc:
             writer.abandon()

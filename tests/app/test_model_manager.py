@@ -85,6 +85,22 @@ async def test_download_with_progress_pause_resume_and_delete(page, gguf):
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
 
 
+async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf):
+    widget, hub = page
+    hub.add(*QWEN, gguf)
+    hub.faults.throttle = 4 << 20
+    catalog_button(widget, "Qwen2.5 1.5B").click()
+    row = await until(lambda: widget.rows.get("qwen2.5-1.5b-instruct"), what="a download row")
+    await until(lambda: row.bar.maximum() == 1000 and row.bar.value() > 100, what="progress")
+    row.cancel_button.click()
+    await until(lambda: "was cancelled" in widget.message.text(), what="the cancel")
+    assert widget.message.text() == (
+        "The download of Qwen2.5-1.5B-Instruct-Q4_K_M.gguf was cancelled; what it had downloaded was deleted.")
+    assert widget.no_downloads.isVisible() and not widget.rows
+    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
+
+
 async def test_a_wrong_reference_and_a_local_file(page, tmp_path):
     widget, _hub = page
     widget.hf_ref.setText("org/repo/README.md")

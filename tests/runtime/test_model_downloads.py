@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from runtime.api import ModelError, Runtime
+from runtime.api import DownloadCancelled, ModelError, Runtime
 from runtime.models import catalog as catalog_module
 from runtime.models import hub as hub_module
 from runtime.models.hub import parse_hub_ref
@@ -101,6 +101,26 @@ async def test_a_paused_download_resumes_where_it_stopped(rt, hub, gguf_big):
     assert resumed.startswith("bytes=") and int(resumed[6:-1]) >= 10 << 20
     assert rt.models.path(rt.models.get(model.name)).read_bytes() == gguf_big
     assert not list(blobs_dir(rt, "org/big-GGUF").glob("*.incomplete"))
+
+
+async def test_a_cancelled_download_deletes_what_it_had_downloaded(rt, hub, gguf_big):
+    hub.add("org/big-GGUF", "big.gguf", gguf_big)
+    hub.faults.throttle = 20 << 20
+    progress = []
+    pull = asyncio.ensure_future(rt.pull_model("org/big-GGUF/big.gguf", progress.append))
+    while not any(p.done >= 5 << 20 for p in progress):
+        await asyncio.sleep(0.02)
+    assert await rt.cancel_download("org/big-GGUF/big.gguf")
+    with pytest.raises(DownloadCancelled) as info:
+        await pull
+    assert info.value.discarded and str(info.value) == (
+        "The download of big.gguf was cancelled; what it had downloaded was deleted.")
+    assert not list(blobs_dir(rt, "org/big-GGUF").glob("*.incomplete"))
+    assert rt.models.get("big") is None
+    assert not await rt.cancel_download("org/big-GGUF/big.gguf")  # nothing runs any more
+    hub.faults.throttle = None
+    await rt.pull_model("org/big-GGUF/big.gguf")  # a new pull starts from the first byte
+    assert "range" not in hub.cdn_gets()[-1]
 
 
 async def test_a_wrong_hash_is_rejected_and_the_file_removed(rt, hub, gguf_small):
