@@ -1,10 +1,12 @@
-"""`hearth memory list|show|forget|off|on` and `hearth knowledge add|list|remove|embeddings`, wired into
-runtime/cli.py.
+"""`hearth memory list|show|forget|off|on`, `hearth knowledge add|list|remove|embeddings` and `hearth jobs`, wired
+into runtime/cli.py.
 
 `memory list`, `memory show` and `knowledge list` only read, so they also run beside the app (read-only); the
 rest change something. `knowledge add` waits for the indexing and prints each document's status as it settles
 (Ctrl-C stops waiting; what is left is indexed at the next start, of the app or the CLI). `knowledge embeddings
 [PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets search find passages by meaning too.
+`jobs` is the log of the background work behind them (saving memories after a turn, indexing a document, a
+backup): newest first, and why one failed.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import time
 from .api import Runtime
 from .errors import ConfigError
 
-COMMANDS = ("memory", "knowledge")
-_READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list")}
+COMMANDS = ("memory", "knowledge", "jobs")
+_READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list"), ("jobs", None)}
+JOB_NAMES = {"memory.extraction": "saving memories", "resource.index": "indexing documents", "backup": "backup",
+             "mcp_preload": "preparing MCP"}
 
 
 def add_parsers(sub) -> None:
@@ -43,6 +47,9 @@ def add_parsers(sub) -> None:
     remove.add_argument("path")
     embeddings = ksub.add_parser("embeddings", help="show or choose the embeddings model (search by meaning too)")
     embeddings.add_argument("model", nargs="?", help="provider/model of an OpenAI-compatible server, or off")
+    jobs = sub.add_parser("jobs", help="the log of background work: saving memories, indexing documents, backups")
+    jobs.add_argument("--failed", action="store_true", help="only the jobs that failed")
+    jobs.add_argument("--limit", type=int, default=20, help="how many of the newest (default 20)")
 
 
 def reads_only(args: argparse.Namespace) -> bool:
@@ -53,7 +60,23 @@ def reads_only(args: argparse.Namespace) -> bool:
 async def run(rt: Runtime, args: argparse.Namespace) -> int:
     if args.command == "memory":
         return await _memory(rt, args)
+    if args.command == "jobs":
+        return await _jobs(rt, args)
     return await _knowledge(rt, args)
+
+
+async def _jobs(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise ConfigError("--limit must be at least 1.")
+    jobs = await rt.job_log(limit=1000 if args.failed else args.limit)
+    jobs = [j for j in jobs if j["status"] == "failed"][:args.limit] if args.failed else jobs
+    for j in jobs:
+        task = f"  task {j['task_id'][:8]}" if j.get("task_id") else ""
+        outcome = f"failed: {j['error']}" if j["status"] == "failed" and j.get("error") else j["status"]
+        print(f"{_when(j['created_at'])}  {JOB_NAMES.get(j['kind'], j['kind']):<20}{task}  {outcome}")
+    if not jobs:
+        print("No failed background jobs." if args.failed else "No background jobs yet.")
+    return 0
 
 
 def _when(ts: float | None) -> str:

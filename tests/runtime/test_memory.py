@@ -249,3 +249,21 @@ async def test_memory_tool_refuses_every_escape(tree):  # noqa: F811
             "Saved the memory 'ok.md'."
     finally:
         await store.aclose()
+
+
+async def test_hearth_jobs_lists_background_work_and_why_one_failed(rt, server, home):
+    from tests.runtime.test_cli import _cli, _result
+
+    server.script(Reply(chunks=["Sure."]), Reply(chunks=["I cannot answer in JSON, sorry."]))
+    task = await rt.create_task()
+    await turn(rt, task.id, "Call me Ana from now on.")
+    await rt.aclose()
+    code, out, err = await _result(await _cli("jobs", home=home))
+    assert code == 0, err
+    line, = [ln for ln in out.splitlines() if "saving memories" in ln]
+    assert f"task {task.id[:8]}" in line
+    assert line.endswith("failed: the model did not answer with the JSON object asked for")
+    code, out, _ = await _result(await _cli("jobs", "--failed", "--limit", "5", home=home))
+    assert code == 0 and out.count("failed:") == 1
+    code, _, err = await _result(await _cli("jobs", "--limit", "0", home=home))
+    assert code == 2 and err.strip() == "hearth: --limit must be at least 1."
