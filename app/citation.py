@@ -2,10 +2,11 @@
 page 3") that opens the document at that place.
 
 The tool's result frames every passage as `<passage n=… source=… where=… page=… lines=…>` (the runtime's
-knowledge search); `parse_citations` reads those tags. A chip opens the file with the desktop's viewer
-(`QDesktopServices`, or shows its path with a Copy button when no viewer answers); a PDF page is passed as the
-URL fragment `#page=N`, which PDF viewers and browsers honour, and the place is in the chip's tooltip and its
-`opened` signal for viewers that ignore it.
+knowledge search); `parse_citations` reads those tags. A chip of a text, Markdown, code or log file opens Hearth's
+own viewer at the cited lines (app/source_viewer.py). Any other opens with the desktop's viewer (`QDesktopServices`,
+or shows its path with a Copy button when no viewer answers); a PDF page is passed as the URL fragment `#page=N`,
+which PDF viewers and browsers honour, and the place is in the chip's tooltip and its `opened` signal for viewers
+that ignore it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from PySide6.QtCore import QUrl, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QWidget
 
-from . import dialogs
+from . import dialogs, source_viewer
 
 _TAG = re.compile(r"<passage\s+([^>]*)>")
 _ATTR = re.compile(r'(\w+)="([^"]*)"')
@@ -74,8 +75,13 @@ class CitationChip(QPushButton):
         if not Path(self.citation.path).exists():
             self.setToolTip(f"{self.citation.path} is no longer there.")
             return False
-        ok = dialogs.open_path(self.window(), self.citation.path, self.citation.url()) is None
-        self.opened.emit(self.citation.path, self.citation.where)
+        c = self.citation
+        if c.lines is not None and source_viewer.shows(c.path, c.lines):
+            source_viewer.SourceViewer(self.window(), c.path, c.lines, c.where).show()
+            ok = True
+        else:
+            ok = dialogs.open_path(self.window(), c.path, c.url()) is None
+        self.opened.emit(c.path, c.where)
         return ok
 
 

@@ -14,6 +14,7 @@ import app.controller  # noqa: F401  (imported here, not by the first test on th
 from app.citation import CitationRow, parse_citations
 from app.knowledge_page import KnowledgePage
 from app.memory_page import MemoryPage
+from app.source_viewer import SourceViewer
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, trigram_vector
@@ -212,6 +213,29 @@ async def test_citation_chips_open_the_cited_file(launch, tmp_path):
     (dialog,) = [d for d in row.findChildren(QDialog) if d.isVisible()]
     assert dialog.findChild(QLineEdit).text() == str(manual.resolve())
     dialog.close()
+    # A text file's chip opens Hearth's own view of it, at the cited lines.
+    text_chip = next(c for c in row.chips if c.citation.path.endswith("notes.txt"))
+    assert text_chip.text() == f"[{text_chip.citation.n}] notes.txt · line 1" and text_chip.citation.lines == (1, 1)
+    QTest.mouseClick(text_chip, Qt.MouseButton.LeftButton)
+    (viewer,) = [d for d in row.findChildren(SourceViewer) if d.isVisible()]
+    await viewer.loaded
+    assert viewer.marked_text() == "Radiator in the hall: bleed it every autumn."
+    viewer.close()
+
+
+async def test_the_source_viewer_shows_the_cited_lines_of_a_long_file(qtbot, tmp_path):
+    log = tmp_path / "service.log"
+    log.write_text("".join(f"line {i}: {'ok' if i != 7001 else 'ERROR disk full'}\n" for i in range(1, 20_001)))
+    viewer = SourceViewer(None, str(log), (7001, 7002))
+    qtbot.addWidget(viewer)
+    viewer.show()
+    await viewer.loaded
+    assert viewer.marked_text() == "line 7001: ERROR disk full\nline 7002: ok"
+    assert viewer.note.text().endswith("lines 5001–9002 of the file")  # only a window around the place is read
+    view = viewer.view
+    assert view.textCursor().block().text() == "line 7001: ERROR disk full"
+    top = view.cursorForPosition(view.viewport().rect().topLeft()).block().blockNumber()
+    assert 1990 <= top <= 2000  # the cited line is near the top of the view, not at the file's start
 
 
 async def test_knowledge_page_chooses_an_embeddings_model_and_the_library_gets_vectors(launch, home, tmp_path):
