@@ -72,7 +72,8 @@ class StreamingMarkdown(QWidget):
             self.tail.add_text(text)
 
     def set_text(self, text: str) -> None:
-        """The whole text at once: shown by one view again."""
+        """The text so far at once (a running answer re-made from its parts): laid out again from its start,
+        its settled part as one chunk at the next render."""
         if text == self.source:
             return
         for view in self.views[:-1]:

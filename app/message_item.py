@@ -105,7 +105,7 @@ class AssistantItem(QWidget):
             note = QLabel(f"↳ {marker}")
             note.setObjectName("Muted")
             lay.addWidget(note)
-        self.block = AssistantBlock()
+        self.block = AssistantBlock(live=message.live)
         self.block.settings_wanted.connect(self.settings_clicked)
         if foreign is not None:
             self.block.foreign = foreign
@@ -163,7 +163,7 @@ class AssistantItem(QWidget):
             elif t == "usage":
                 self.set_meta(False)
             elif t == "warning":
-                block.add_warning(ev.message)
+                block.add_warning(ev.message, ev.code)
         block.render()
 
     def _copy(self) -> None:

@@ -174,12 +174,13 @@ class AssistantBlock(QWidget):
 
     settings_wanted = Signal(str)  # a warning's link: the Settings page that deals with it
 
-    def __init__(self, parent=None):
+    def __init__(self, parent=None, live: bool = False):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         self.lay = QVBoxLayout(self)
         self.lay.setContentsMargins(0, 0, 0, 0)
         self.lay.setSpacing(8)
+        self.live = live  # a running turn's answer: its text parts stream (laid out in chunks, markdown_stream.py)
         self.parts: dict[int, QWidget] = {}
         self._kinds: dict[int, str] = {}
         self._dirty: set[QWidget] = set()
@@ -237,7 +238,7 @@ class AssistantBlock(QWidget):
         for i, p in enumerate(parts):
             kind = p.get("type")
             if kind in ("text", "reasoning"):
-                w = self._ensure(i, kind)
+                w = self._ensure(i, kind, live=self.live)
                 w.set_text(p.get("text", ""))
                 self._dirty.add(w)
             elif kind == "tool_call":

@@ -237,6 +237,7 @@ class ModelManager(QWidget):
         task = self.downloads.get(ref)
         if task is not None:
             self.rows[ref].pause_button.setEnabled(False)
+            self.rows[ref].cancel_button.setEnabled(False)
             self.rows[ref].detail.setText("Pausing…")
             task.cancel()
 
@@ -247,7 +248,18 @@ class ModelManager(QWidget):
             row.pause_button.setEnabled(False)
             row.cancel_button.setEnabled(False)
             row.detail.setText("Cancelling…")
-            spawn(self.rt.cancel_download(ref), owner=self)
+            spawn(self._cancel(ref), owner=self)
+
+    async def _cancel(self, ref: str) -> None:
+        try:
+            stopped = await self.rt.cancel_download(ref)
+        except Exception as exc:
+            self.message.setText(f"Not cancelled: {error_text(exc)}")
+            stopped = False
+        row = self.rows.get(ref)
+        if not stopped and row is not None:  # still running (it was between two steps): it can be tried again
+            row.pause_button.setEnabled(True)
+            row.cancel_button.setEnabled(True)
 
     def pause_all(self) -> None:
         for ref in list(self.downloads):

@@ -113,6 +113,8 @@ class SettingsWindow(QDialog):
 
     def show_page(self, page: str) -> None:
         if page == "permissions":
+            if self.tabs.currentWidget() is self.permissions:
+                self.permissions.refresh()  # switching to it refreshes it; already there, it may be stale
             self.tabs.setCurrentWidget(self.permissions)
 
     def _tab_shown(self, index: int) -> None:

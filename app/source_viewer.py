@@ -31,13 +31,17 @@ def shows(path: str, lines: tuple[int, int] | None) -> bool:
 
 def read_window(path: str, first: int, last: int, window: int = WINDOW) -> tuple[int, list[str]]:
     """(the number of the first line read, the lines) from `window` lines before `first` to `window` after
-    `last`; undecodable bytes become U+FFFD rather than failing."""
+    `last`. Lines end at "\n" only, as the indexer counts them: a lone "\r" (a progress bar's) is no line end,
+    and is shown as ␍ (Qt would break the line there). Undecodable bytes become U+FFFD rather than failing."""
     start = max(1, first - window)
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return start, [line.rstrip("\r\n") for line in itertools.islice(f, start - 1, last + window)]
+    with open(path, "rb") as f:
+        return start, [line.rstrip(b"\r\n").decode("utf-8", "replace").replace("\r", "\u240d")
+                       for line in itertools.islice(f, start - 1, last + window)]
 
 
 class SourceViewer(QDialog):
+    """A text file, read-only, at the cited lines (see the module docstring)."""
+
     def __init__(self, parent, path: str, lines: tuple[int, int], where: str = ""):
         super().__init__(parent)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
@@ -70,9 +74,14 @@ class SourceViewer(QDialog):
             self.view.setPlainText(f"Hearth could not read this file: {exc.strerror or exc}.")
             return
         self.view.setPlainText("\n".join(text))
+        end = start + len(text) - 1
+        if first > end:  # the file was cut short since it was indexed
+            self.note.setText(f"{self.path}  —  the file has only {end} line{'' if end == 1 else 's'} now; it changed "
+                              "since it was indexed")
+            return
         if start > 1 or len(text) >= last + WINDOW - start + 1:
-            self.note.setText(f"{self.path}  —  lines {start}–{start + len(text) - 1} of the file")
-        self._mark(first - start, min(last, start + len(text) - 1) - start)
+            self.note.setText(f"{self.path}  —  lines {start}–{end} of the file")
+        self._mark(first - start, min(last, end) - start)
 
     def _mark(self, first_block: int, last_block: int) -> None:
         """Highlight the cited lines and put the first of them near the top."""

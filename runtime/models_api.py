@@ -155,7 +155,10 @@ class ModelsMixin:
             fut, cancel = previous
             if not cancel.is_set():
                 raise ModelError(f"{target.file} is already downloading.")
+            discarded = cancel.discard
             await asyncio.wait({fut})  # a paused download's thread lets go of the partial file
+            if cancel.discard and not discarded:  # cancelled while this pull waited for it: so is this one
+                raise DownloadCancelled(target.file, discarded=True)
         known = self.models.find_download(target.repo, target.file)
         if known is not None and self.models.path(known).is_file():
             return self._info(known.name)

@@ -219,14 +219,17 @@ def _fetch_blob(ref: HubFile, remote: RemoteFile, blob: Path, *, token: str | No
                      displayed_filename=ref.file, tqdm_class=progress)
         except DownloadCancelled:
             writer.abandon()
-            if getattr(cancel, "discard", False):
-                partial.unlink(missing_ok=True)
-                raise DownloadCancelled(ref.file, discarded=True) from None
-            raise
+            if not getattr(cancel, "discard", False):
+                raise
+            digest = None
         except Exception as exc:
             writer.abandon()
             raise _download_error(exc, ref, partial, endpoint) from exc
-        digest = writer.finish()
+        else:
+            digest = writer.finish()
+    if digest is None:  # cancelled: deleted once closed (Windows cannot delete an open file)
+        partial.unlink(missing_ok=True)
+        raise DownloadCancelled(ref.file, discarded=True)
     expected = sha256 or remote.etag
     if digest != expected:
         partial.unlink(missing_ok=True)

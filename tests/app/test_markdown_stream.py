@@ -3,6 +3,8 @@ rendered once, only the tail is re-rendered as text arrives."""
 
 from __future__ import annotations
 
+from PySide6.QtWidgets import QLabel
+
 from app.markdown_stream import StreamingMarkdown, settle_point
 
 
@@ -58,3 +60,38 @@ def test_the_whole_text_at_once_is_one_view_again(qtbot):
     view.set_text("Replaced.")
     view.flush()
     assert len(view.views) == 1 and view.tail.source == "Replaced." and view.source == "Replaced."
+
+
+def test_a_running_answer_re_made_from_its_parts_streams_in_chunks_a_saved_one_is_one_view(qtbot):
+    from app.markdown import MarkdownView
+    from app.message_widgets import AssistantBlock
+
+    text = "".join(f"Paragraph {i}: " + "word " * 60 + "\n\n" for i in range(40))
+    live = AssistantBlock(live=True)  # e.g. a task opened while its turn runs: the text so far comes as parts
+    qtbot.addWidget(live)
+    live.set_parts([{"type": "text", "text": text}])
+    view = live.parts[0]
+    assert isinstance(view, StreamingMarkdown) and len(view.views) == 2 and view.source == text
+    live.add_delta("text", 0, "More.")
+    live.render()
+    assert view.views[0].renders == 1 and view.source == text + "More."
+    saved = AssistantBlock()
+    qtbot.addWidget(saved)
+    saved.set_parts([{"type": "text", "text": text}])
+    assert isinstance(saved.parts[0], MarkdownView)
+
+
+def test_a_live_warning_with_a_code_gets_its_link(qtbot):
+    from app.message_item import AssistantItem, Message
+    from runtime.events import WarningEvent
+
+    item = AssistantItem(Message(7, "assistant", [], "streaming", "turn1", live=True))
+    qtbot.addWidget(item)
+    wanted = []
+    item.settings_clicked.connect(wanted.append)
+    item.apply([WarningEvent(task_id="t", turn_id="turn1", message="MCP server 'calc' is paused.", code="mcp_paused"),
+                WarningEvent(task_id="t", turn_id="turn1", message="Something else.")])
+    labels = [w for w in item.findChildren(QLabel) if w.text().startswith("⚠")]
+    assert "Review the change…" in labels[0].text() and "Review" not in labels[1].text()
+    labels[0].linkActivated.emit("permissions")
+    assert wanted == ["permissions"]

@@ -270,3 +270,19 @@ async def test_knowledge_page_chooses_an_embeddings_model_and_the_library_gets_v
             assert ctl.rt.embeddings_model is None and page.status.text() == "Search uses the documents' words only."
         finally:
             page.stop()
+
+
+async def test_the_source_viewer_counts_lines_as_the_index_does_and_says_when_the_file_shrank(qtbot, tmp_path):
+    log = tmp_path / "build.log"
+    log.write_bytes(b"start\r10%\r50%\r100%\nsecond\nthird: the error\n")  # a progress bar's lone \r ends no line
+    viewer = SourceViewer(None, str(log), (3, 3))
+    qtbot.addWidget(viewer)
+    await viewer.loaded
+    assert viewer.marked_text() == "third: the error"
+    assert viewer.view.document().findBlockByNumber(0).text() == "start␍10%␍50%␍100%"
+    log.write_text("only\n")
+    shrunk = SourceViewer(None, str(log), (3, 3))
+    qtbot.addWidget(shrunk)
+    await shrunk.loaded
+    assert shrunk.marked_text() == "" and shrunk.note.text().endswith("the file has only 1 line now; it changed "
+                                                                        "since it was indexed")

@@ -164,13 +164,15 @@ async def test_a_paused_servers_warning_stays_with_the_answer_and_leads_to_the_c
                   if label.text().startswith("⚠ MCP server 'calc' is paused") and label.isVisibleTo(panel)]
         return labels[0] if len(labels) == 1 else None
 
+    settings = ctl.open_settings("permissions")  # open already, from before the change
+    await until(lambda: settings.permissions.no_paused.isVisibleTo(settings), what="nothing paused yet")
     type_and_send(panel, "add 2 and 3")
     await wait_turns(ctl, panel)
     label = warning_label()  # the answer as saved, not only while it streamed
     assert label is not None and "Review the change…" in label.text()
     label.linkActivated.emit("permissions")
-    settings = ctl.settings_window
-    assert settings is not None and settings.tabs.currentWidget() is settings.permissions
+    assert ctl.settings_window is settings and settings.tabs.currentWidget() is settings.permissions
+    await until(lambda: "calc" in settings.permissions.diffs, what="the page showing the change, not stale")
     ctl.window.close_panel()
     panel = await open_task(ctl, task.id)
     await until(lambda: warning_label() is not None, what="the warning after reopening the task")

@@ -123,6 +123,26 @@ async def test_a_cancelled_download_deletes_what_it_had_downloaded(rt, hub, gguf
     assert "range" not in hub.cdn_gets()[-1]
 
 
+async def test_cancel_while_a_new_pull_waits_for_a_paused_thread_cancels_that_pull_too(rt, hub, gguf_big):
+    hub.add("org/big-GGUF", "big.gguf", gguf_big)
+    hub.faults.throttle = 400 << 10  # a chunk takes longer than a pause waits for the thread: it outlives the pause
+    progress = []
+    first = asyncio.ensure_future(rt.pull_model("org/big-GGUF/big.gguf", progress.append))
+    while not any(p.done > 0 for p in progress):
+        await asyncio.sleep(0.02)
+    first.cancel()  # Pause
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    again = asyncio.ensure_future(rt.pull_model("org/big-GGUF/big.gguf"))  # Download: waits for that thread
+    await asyncio.sleep(0.1)
+    gets = len(hub.cdn_gets())
+    assert await rt.cancel_download("org/big-GGUF/big.gguf")
+    with pytest.raises(DownloadCancelled) as info:
+        await asyncio.wait_for(again, 30)
+    assert info.value.discarded and len(hub.cdn_gets()) == gets  # it never started downloading again
+    assert not list(blobs_dir(rt, "org/big-GGUF").glob("*.incomplete"))
+
+
 async def test_a_wrong_hash_is_rejected_and_the_file_removed(rt, hub, gguf_small):
     hub.add("org/bad-GGUF", "bad.gguf", gguf_small, publish_sha256="ab" * 32)
     with pytest.raises(ModelError, match="does not match the checksum") as info:
