@@ -74,6 +74,10 @@ async def _app(home: str, providers: dict):
 
     ctl = HearthApp(home, providers=providers, use_tray=False, preload_model=False)  # its figures are the UI's
     await ctl.start()
+    # As app/main.py does after start-up (the earlier reps' leftovers collected first, not frozen with it).
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
     return ctl
 
 
@@ -255,6 +259,7 @@ async def _gc() -> str:
             await ctl.window.reload_tasks()
             panel = ctl.window.open_task(task_id)
             await panel.loaded.wait()
+            gc.unfreeze()  # first without the freeze app/main.py does
             plain = []
             for _ in range(5):
                 t = time.perf_counter()
