@@ -154,7 +154,7 @@ async def test_tool_calling_turn_runs_the_tool_and_completes(open_rt):
 
 
 @slow_model
-async def test_stop_during_generation_aborts_within_100ms_and_keeps_the_partial_text(open_rt):
+async def test_stop_during_generation_aborts_at_once_and_keeps_the_partial_text(open_rt):
     rt = await open_rt(max_tokens=400)
     task = await rt.create_task()
     await rt.send(task.id, "Write a long story about a dragon.")
@@ -179,7 +179,12 @@ async def test_stop_during_generation_aborts_within_100ms_and_keeps_the_partial_
     assert ended.type == "turn_ended" and ended.reason == EndReason.aborted
     to_aborted, to_ended, to_idle = ((t - stopped_at) * 1000 for t in (aborted_at, ended_at, idle_at))
     print(f"\nstop -> aborted event {to_aborted:.1f} ms, -> turn_ended {to_ended:.1f} ms, -> idle {to_idle:.1f} ms")
-    assert to_ended < 100, f"turn_ended came {to_ended:.0f} ms after stop()"
+    assert to_aborted < 100, f"aborted came {to_aborted:.0f} ms after stop()"
+    after_abort = events[[e.type for e in events].index("aborted"):]
+    assert not [e for e in after_abort if e.type == "text_delta"], "the model streamed on after Stop"
+    # turn_ended follows the durable commit (synchronous=FULL): 10-30 ms here, but one fsync on a busy CI disk
+    # took 520 ms. The rest of the 400-token answer would take seconds, so this still tells a Stop from a finish.
+    assert to_ended < 1000, f"turn_ended came {to_ended:.0f} ms after stop()"
 
     streamed = text_from(events)
     reply = (await rt.messages(task.id))[-1]
