@@ -111,7 +111,7 @@ class MemoryPage(QWidget):
             self.status.setText("No memories yet." if not self.search.text() else "No memory matches.")
         if failed:
             self._failure = (f"The last attempt to learn from a task failed ({ago(failed[0]['created_at'])}): "
-                             f"{failed[0]['error']}")
+                             f"{failed[0]['error']} (all background work: the Jobs tab)")
             self.status.setText(self._failure)
 
     def _selection_changed(self) -> None:

@@ -1,9 +1,10 @@
 """The Settings window: Models (two sub-tabs: Providers and presets; Local models: installed, catalog, downloads),
-Tools (MCP servers), Skills, Memory, Knowledge (the document library), Permissions (sandbox, rules, paused MCP
-servers) and Appearance (theme, Enter sends). Appearance is app-only and applies at once. Providers are saved with
-the Save button through the runtime (`save_settings`, keys via `set_api_key` into the OS keyring); every other tab
-applies its changes at once. Closing the window pauses running downloads (the partial file is kept; Download
-resumes it): nothing would show their progress once the window is gone."""
+Tools (MCP servers), Skills, Memory, Knowledge (the document library), Jobs (the background work's log),
+Permissions (sandbox, rules, paused MCP servers) and Appearance (theme, Enter sends). Appearance is app-only and
+applies at once. Providers are saved with the Save button through the runtime (`save_settings`, keys via
+`set_api_key` into the OS keyring); every other tab applies its changes at once. Closing the window pauses running
+downloads (the partial file is kept; Download resumes it): nothing would show their progress once the window is
+gone."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from . import dialogs
 from .bridge import RuntimeBridge
+from .jobs_page import JobsPage
 from .knowledge_page import KnowledgePage
 from .mcp_editor import McpEditor
 from .memory_page import MemoryPage
@@ -70,9 +72,11 @@ class SettingsWindow(QDialog):
         self.tabs.addTab(self.memory, "Memory")
         self.knowledge = KnowledgePage(bridge)
         self.tabs.addTab(self.knowledge, "Knowledge")
+        self.jobs = JobsPage(bridge)
+        self.tabs.addTab(self.jobs, "Jobs")
         self.permissions = PermissionsPage(bridge)
         self.tabs.addTab(self.permissions, "Permissions")
-        # Rules change from approval cards while this window is open: read again whenever the tab is shown.
+        # Rules change from approval cards, and jobs end, while this window is open: read again when shown.
         self.tabs.currentChanged.connect(self._tab_shown)
         self.tabs.addTab(self._appearance(), "Appearance")
         lay.addWidget(self.tabs, 1)
@@ -112,14 +116,15 @@ class SettingsWindow(QDialog):
         return page
 
     def show_page(self, page: str) -> None:
-        if page == "permissions":
-            if self.tabs.currentWidget() is self.permissions:
-                self.permissions.refresh()  # switching to it refreshes it; already there, it may be stale
-            self.tabs.setCurrentWidget(self.permissions)
+        widget = {"permissions": self.permissions, "jobs": self.jobs}.get(page)
+        if widget is not None:
+            if self.tabs.currentWidget() is widget:
+                widget.refresh()  # switching to it refreshes it; already there, it may be stale
+            self.tabs.setCurrentWidget(widget)
 
     def _tab_shown(self, index: int) -> None:
-        if self.tabs.widget(index) is self.permissions:
-            self.permissions.refresh()
+        if self.tabs.widget(index) in (self.permissions, self.jobs):
+            self.tabs.widget(index).refresh()
 
     def set_theme(self, key: str) -> None:
         for button in self.theme_group.buttons():

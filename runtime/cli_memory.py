@@ -21,8 +21,6 @@ from .errors import ConfigError
 
 COMMANDS = ("memory", "knowledge", "jobs")
 _READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list"), ("jobs", None)}
-JOB_NAMES = {"memory.extraction": "saving memories", "resource.index": "indexing documents", "backup": "backup",
-             "mcp_preload": "preparing MCP"}
 
 
 def add_parsers(sub) -> None:
@@ -68,12 +66,11 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
 async def _jobs(rt: Runtime, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ConfigError("--limit must be at least 1.")
-    jobs = await rt.job_log(limit=1000 if args.failed else args.limit)
-    jobs = [j for j in jobs if j["status"] == "failed"][:args.limit] if args.failed else jobs
+    jobs = await rt.job_log(limit=args.limit, failed=args.failed)
     for j in jobs:
         task = f"  task {j['task_id'][:8]}" if j.get("task_id") else ""
         outcome = f"failed: {j['error']}" if j["status"] == "failed" and j.get("error") else j["status"]
-        print(f"{_when(j['created_at'])}  {JOB_NAMES.get(j['kind'], j['kind']):<20}{task}  {outcome}")
+        print(f"{_when(j['created_at'])}  {j['label'].lower():<20}{task}  {outcome}")
     if not jobs:
         print("No failed background jobs." if args.failed else "No background jobs yet.")
     return 0

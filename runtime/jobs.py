@@ -16,6 +16,14 @@ from .redact import redact
 
 log = logging.getLogger(__name__)
 
+# What each kind of job is called where a person reads the job log (`hearth jobs`, Settings ▸ Jobs).
+JOB_LABELS = {"memory.extraction": "Saving memories", "resource.index": "Indexing documents",
+              "backup": "Backup", "mcp_preload": "Preparing MCP"}
+
+
+def job_label(kind: str) -> str:
+    return JOB_LABELS.get(kind, kind)
+
 
 class JobQueue:
     def __init__(self, on_record: Callable[[str, str | None, str, str | None], Awaitable[None]] | None = None):

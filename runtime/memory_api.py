@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from .config import EmbeddingsConfig, Settings, split_model_ref
 from .errors import ConfigError, ToolError
+from .jobs import job_label
 from .knowledge import Embedder
 from .knowledge_search import search
 from .store.fts import match_query
@@ -76,9 +77,11 @@ class MemoryMixin:
         self._writable()
         return await self.memory.forget_all()
 
-    async def job_log(self, kind: str | None = None, limit: int = 50) -> list[dict]:
-        """The newest background jobs (memory.extraction, resource.index, ...): kind, task, status, error, when."""
-        return await self.memory.repo.jobs(kind, limit)
+    async def job_log(self, kind: str | None = None, limit: int = 50, *, failed: bool = False) -> list[dict]:
+        """The newest background jobs (memory.extraction, resource.index, ...): kind and its `label` for people,
+        task_id and task_title, status, error, created_at. `failed`: only the jobs that failed."""
+        rows = await self.memory.repo.jobs(kind, limit, failed=failed)
+        return [{**row, "label": job_label(row["kind"])} for row in rows]
 
     # -- knowledge --
 

@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .models import JobRow, MemoryRow, TurnRow
+from .models import JobRow, MemoryRow, TaskRow, TurnRow
 
 
 class MemoryRepo:
@@ -70,10 +70,14 @@ class MemoryRepo:
                 .order_by(TurnRow.ended_at.desc()).limit(1))).first()
         return row[0] if row else None
 
-    async def jobs(self, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        """The newest background job records (kind, task, status, error, when)."""
-        query = select(JobRow.__table__).order_by(JobRow.id.desc()).limit(limit)
+    async def jobs(self, kind: str | None = None, limit: int = 50, *, failed: bool = False) -> list[dict[str, Any]]:
+        """The newest background job records (kind, task and its title, status, error, when); `failed`: only
+        the jobs that failed."""
+        query = (select(JobRow.__table__, TaskRow.title.label("task_title"))
+                 .outerjoin(TaskRow, TaskRow.id == JobRow.task_id).order_by(JobRow.id.desc()).limit(limit))
         if kind is not None:
             query = query.where(JobRow.kind == kind)
+        if failed:
+            query = query.where(JobRow.status == "failed")
         async with self.engine.connect() as conn:
             return [dict(r._mapping) for r in await conn.execute(query)]

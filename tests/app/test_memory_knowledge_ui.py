@@ -73,7 +73,7 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     await until(lambda: not rt.memory_enabled, what="memory off")
 
 
-async def test_memory_page_says_why_the_last_extraction_failed(launch):
+async def test_memory_page_and_jobs_tab_say_why_the_last_extraction_failed(launch):
     model = ScriptedModel([["Hello, Ana."], ["I cannot answer in JSON, sorry."]])
     ctl = await launch(model)
     task = await ctl.bridge.create_task(title="Names", model=MODEL)
@@ -86,7 +86,16 @@ async def test_memory_page_says_why_the_last_extraction_failed(launch):
     await until(lambda: status.text().startswith("The last attempt to learn from a task failed"), what="the failure")
     assert status.isVisibleTo(win)
     assert status.text() == ("The last attempt to learn from a task failed (just now): the model did not answer "
-                             "with the JSON object asked for")
+                             "with the JSON object asked for (all background work: the Jobs tab)")
+    jobs = win.jobs
+    win.tabs.setCurrentWidget(jobs)  # shown: the log is read
+    await until(lambda: jobs.tree.topLevelItemCount() == 2, what="the job log")
+    failure = "the model did not answer with the JSON object asked for"
+    rows = [[jobs.tree.topLevelItem(i).text(c) for c in (1, 2, 3)] for i in (0, 1)]
+    assert rows == [["Saving memories", "Names", f"Failed: {failure}"], ["Backup", "", "Done"]]  # newest first
+    jobs.tree.setCurrentItem(jobs.tree.topLevelItem(0))
+    assert jobs.details.toPlainText() == failure
+    assert jobs.status.text() == "2 jobs shown, 1 failed."
     model.add_steps(["Noted."], [json.dumps({"add": [{"name": "name", "summary": "Is called Ana",
                                                       "content": "Call the person Ana."}]})])
     await ctl.bridge.send(task.id, "Remember that my name is Ana.")
@@ -95,6 +104,12 @@ async def test_memory_page_says_why_the_last_extraction_failed(launch):
     await win.memory.reload()  # the page still open: what it does after an action or a search
     assert win.memory.list.count() == 1  # the memory learned
     assert "failed" not in win.memory.status.text()  # only the last attempt counts, and it worked
+    jobs.refresh_button.click()
+    await until(lambda: jobs.tree.topLevelItemCount() == 3, what="the second extraction listed")
+    assert [jobs.tree.topLevelItem(i).text(3)[:6] for i in (0, 1)] == ["Done", "Failed"]
+    jobs.failed_only.setChecked(True)  # asks the runtime for failures alone
+    await until(lambda: jobs.tree.topLevelItemCount() == 1, what="failures only")
+    assert jobs.tree.topLevelItem(0).text(3) == f"Failed: {failure}"
     win.close()
     await until(lambda: ctl.settings_window is None, what="settings closed")
     win = ctl.open_settings()

@@ -76,7 +76,7 @@ async def test_memory_and_knowledge_tabs_show_the_runtimes_data_and_close_quietl
     notes.write_text("# Notes\nThe boiler is serviced in May.\n")
     settings = ctl.open_settings()
     tabs = [settings.tabs.tabText(i) for i in range(settings.tabs.count())]
-    assert tabs == ["Models", "Tools (MCP)", "Skills", "Memory", "Knowledge", "Permissions", "Appearance"]
+    assert tabs == ["Models", "Tools (MCP)", "Skills", "Memory", "Knowledge", "Jobs", "Permissions", "Appearance"]
 
     settings.tabs.setCurrentWidget(settings.memory)
     await until(lambda: settings.memory.list.count() == 1, what="the memory listed")
