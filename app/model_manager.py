@@ -1,11 +1,12 @@
 """Settings ▸ Models ▸ local models: what is installed (size, Delete), the catalog (size, memory needed, a mark on
 models that will not fit in this computer's memory, Download), a Hugging Face file by name or URL, a .gguf from
-this computer, and the running downloads (progress bar, speed, time left, Pause, Cancel).
+this computer, the running downloads (progress bar, speed, time left, Pause, Cancel) and the paused ones (how far
+they got, Resume, Cancel), which stay listed after Settings closes or Hearth restarts.
 
 It talks to the runtime facade only (`model_catalog`, `installed_models`, `pull_model`, `remove_model`,
-`add_local_model`, `set_hf_token`, `cancel_download`). A download is an asyncio task; Pause cancels it (the
-runtime keeps the partial file) and Download resumes it; Cancel has the runtime stop it and delete the partial
-file. Dialogs are non-modal: a nested Qt event loop would break qasync.
+`add_local_model`, `set_hf_token`, `cancel_download`, `paused_downloads`). A download is an asyncio task; Pause
+cancels it (the runtime keeps the partial file) and Resume or Download resumes it; Cancel has the runtime stop it
+and delete the partial file. Dialogs are non-modal: a nested Qt event loop would break qasync.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ class ModelManager(QWidget):
         self.no_downloads = _label("Nothing is downloading.", muted=True)
         self.downloads_box.addWidget(self.no_downloads)
         self.page.addLayout(self.downloads_box)
+        self.paused = QGridLayout()
+        self.page.addLayout(self.paused)
         self.page.addSpacing(10)
         self.page.addWidget(_label("<b>Catalog</b> — models that call tools well, run on this computer with "
                                    "llama.cpp"))
@@ -179,6 +182,7 @@ class ModelManager(QWidget):
                 delete.clicked.connect(lambda _=False, name=m.name: self.remove(name))
                 self.installed.addWidget(delete, i, 2)
         self.installed.setColumnStretch(0, 1)
+        paused = self._list_paused()
         _clear(self.catalog)
         for i, c in enumerate(self.rt.model_catalog()):
             text = f"<b>{c.label}</b> — {c.summary}"
@@ -192,12 +196,36 @@ class ModelManager(QWidget):
             if c.installed:
                 self.catalog.addWidget(_label("Installed", muted=True), i, 2)
             else:
-                button = QPushButton("Downloading…" if c.id in self.downloads else "Download")
+                button = QPushButton("Downloading…" if c.id in self.downloads else
+                                     "Resume" if c.id in paused else "Download")
                 button.setObjectName("Primary")
                 button.setEnabled(c.id not in self.downloads)
                 button.clicked.connect(lambda _=False, cid=c.id, label=c.label: self.pull(cid, label))
                 self.catalog.addWidget(button, i, 2)
         self.catalog.setColumnStretch(0, 1)
+
+    def _list_paused(self) -> set[str]:
+        """The paused downloads, each with Resume and Cancel; returns their refs."""
+        _clear(self.paused)
+        paused = [p for p in self.rt.paused_downloads() if p.ref not in self.downloads]
+        for i, p in enumerate(paused):
+            got = f"{size_text(p.downloaded)} of {size_text(p.total)}"
+            if p.total:
+                got += f" ({100 * p.downloaded // p.total} %)"
+            self.paused.addWidget(_label(f"{p.label}<br><span style='color:{theme.colors()['muted']}'>Paused at "
+                                         f"{got}</span>"), i, 0)
+            resume = QPushButton("Resume")
+            resume.setObjectName("Primary")
+            resume.clicked.connect(lambda _=False, ref=p.ref, label=p.label: self.pull(ref, label))
+            discard = QPushButton("Cancel")
+            discard.setToolTip("Delete what was downloaded so far")
+            discard.clicked.connect(lambda _=False, ref=p.ref, label=p.label: self._act(
+                self.rt.cancel_download(ref), lambda _r: f"Deleted the partial download of {label}."))
+            self.paused.addWidget(resume, i, 1)
+            self.paused.addWidget(discard, i, 2)
+        self.paused.setColumnStretch(0, 1)
+        self.no_downloads.setVisible(not self.rows and not paused)
+        return {p.ref for p in paused}
 
     # -- downloads --
 
@@ -271,7 +299,6 @@ class ModelManager(QWidget):
         if row is not None:
             row.setParent(None)
             row.deleteLater()
-        self.no_downloads.setVisible(not self.rows)
         self.message.setText(message)
         self.refresh()
 

@@ -65,7 +65,7 @@ from .memory import MEMORY_DIR, Memory
 from .memory_api import MemoryMixin
 from .models.library import ModelLibrary
 from .models.progress import DownloadProgress, format_progress
-from .models_api import CatalogModel, InstalledModel, ModelsMixin
+from .models_api import CatalogModel, InstalledModel, ModelsMixin, PausedDownload
 from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
@@ -91,10 +91,10 @@ __all__ = [
     "PRESETS", "AssignmentInfo", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "ChatInfo",
     "ChatNotFound", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled", "DownloadProgress",
     "EndReason", "Event", "HearthError", "InstalledModel", "MCPToolChange", "MemberInfo", "MessageInfo", "ModelError",
-    "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime", "RequestNotFound", "Restored",
-    "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt", "StorageError", "StorageFull",
-    "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "TeamInfo", "TeamNotFound",
-    "TurnHandle", "format_progress", "resolve_home",
+    "PausedDownload", "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime",
+    "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt",
+    "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
+    "TeamInfo", "TeamNotFound", "TurnHandle", "format_progress", "resolve_home",
 ]
 
 

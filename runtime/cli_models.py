@@ -46,6 +46,12 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         where = m.repo or ("bundled with Hearth" if m.source == "bundled" else m.path)
         missing = "" if m.present else "  (file missing)"
         print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}{default_mark(m.ref)}")
+    paused = rt.paused_downloads()
+    if paused:
+        print("\nPaused downloads (hearth models pull REF resumes one):")
+    for p in paused:
+        total = human_bytes(p.total) if p.total else "an unknown size"
+        print(f"  {p.ref:<40} {human_bytes(p.downloaded)} of {total}")
     print("\nCatalog (hearth models pull ID):")
     for c in rt.model_catalog():
         mark = "installed" if c.installed else "won't fit in this computer's memory" if c.fits is False else ""

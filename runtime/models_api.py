@@ -4,7 +4,8 @@ default model ahead of the first send. `Runtime` inherits it; callers use only `
     rt.model_catalog()                        # catalog entries, with installed / won't-fit marks
     rt.installed_models()                     # the bundled model and every downloaded or added one
     await rt.pull_model("qwen2.5-3b-instruct", on_progress)   # or "OWNER/REPO/FILE.gguf", or a hf.co URL
-    await rt.cancel_download("qwen2.5-3b-instruct")           # stop it and delete the partial file
+    await rt.cancel_download("qwen2.5-3b-instruct")           # stop it (or a paused one) and delete the partial file
+    rt.paused_downloads()                     # started, not finished, not running: resume with pull_model(p.ref)
     await rt.remove_model("qwen2.5-3b-instruct")
     await rt.add_local_model("/models/mine.gguf")
     rt.set_hf_token("hf_...")                 # into the keyring, for gated repositories
@@ -17,7 +18,8 @@ Decisions:
   at its next 1 MB chunk, waited for up to PAUSE_WAIT; the partial file stays and the next pull resumes it).
   `on_progress` gets `DownloadProgress` snapshots on the event loop. A second pull of a file that is
   downloading fails with a sentence, except right after a pause: then it waits for the paused thread to let go
-  and resumes.
+  and resumes. A paused download stays listed by `paused_downloads()` (models/partials.py) until it finishes or
+  is cancelled, across restarts.
 - No token is sent for public repositories; only when the Hub says a repository is gated or private is the
   keyring's `huggingface` entry looked up (so a headless machine never hears about keyrings it does not need).
 - Removing a model deletes a downloaded file (not a file the person added: that is theirs), frees it if loaded,
@@ -45,8 +47,18 @@ from .models.catalog import (
     load_catalog,
 )
 from .models.gguf_info import read_gguf_info
-from .models.hub import DownloadStop, HubFile, download, fetch_metadata, hub_endpoint, parse_hub_ref, remove_file
+from .models.hub import (
+    DownloadStop,
+    HubFile,
+    download,
+    fetch_metadata,
+    hub_endpoint,
+    parse_hub_ref,
+    partial_path,
+    remove_file,
+)
 from .models.library import BUNDLED_MODEL_NAME, ModelLibrary, ModelRecord, model_name_for, sha256_of
+from .models.partials import PartialDownload
 from .models.progress import DownloadProgress, ProgressReporter
 
 log = logging.getLogger(__name__)
@@ -83,6 +95,13 @@ class InstalledModel(BaseModel):
     sha256: str = ""
     ram_needed: int | None = None
     fits: bool | None = None
+
+
+class PausedDownload(BaseModel):
+    ref: str  # what pull_model resumes it with
+    label: str
+    downloaded: int  # bytes in the partial file
+    total: int | None
 
 
 class ModelsMixin:
@@ -175,14 +194,22 @@ class ModelsMixin:
             raise
         return self._info(record.name)
 
+    def paused_downloads(self) -> list[PausedDownload]:
+        """Downloads started and not finished that are not running now (paused, or cut by a quit or a crash),
+        oldest first; `pull_model(p.ref)` resumes one, `cancel_download(p.ref)` deletes its partial file."""
+        running = {key for key, (_fut, stop) in self._pulls.items() if not stop.is_set()}
+        return [PausedDownload(ref=e.ref, label=e.label, downloaded=size, total=e.total)
+                for e, size in self.models.partials.entries(skip=running)]
+
     async def cancel_download(self, ref: str) -> bool:
         """Stop a running download and delete what it downloaded so far (its pull_model raises
-        `DownloadCancelled` with `discarded`); False when no download of `ref` runs."""
+        `DownloadCancelled` with `discarded`), or delete a paused one's partial file; False when there is no
+        download of `ref`."""
         entry = catalog_entry(ref.strip())
         key = str(HubFile(entry.repo, entry.file, entry.revision) if entry else parse_hub_ref(ref))
         running = self._pulls.get(key)
         if running is None:
-            return False
+            return await asyncio.to_thread(self.models.partials.discard, key)
         fut, stop = running
         stop.discard = True
         stop.set()
@@ -209,8 +236,15 @@ class ModelsMixin:
             remote = fetch_metadata(target, endpoint=endpoint, token=token)
         ram = entry.ram_bytes if entry else estimated_ram_bytes(remote.size)
         reporter.phase("downloading", total=remote.size, ram_needed=ram, fits=fits_in_ram(ram))
-        path = download(target, remote, self.models.hub_cache, token=token, endpoint=endpoint,
-                        on_bytes=reporter.bytes, cancel=cancel, expected_sha256=entry.sha256 if entry else "")
+        partial, partials = partial_path(self.models.hub_cache, target, remote), self.models.partials
+        partials.note(PartialDownload(key=str(target), ref=_resume_ref(target, entry), partial=self.models.relative(
+            partial), label=entry.label if entry else target.file, total=remote.size))
+        try:
+            path = download(target, remote, self.models.hub_cache, token=token, endpoint=endpoint,
+                            on_bytes=reporter.bytes, cancel=cancel, expected_sha256=entry.sha256 if entry else "")
+        finally:
+            if not partial.exists():  # done, cancelled, or deleted for a wrong checksum: nothing to resume
+                partials.drop(str(target))
         if read_gguf_info(str(path), template=False) is None:
             remove_file(self.models.hub_cache, target.repo, path)
             raise ModelError(f"{target.file} is not a GGUF model file; it was deleted.")
@@ -296,3 +330,11 @@ class ModelsMixin:
 
 
 __all__ = ["CatalogModel", "DownloadCancelled", "DownloadProgress", "InstalledModel", "ModelsMixin"]
+
+
+def _resume_ref(target: HubFile, entry: CatalogEntry | None) -> str:
+    if entry is not None:
+        return entry.id
+    if target.revision == "main":
+        return str(target)
+    return f"https://huggingface.co/{target.repo}/resolve/{target.revision}/{target.file}"

@@ -46,6 +46,7 @@ HUB_ENDPOINT = "https://huggingface.co"
 DISK_MARGIN = 100_000_000  # room left on the disk after a download
 METADATA_TIMEOUT = 15.0
 READ_CHUNK = 1 << 20
+PARTIAL_SUFFIX = ".incomplete"
 _REPO = r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*"
 _URL = re.compile(rf"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/({_REPO})/(?:blob|resolve)/([^/]+)/(.+)$")
 _PLAIN = re.compile(rf"^(?:(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/)?({_REPO})/(.+)$")
@@ -152,6 +153,11 @@ def storage_folder(cache_dir: Path, repo: str) -> Path:
     return cache_dir / ("models--" + repo.replace("/", "--"))
 
 
+def partial_path(cache_dir: Path, ref: HubFile, remote: RemoteFile) -> Path:
+    """Where the file's bytes are written until it is complete and verified."""
+    return storage_folder(cache_dir, ref.repo) / "blobs" / (remote.etag + PARTIAL_SUFFIX)
+
+
 class DownloadStop(threading.Event):
     """Set to stop a download at its next chunk: a pause keeps the partial file; with `discard` it is deleted."""
 
@@ -196,7 +202,7 @@ def _fetch_blob(ref: HubFile, remote: RemoteFile, blob: Path, *, token: str | No
     if not sha256 and not _SHA1.match(remote.etag):
         raise ModelError(f"The Hub published no checksum for {ref}, so Hearth cannot verify it; not downloaded.")
     blob.parent.mkdir(parents=True, exist_ok=True)
-    partial = blob.with_name(blob.name + ".incomplete")
+    partial = blob.with_name(blob.name + PARTIAL_SUFFIX)
     have = partial.stat().st_size if partial.exists() else 0
     if remote.size is not None and have > remote.size:
         partial.unlink()
@@ -275,7 +281,7 @@ def remove_file(cache_dir: Path, repo: str, pointer: Path) -> None:
     for folder in sorted((p for p in snapshots.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
         with contextlib.suppress(OSError):
             folder.rmdir()  # only when empty
-    if snapshots.exists() and not any(snapshots.iterdir()) and not any((storage / "blobs").glob("*.incomplete")):
+    if snapshots.exists() and not any(snapshots.iterdir()) and not any((storage / "blobs").glob("*" + PARTIAL_SUFFIX)):
         shutil.rmtree(storage, ignore_errors=True)
 
 

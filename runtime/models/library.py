@@ -27,6 +27,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ModelError
+from .partials import PartialDownloads
 
 BUNDLED_MODEL_NAME = "smollm2-135m"
 
@@ -68,6 +69,7 @@ class ModelLibrary:
         self.kv_cache = self.home / "cache" / "kv-prefix"
         self._index = self.root / "library.json"
         self._mutex = threading.Lock()
+        self.partials = PartialDownloads(self.home)  # downloads started and not finished
 
     def records(self) -> list[ModelRecord]:
         try:

@@ -1,6 +1,7 @@
 """Settings ▸ Models' local-models page (app/model_manager.py) offscreen, on a real runtime and the loopback Hub:
-a catalog download with its progress bar, speed and time left, Pause and resume, the installed list with its
-size and Delete, a Hugging Face reference with a mistake in it, a local .gguf, and the won't-fit mark."""
+a catalog download with its progress bar, speed and time left, Pause (still listed when Settings opens again),
+Resume and Cancel, the installed list with its size and Delete, a Hugging Face reference with a mistake in it, a
+local .gguf, and the won't-fit mark."""
 
 from __future__ import annotations
 
@@ -55,24 +56,44 @@ def catalog_button(widget: ModelManager, label: str) -> QPushButton:
     raise AssertionError(f"no catalog row {label}")
 
 
-async def test_download_with_progress_pause_resume_and_delete(page, gguf):
-    widget, hub = page
+async def start_download(widget: ModelManager, hub: FakeHub, gguf: bytes, throttle: int):
+    """Download Qwen from the catalog, slowly; returns its row once a tenth of it has arrived."""
     hub.add(*QWEN, gguf)
-    hub.faults.throttle = 8 << 20
+    hub.faults.throttle = throttle
     catalog_button(widget, "Qwen2.5 1.5B").click()
     row = await until(lambda: widget.rows.get("qwen2.5-1.5b-instruct"), what="a download row")
     await until(lambda: row.bar.maximum() == 1000 and row.bar.value() > 100, what="progress")
+    return row
+
+
+def paused_row(widget: ModelManager) -> tuple[QLabel, QPushButton, QPushButton]:
+    """The first paused download: its text, Resume and Cancel."""
+    grid = widget.paused
+    return tuple(grid.itemAtPosition(0, col).widget() for col in range(3))
+
+
+async def test_download_with_progress_pause_resume_and_delete(page, gguf, qtbot):
+    widget, hub = page
+    row = await start_download(widget, hub, gguf, throttle=8 << 20)
     assert "of 16.8 MB" in row.detail.text() and "/s" in row.detail.text() and "left" in row.detail.text()
     assert not catalog_button(widget, "Qwen2.5 1.5B").isEnabled()  # one download per model
 
     row.pause_button.click()
     await until(lambda: "Paused" in widget.message.text(), what="the pause")
-    assert widget.no_downloads.isVisible() and not widget.rows
+    assert not widget.rows and not widget.no_downloads.isVisible()
+    text, resume, _cancel = paused_row(widget)
+    assert text.text().startswith("Qwen2.5 1.5B Instruct<br>") and "Paused at " in text.text()
+    assert " of 16.8 MB (" in text.text()
+    assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Resume"
+    reopened = ModelManager(widget.rt)  # Settings closed and opened again: the paused download is still there
+    qtbot.addWidget(reopened)
+    assert paused_row(reopened)[0].text() == text.text()
 
     hub.faults.throttle = None
-    catalog_button(widget, "Qwen2.5 1.5B").click()
+    resume.click()
     await until(lambda: "Installed Qwen2.5 1.5B Instruct" in widget.message.text(), what="the finished download")
     assert hub.cdn_gets()[-1]["range"].startswith("bytes=")  # resumed, not started over
+    assert widget.paused.count() == 0 and widget.no_downloads.isVisible()
     installed = " ".join(texts(widget.installed))
     assert "builtin/qwen2.5-1.5b-instruct" in installed and "16.8 MB" in installed
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Installed"
@@ -87,11 +108,7 @@ async def test_download_with_progress_pause_resume_and_delete(page, gguf):
 
 async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf):
     widget, hub = page
-    hub.add(*QWEN, gguf)
-    hub.faults.throttle = 4 << 20
-    catalog_button(widget, "Qwen2.5 1.5B").click()
-    row = await until(lambda: widget.rows.get("qwen2.5-1.5b-instruct"), what="a download row")
-    await until(lambda: row.bar.maximum() == 1000 and row.bar.value() > 100, what="progress")
+    row = await start_download(widget, hub, gguf, throttle=4 << 20)
     row.cancel_button.click()
     await until(lambda: "was cancelled" in widget.message.text(), what="the cancel")
     assert widget.message.text() == (
@@ -99,6 +116,19 @@ async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf):
     assert widget.no_downloads.isVisible() and not widget.rows
     assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
+
+
+async def test_cancel_on_a_paused_download_deletes_what_it_had(page, gguf):
+    widget, hub = page
+    row = await start_download(widget, hub, gguf, throttle=4 << 20)
+    row.pause_button.click()
+    await until(lambda: widget.paused.count() == 3, what="the paused row")
+    assert list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    paused_row(widget)[2].click()
+    await until(lambda: widget.paused.count() == 0, what="the paused download gone")
+    assert widget.message.text() == "Deleted the partial download of Qwen2.5 1.5B Instruct."
+    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    assert widget.no_downloads.isVisible() and catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
 
 
 async def test_a_wrong_reference_and_a_local_file(page, tmp_path):

@@ -101,6 +101,36 @@ async def test_a_paused_download_resumes_where_it_stopped(rt, hub, gguf_big):
     assert resumed.startswith("bytes=") and int(resumed[6:-1]) >= 10 << 20
     assert rt.models.path(rt.models.get(model.name)).read_bytes() == gguf_big
     assert not list(blobs_dir(rt, "org/big-GGUF").glob("*.incomplete"))
+    assert rt.paused_downloads() == []  # finished: nothing left to resume
+
+
+async def test_a_paused_download_is_listed_after_a_restart_and_can_be_discarded(home, hub, gguf_big):
+    hub.add(*QWEN, gguf_big)
+    hub.faults.throttle = 20 << 20
+    rt = await Runtime.open(home)
+    progress = []
+    pull = asyncio.ensure_future(rt.pull_model("qwen2.5-1.5b-instruct", progress.append))
+    while not any(p.done >= 5 << 20 for p in progress):
+        await asyncio.sleep(0.02)
+    assert rt.paused_downloads() == []  # running, not paused
+    pull.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pull
+    await rt.aclose()  # Hearth quits with the download paused
+
+    rt = await Runtime.open(home)
+    try:
+        (paused,) = rt.paused_downloads()
+        partial = next(blobs_dir(rt, QWEN[0]).glob("*.incomplete"))
+        assert paused.ref == "qwen2.5-1.5b-instruct" and paused.label == "Qwen2.5 1.5B Instruct"
+        assert paused.total == len(gguf_big) and paused.downloaded == partial.stat().st_size >= 5 << 20
+        assert await rt.cancel_download(paused.ref)  # Cancel on a paused download deletes its bytes
+        assert not partial.exists() and rt.paused_downloads() == []
+        assert not await rt.cancel_download(paused.ref)
+        partial.write_bytes(b"x")  # a stray partial file that no download noted is not listed
+        assert rt.paused_downloads() == []
+    finally:
+        await rt.aclose()
 
 
 async def test_a_cancelled_download_deletes_what_it_had_downloaded(rt, hub, gguf_big):

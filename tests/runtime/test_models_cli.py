@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from runtime.models.machine import human_bytes
 from tests.support.fake_hub import FakeHub, tiny_gguf
 
 REPO, FILE = "org/cli-GGUF", "cli-model-Q4_K_M.gguf"
@@ -55,6 +56,9 @@ async def test_pull_is_killed_mid_file_and_the_same_command_resumes(home, hub_en
     partial = next((home / "models" / "hub").rglob("*.incomplete"))
     have = partial.stat().st_size
     assert have >= 4 << 20
+    code, out, _ = await _result(await _cli(home, "list", env=env))
+    assert code == 0 and "Paused downloads (hearth models pull REF resumes one):" in out
+    assert f"  {REPO}/{FILE}".ljust(42) + f" {human_bytes(have)} of {human_bytes(len(big_gguf))}\n" in out
 
     hub.faults.throttle = None
     code, out, err = await _result(await _cli(home, "pull", f"{REPO}/{FILE}", env=env))
@@ -65,6 +69,7 @@ async def test_pull_is_killed_mid_file_and_the_same_command_resumes(home, hub_en
 
     code, out, _ = await _result(await _cli(home, "list", env=env))
     assert code == 0 and "builtin/cli-model-q4_k_m" in out and "qwen2.5-1.5b-instruct" in out
+    assert "Paused downloads" not in out
     code, out, _ = await _result(await _cli(home, "rm", "cli-model-q4_k_m", env=env))
     assert code == 0 and "Removed cli-model-q4_k_m" in out
     code, out, _ = await _result(await _cli(home, "list", env=env))
