@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..parts import FinalRecord, text_of
 from ..team_plan import finished, refresh
 from .conversations import Conversations, Tables, row_dict
-from .models import (
+from .rules import RulesRepo
+from .team_models import (
     AssignmentCheckpointRow,
     AssignmentMessageRow,
     AssignmentRow,
@@ -25,7 +26,6 @@ from .models import (
     TeamMemberRow,
     TeamRow,
 )
-from .rules import RulesRepo
 
 ASSIGNMENT_TABLES = Tables(AssignmentRow.__table__, AssignmentMessageRow.__table__, AssignmentTurnRow.__table__,
                            AssignmentCheckpointRow.__table__, "assignment_id")
