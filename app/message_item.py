@@ -82,9 +82,10 @@ def tool_part(ev) -> dict:
 
 
 class AssistantItem(QWidget):
-    """An assistant message, its footer (state, token usage, Copy / Retry) and, for an interrupted, failed or
-    cut-off turn, a banner. An answer that a Continue carried on reads as one answer: the part before the
-    Continue has no footer or banner (`goes_on`), and Copy on the rest copies the whole (`earlier`)."""
+    """An assistant message, its footer (state, token usage, Copy / Retry, Continue after a Stop) and, for an
+    interrupted, failed or cut-off turn, a banner. An answer that a Continue carried on reads as one answer: the
+    part before the Continue has no footer or banner (`goes_on`), and Copy on the rest copies the whole
+    (`earlier`)."""
 
     continue_clicked = Signal()
     retry_clicked = Signal()
@@ -120,6 +121,8 @@ class AssistantItem(QWidget):
         self.retry = link_button("Retry", self.retry_clicked, "Ask for another answer to your last message")
         self.details = link_button("Details", lambda: self.details_clicked.emit(self.message.turn_id or ""),
                                    "Model steps, tokens, times and helpers of this turn")
+        self.go_on = link_button("Continue", self.continue_clicked, "Let the model go on from where you stopped it")
+        row.addWidget(self.go_on)
         row.addWidget(self.details)
         row.addWidget(self.copy)
         row.addWidget(self.retry)
@@ -196,6 +199,8 @@ class AssistantItem(QWidget):
         self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on)
         self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
         self.details.setVisible(not m.live and m.turn is not None and not self.chat and not self.goes_on)
+        stopped = (m.turn or {}).get("reason") == "aborted" and not m.truncated
+        self.go_on.setVisible(stopped and can_continue and not m.live and not self.goes_on)
         if self.goes_on:
             self._set_banner(None, "", False)
             return

@@ -93,8 +93,12 @@ async def test_continue_after_a_stop_goes_on_from_the_partial_answer(launch):
     QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
     await wait_turns(ctl, panel)
     assert (await ctl.rt.get_task(task.id)).last_reason == "aborted"
-    await ctl.bridge.continue_task(task.id)
+    (stopped,) = panel.conversation.assistant_items()
+    await until(lambda: stopped.go_on.isVisibleTo(panel), what="Continue offered after the Stop")
+    assert "stopped by you" in stopped.footer.text()
+    QTest.mouseClick(stopped.go_on, Qt.MouseButton.LeftButton)
     await wait_turns(ctl, panel, 2)
+    assert not any(i.go_on.isVisibleTo(panel) for i in panel.conversation.assistant_items())  # it finished
     texts = [i.block.text() for i in panel.conversation.assistant_items()]
     assert "".join(texts) == "Once upon a time there was a fox."
     _assert_reads_as_one_answer(panel, *panel.conversation.assistant_items(), "Once upon a time there was a fox.")
