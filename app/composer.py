@@ -41,12 +41,13 @@ class ComposerEdit(QPlainTextEdit):
         super().__init__(parent)
         self.setObjectName("ComposerEdit")
         self.enter_sends = True
+        self.paste_as_file = True  # False where nothing can be attached (a chat): a long paste stays text
         self.setTabChangesFocus(True)
         self.document().contentsChanged.connect(self._fit)
         self._fit()
 
     def insertFromMimeData(self, source) -> None:
-        if source.hasText() and not source.hasUrls() and len(source.text()) > PASTE_AS_FILE:
+        if self.paste_as_file and source.hasText() and not source.hasUrls() and len(source.text()) > PASTE_AS_FILE:
             self.long_paste.emit(source.text())
             return
         super().insertFromMimeData(source)
@@ -240,6 +241,7 @@ class Composer(QFrame):
     def without_files(self) -> None:
         """A chat's composer: text only (a chat has no workspace to copy files into)."""
         self.files_allowed = False
+        self.edit.paste_as_file = False
         self.attach.hide()
         self.setAcceptDrops(False)
 

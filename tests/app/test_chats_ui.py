@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel, QPushButton
 
@@ -51,6 +51,11 @@ async def test_a_new_chat_is_one_keystroke_and_has_no_folder_approval_or_attachm
     assert await ctl.rt.list_tasks() == []  # a chat is not a task
     assert window.sidebar.chat_model.rowCount() == 1 and window.sidebar.model.rowCount() == 0
     assert window.sidebar.chat_model.tasks[0].title == "Capital of France?"
+    pasted = "".join(f"row {i}\n" for i in range(900))  # long enough to become a file in a task
+    mime = QMimeData()
+    mime.setText(pasted)
+    panel.composer.edit.insertFromMimeData(mime)  # a chat attaches nothing: the paste stays text
+    assert panel.composer.edit.toPlainText() == pasted and panel.composer.send.isEnabled()
 
 
 async def test_changing_the_model_marks_the_conversation_and_reaches_the_next_answer(launch):
