@@ -100,7 +100,7 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
             print("Nothing is queued for this task.", file=sys.stderr)
             return EXIT_OK
     else:
-        if not args.text:
+        if not args.text or not args.text.strip():  # before a task is made for it
             raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
         task = await rt.get_task(args.task) if args.task else await rt.create_task(
             model=args.model, approval=args.approval, planning=args.plan, knowledge=args.doc,

@@ -36,7 +36,10 @@ class TurnsMixin:
 
     async def send(self, task_id: str, text: str, attachments: Iterable[str | Path] = (),
                    client_msg_id: str | None = None, queue: bool = False) -> TurnHandle:
-        parts: list[dict] = [{"type": "text", "text": text}] if text else []
+        attachments = list(attachments)
+        if not text.strip() and not attachments:
+            raise ConfigError("A message needs some text or an attachment.")
+        parts: list[dict] = [{"type": "text", "text": text}] if text.strip() else []
         return await self._send(task_id, parts, attachments, client_msg_id, queue)
 
     async def continue_task(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from runtime.api import ConfigError
 from runtime.attachments import excerpt
 from runtime.providers.scripted import ScriptedModel
 from tests.support.helpers import MODEL, open_runtime
@@ -78,3 +79,19 @@ def test_unreadable_pdfs_and_cut_characters(tmp_path):
     (tmp_path / "utf.txt").write_text("é" * 3000)
     cut = excerpt(tmp_path / "utf.txt", 1000)
     assert cut is not None and cut.text == "é" * 1000 and cut.cut
+
+
+async def test_a_message_needs_text_or_an_attachment(home, tmp_path, model):
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        for empty in ("", "  \n\t"):
+            with pytest.raises(ConfigError, match=r"^A message needs some text or an attachment\.$"):
+                await rt.send(task.id, empty)
+        assert await rt.messages(task.id) == [] and model.requests == []  # nothing stored, nothing sent
+    finally:
+        await rt.aclose()
+    notes = tmp_path / "notes.md"
+    notes.write_text("lemons\n")
+    content, _ = await _request_after_sending(home, model, [notes], text="  ")  # a file alone is a message
+    assert "lemons" in content and not content.startswith(" ")

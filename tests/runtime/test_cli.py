@@ -69,6 +69,11 @@ async def test_exit_codes_for_config_and_provider_errors(home):
     assert code == 2 and "No task" in err
     code, _, _ = await _result(await _cli("bogus", home=home))
     assert code == 2
+    _, before, _ = await _result(await _cli("tasks", home=home))
+    code, _, err = await _result(await _cli("run", " \n\t", home=home))
+    assert code == 2 and err.strip() == 'hearth: Give the text to send, e.g. hearth run "hello".'
+    _, after, _ = await _result(await _cli("tasks", home=home))
+    assert after == before  # no task was made for the empty message
 
 
 async def test_ctrl_c_stops_the_turn_and_exits_130(home):
