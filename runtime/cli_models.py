@@ -10,6 +10,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
+from .config import split_model_ref
 from .models.machine import human_bytes
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
     for provider_id, models in configured.items():
         if isinstance(models, str):
             print(f"{provider_id}: unavailable: {models}")
+            if split_model_ref(default)[0] == provider_id:  # the default cannot be listed: say which it is
+                print(f"{default}  (default)")
         else:
             print("\n".join(m + default_mark(m) for m in models) if models else f"{provider_id}: no models")
     known = {p.base_url for p in rt.settings.providers}

@@ -135,6 +135,12 @@ async def test_models_marks_the_default(home):
     assert code == 0, err
     marked = [line for line in out.splitlines() if line.endswith("(default)")]
     assert marked and all("builtin/" in line for line in marked)  # the bundled model, where it is listed
+    write_settings(home, "http://127.0.0.1:9/v1")  # the default on a server that is down
+    code, out, err = await _result(await _cli("models", home=home))
+    assert code == 0, err
+    lines = out.splitlines()
+    down = next(i for i, line in enumerate(lines) if line.startswith("local: unavailable: "))
+    assert lines[down + 1] == "local/test-model  (default)"
 
 
 async def test_an_ambiguous_prefix_asks_for_more_of_the_id(home):
