@@ -46,7 +46,6 @@ from .tools.skills import SkillTool, activated, instructions, load_skills, skill
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONTEXT_TOKENS = 16_000
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
 
 
@@ -186,14 +185,9 @@ class AgentKit:
         """(tokens, a one-time note) for the model's context window: the provider's own figure (a local model's
         n_ctx, settings.json, what the server says), else a conservative default, with a sentence the first
         time a model has to make do with it."""
-        ask = getattr(provider, "context_window", None)
-        found = await ask(model) if ask is not None else None
-        if found is not None:
-            return found[0], None
-        sized = getattr(provider, "context_tokens_for", None)  # a local provider serving several models
-        tokens = sized(model) if sized is not None else getattr(provider, "context_tokens", None)
+        tokens = await self.window_tokens(provider, model)
         if tokens:
-            return int(tokens), None
+            return tokens, None
         note = None
         if (provider.id, model) not in self._defaulted:
             self._defaulted.add((provider.id, model))
@@ -202,8 +196,16 @@ class AgentKit:
                     "can take more.")
         return UNKNOWN_CONTEXT_TOKENS, note
 
-    def context_budget(self, provider: Provider) -> int:
-        return int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS) * 0.75)
+    async def window_tokens(self, provider: Provider, model: str) -> int | None:
+        """The model's context window as its provider knows it (a local model's n_ctx, settings.json, what the
+        server says); None when nobody says."""
+        ask = getattr(provider, "context_window", None)
+        found = await ask(model) if ask is not None else None
+        if found is not None:
+            return int(found[0])
+        sized = getattr(provider, "context_tokens_for", None)  # a local provider serving several models
+        tokens = sized(model) if sized is not None else getattr(provider, "context_tokens", None)
+        return int(tokens) if tokens else None
 
     def memory_on(self, task: dict[str, Any]) -> bool:
         """Memory is used and saved: on in settings, and the task was not created with it off."""

@@ -14,14 +14,13 @@ from .config import split_model_ref
 from .errors import ConfigError, RequestNotFound
 from .events import Event
 from .infos import MessageInfo, TurnHandle
-from .kit import DEFAULT_CONTEXT_TOKENS
+from .kit import UNKNOWN_CONTEXT_TOKENS
 from .stream_buffer import BufferState
 from .workspace import copy_attachments
 
 if TYPE_CHECKING:
     from .host import TurnHost
     from .kit import AgentKit
-    from .providers.base import Provider
     from .store.repo import Store
     from .stream_buffer import BufferRegistry
 
@@ -104,10 +103,11 @@ class TurnsMixin:
         files = list(attachments)
 
         async def with_attachments(task: dict, parts: list[dict]) -> list[dict]:
-            """Copy attachments into the workspace; their text (up to a quarter of the model's context window,
-            shared) travels in the message for the model to read."""
-            provider = self.kit.provider(split_model_ref(task["model"])[0])
-            return parts + await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, provider)
+            """Copy attachments into the workspace; their text (up to a quarter of the task model's context
+            window, shared: ~4 characters a token) travels in the message for the model to read."""
+            provider_id, model = split_model_ref(task["model"])
+            budget = await self.kit.window_tokens(self.kit.provider(provider_id), model) or UNKNOWN_CONTEXT_TOKENS
+            return parts + await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, budget)
 
         return await self.task_turns.send(task_id, parts, client_msg_id, queue, with_attachments if files else None)
 
@@ -151,8 +151,7 @@ class TurnsMixin:
         return self.buffers.state(task_id)
 
 
-def _attachment_parts(workspace: Path, files: list, provider: Provider) -> list[dict]:
-    budget = int(getattr(provider, "context_tokens", DEFAULT_CONTEXT_TOKENS))  # a quarter, ~4 chars a token
+def _attachment_parts(workspace: Path, files: list, budget: int) -> list[dict]:
     parts = []
     for name in copy_attachments(workspace, files):
         part: dict = {"type": "attachment", "name": name}

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.api import ConfigError
+from runtime.api import ConfigError, Runtime
 from runtime.attachments import excerpt
 from runtime.providers.scripted import ScriptedModel
-from tests.support.helpers import MODEL, open_runtime
+from tests.support.helpers import MODEL, open_runtime, write_settings
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.pdf import write_pdf
 
 
@@ -95,3 +96,27 @@ async def test_a_message_needs_text_or_an_attachment(home, tmp_path, model):
     notes.write_text("lemons\n")
     content, _ = await _request_after_sending(home, model, [notes], text="  ")  # a file alone is a message
     assert "lemons" in content and not content.startswith(" ")
+
+
+async def test_the_budget_follows_the_task_models_context_window(home, tmp_path):
+    """A quarter of the window, ~4 characters a token: a 2k-token model gets ~2,000 characters of a long file,
+    a 128k one ~131,000, whatever the provider's other models take (an OpenAI-compatible server here)."""
+    big = tmp_path / "big.txt"
+    big.write_text("".join(f"line {i}: the quick brown fox\n" for i in range(20_000)))  # ~590,000 characters
+    async with OpenAIServer(models=["small", "large"]) as server:
+        server.script(Reply(chunks=["ok"]), Reply(chunks=["ok"]))
+        write_settings(home, server.base_url, providers=[{
+            "id": "local", "kind": "openai", "base_url": server.base_url,
+            "context_window": {"small": 2048, "large": 131072}}])
+        rt = await Runtime.open(home)
+        try:
+            sent = {}
+            for model in ("small", "large"):
+                task = await rt.create_task(model=f"local/{model}")
+                await rt.send(task.id, "read this", attachments=[big])
+                await rt.wait_idle(task.id)
+                sent[model] = len(server.requests[-1]["messages"][-1]["content"])
+        finally:
+            await rt.aclose()
+    assert 2048 <= sent["small"] < 2048 + 1000  # the excerpt plus the note on where the rest is
+    assert 131072 <= sent["large"] < 131072 + 1000
