@@ -42,6 +42,7 @@ class ChatActions:
         self.sidebar.set_mode("chats")
         self.sidebar.select_chat(chat_id)
         self._enable_task_actions()
+        self.ctl.restore_draft(chat_id, panel.composer)
         panel.focus_composer()
         return panel
 

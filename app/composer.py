@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics
+from PySide6.QtGui import QFontMetrics, QTextCursor
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -163,6 +163,7 @@ class Composer(QFrame):
         row.addWidget(self.send)
         lay.addLayout(row)
         self._pastes: list[tempfile.TemporaryDirectory] = []
+        self._pasted: dict[str, str] = {}  # a pasted file's path -> its text (kept in a draft)
         self._update_send()
 
     def _update_send(self) -> None:
@@ -229,7 +230,26 @@ class Composer(QFrame):
         self._pastes.append(folder)
         path = Path(folder.name) / f"Pasted text {len(self._pastes)}.txt"
         path.write_text(text, encoding="utf-8")
+        self._pasted[str(path)] = text
         self.add_files([str(path)])
+
+    def draft(self) -> dict | None:
+        """What is typed and attached but not sent (None: nothing). Long pastes are kept by their text: their
+        temporary files go with this composer."""
+        text, files = self.edit.toPlainText(), list(self.attachments)
+        if (not text.strip() and not files) or not self.editing.isHidden():  # an edit of a sent message ends here
+            return None
+        return {"text": text, "files": [f for f in files if f not in self._pasted],
+                "pasted": [self._pasted[f] for f in files if f in self._pasted]}
+
+    def restore_draft(self, draft: dict) -> None:
+        """Put a draft back (files that are gone since are left out)."""
+        self.edit.setPlainText(str(draft.get("text") or ""))
+        self.add_files([f for f in draft.get("files") or [] if isinstance(f, str) and Path(f).is_file()])
+        for text in draft.get("pasted") or []:
+            if isinstance(text, str) and self.files_allowed:
+                self.add_pasted_text(text)
+        self.edit.moveCursor(QTextCursor.MoveOperation.End)
 
     def _pick_files(self) -> None:
         dlg = QFileDialog(self, "Attach files", str(Path.home()))

@@ -68,6 +68,7 @@ class HearthApp(StartupProblems, QObject):
         self.fault_box = None  # the box saying a storage fault happened during the session, while open
         self._titles: dict[str, str] = {}
         self.view_states: dict[str, tuple] = {}  # task id -> where its conversation was scrolled, open cards
+        self.drafts: dict[str, dict] = self.prefs.drafts  # task or chat id -> typed but not sent, across restarts
         self._waiting: set[str] = set()
         self._last_notified: str | None = None
         self._closing = False
@@ -293,11 +294,29 @@ class HearthApp(StartupProblems, QObject):
         self.quit_event.set()
         return None
 
+    def keep_draft(self, owner_id: str, draft: dict | None) -> None:
+        """Remember what the person typed in a task or chat and did not send (saved with the preferences)."""
+        if draft is None and owner_id not in self.drafts:
+            return
+        if draft is None:
+            del self.drafts[owner_id]
+        else:
+            self.drafts[owner_id] = draft
+        self.prefs.drafts = self.drafts
+
+    def restore_draft(self, owner_id: str, composer) -> None:
+        draft = self.drafts.get(owner_id)
+        if isinstance(draft, dict):
+            composer.restore_draft(draft)
+
     async def shutdown(self) -> None:
         if self._closing:
             return
         self._closing = True
         self._tray_refresh.stop()
+        panel = self.window.panel if self.window is not None else None
+        if panel is not None and hasattr(panel, "composer"):  # the open task's or chat's unsent text
+            self.keep_draft(panel.task_id, panel.composer.draft())
         self.prefs.save()
         if self.settings_window is not None:
             self.settings_window.close_without_asking()

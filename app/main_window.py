@@ -268,6 +268,7 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self.sidebar.select(task_id)
         self.ctl.prefs.last_task = task_id
         self._enable_task_actions()
+        self.ctl.restore_draft(task_id, self.panel.composer)
         self.panel.focus_composer()
         return self.panel
 
@@ -284,6 +285,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         panel, self.panel = self.panel, None
         if panel.loaded.is_set() and not isinstance(panel, TeamPanel):  # scroll and open cards come back
             self.ctl.view_states[panel.task_id] = panel.view_state()
+        if not isinstance(panel, TeamPanel):  # and what was typed but not sent
+            self.ctl.keep_draft(panel.task_id, panel.composer.draft())
         panel.close_panel()
         self.stack.removeWidget(panel)
         panel.deleteLater()

@@ -1,9 +1,10 @@
-"""App-only preferences (theme, Enter-sends, one-time notes, window geometry). They are about this viewer,
-not the agent, so they live in a QSettings INI file next to the data (or Qt's per-user location when the
-data folder is the platform default) and never in settings.json."""
+"""App-only preferences (theme, Enter-sends, one-time notes, window geometry, unsent drafts). They are about
+this viewer, not the agent, so they live in a QSettings INI file next to the data (or Qt's per-user location when
+the data folder is the platform default) and never in settings.json."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
@@ -72,3 +73,16 @@ class Prefs:
     @last_task.setter
     def last_task(self, value: str | None) -> None:
         self._set("last_task", value or "")
+
+    @property
+    def drafts(self) -> dict[str, dict]:
+        """What was typed and attached but not sent, per task or chat id (see Composer.draft)."""
+        try:
+            value = json.loads(str(self._s.value("drafts", "{}")))
+        except ValueError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    @drafts.setter
+    def drafts(self, value: dict[str, dict]) -> None:
+        self._set("drafts", json.dumps(value))

@@ -212,6 +212,42 @@ async def test_a_long_paste_becomes_an_attachment_whose_text_reaches_the_model(l
     assert panel.composer.edit.toPlainText() == "just a line" and panel.composer.attachments == []
 
 
+async def test_an_unsent_draft_survives_switching_tasks_and_a_restart(launch, tmp_path):
+    model = ScriptedModel([["Noted."]])
+    ctl = await launch(model)
+    first = await ctl.bridge.create_task(title="First", model=MODEL)
+    second = await ctl.bridge.create_task(title="Second", model=MODEL)
+    panel = await open_task(ctl, first.id)
+    note = tmp_path / "note.txt"
+    note.write_text("the note\n")
+    panel.composer.edit.setPlainText("half a thought")
+    panel.composer.add_files([str(note)])
+    pasted = "".join(f"row {i}\n" for i in range(900))
+    mime = QMimeData()
+    mime.setText(pasted)
+    panel.composer.edit.insertFromMimeData(mime)  # a long paste: an attachment
+
+    def shown(panel) -> tuple[str, list[str]]:
+        files = panel.composer.attachments
+        return panel.composer.edit.toPlainText(), [Path(f).read_text() for f in files]
+
+    other = await open_task(ctl, second.id)
+    assert shown(other) == ("", [])  # a draft belongs to its task
+    panel = await open_task(ctl, first.id)
+    assert shown(panel) == ("half a thought", ["the note\n", pasted])
+    await ctl.shutdown()  # quit with the draft unsent
+
+    ctl = await launch(model)
+    panel = await open_task(ctl, first.id)
+    assert shown(panel) == ("half a thought", ["the note\n", pasted])
+    QTest.keyClick(panel.composer.edit, Qt.Key.Key_Return)
+    await wait_turns(ctl, panel)
+    assert "half a thought" in model.requests[-1].messages[-1]["content"]
+    await open_task(ctl, second.id)
+    panel = await open_task(ctl, first.id)
+    assert shown(panel) == ("", [])  # sent: nothing left to restore
+
+
 async def test_a_server_slow_to_answer_is_shown_as_waiting_for_the_server(home):
     from app.controller import HearthApp
 
