@@ -28,6 +28,12 @@ def qt_app() -> QApplication:
     return app
 
 
+@pytest.fixture(autouse=True)
+def _application() -> QApplication:
+    """Widgets need the QApplication: a plain (not async) test that runs first, alone, gets it here."""
+    return qt_app()
+
+
 # Every qasync loop stays referenced for the whole session. A closed loop's timer object may still have Qt
 # timers registered; if a garbage collection in a worker thread (a later test's asyncio.to_thread) frees it,
 # Qt cannot unregister them from that thread and the next processEvents() on the main thread crashes.
