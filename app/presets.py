@@ -23,6 +23,8 @@ def provider_entry(preset, taken: set[str]) -> dict:
         entry["base_url"] = preset.base_url
     if preset.needs_key:
         entry["api_key_ref"] = f"keyring:{pid}"
+    if preset.empty_tool_call_content:  # llama.cpp's server refuses `content: null` beside tool calls
+        entry["empty_tool_call_content"] = True
     return entry
 
 

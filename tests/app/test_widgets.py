@@ -115,8 +115,9 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
     editor = win.providers
     assert [p["id"] for p in editor.providers] == ["builtin"]
     editor.add_preset("ollama")
+    editor.add_preset("llamacpp")
     editor.add_preset("openai")
-    assert [p["id"] for p in editor.providers] == ["builtin", "ollama", "openai"]
+    assert [p["id"] for p in editor.providers] == ["builtin", "ollama", "llamacpp", "openai"]
     assert editor.current()["base_url"] == "https://api.openai.com/v1"
     editor.key.setText("sk-test")
     editor.key.textEdited.emit("sk-test")
@@ -124,7 +125,7 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
     QTest.mouseClick(editor.test, Qt.MouseButton.LeftButton)
     await until(lambda: editor.result.text().startswith("✓"), what="test result")
     assert tested == [("ollama", None)] and editor.default_model.findText("ollama/qwen2.5") >= 0
-    editor.list.setCurrentRow(2)
+    editor.list.setCurrentRow(3)
     QTest.mouseClick(editor.test, Qt.MouseButton.LeftButton)  # a typed key is stored, then used by reference
     await until(lambda: len(tested) == 2, what="second test")
     assert tested[1] == ("openai", "keyring:openai") and keys == [("openai", "sk-test")]
@@ -135,8 +136,10 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
     assert keys == [("openai", "sk-test"), ("openai", "sk-test")]
     data = saved[0]
     assert data["default_model"] == "ollama/llama3.2"
-    assert [p["id"] for p in data["providers"]] == ["builtin", "ollama", "openai"]
-    assert data["providers"][2]["api_key_ref"] == "keyring:openai"
+    assert [p["id"] for p in data["providers"]] == ["builtin", "ollama", "llamacpp", "openai"]
+    assert data["providers"][3]["api_key_ref"] == "keyring:openai"
+    # llama.cpp's server refuses `content: null` beside tool calls: its preset brings the flag, the others not
+    assert [p.get("empty_tool_call_content", False) for p in data["providers"]] == [False, False, True, False]
     assert "sk-test" not in json.dumps(data)  # keys go to the keyring, never into settings
     win.close()
 
