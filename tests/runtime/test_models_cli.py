@@ -57,7 +57,8 @@ async def test_pull_is_killed_mid_file_and_the_same_command_resumes(home, hub_en
     have = partial.stat().st_size
     assert have >= 4 << 20
     code, out, _ = await _result(await _cli(home, "list", env=env))
-    assert code == 0 and "Paused downloads (hearth models pull REF resumes one):" in out
+    assert code == 0
+    assert "Paused downloads (hearth models pull REF resumes one, hearth models rm REF deletes it):" in out
     assert f"  {REPO}/{FILE}".ljust(42) + f" {human_bytes(have)} of {human_bytes(len(big_gguf))}\n" in out
 
     hub.faults.throttle = None
@@ -74,6 +75,23 @@ async def test_pull_is_killed_mid_file_and_the_same_command_resumes(home, hub_en
     assert code == 0 and "Removed cli-model-q4_k_m" in out
     code, out, _ = await _result(await _cli(home, "list", env=env))
     assert "builtin/cli-model-q4_k_m" not in out
+
+
+async def test_rm_deletes_what_a_paused_download_had(home, hub_env, big_gguf):
+    hub, env = hub_env
+    hub.add(REPO, FILE, big_gguf)
+    hub.faults.throttle = 8 << 20
+    proc = await _cli(home, "pull", f"{REPO}/{FILE}", env=env)
+    while "%" not in (await asyncio.wait_for(proc.stderr.readline(), 30)).decode():
+        pass
+    proc.send_signal(signal.SIGINT)  # Ctrl-C pauses it
+    await proc.wait()
+    assert list((home / "models" / "hub").rglob("*.incomplete"))
+    code, out, err = await _result(await _cli(home, "rm", f"{REPO}/{FILE}", env=env))
+    assert code == 0 and out.strip() == f"Deleted the partial download of {FILE}.", err
+    assert not list((home / "models" / "hub").rglob("*.incomplete"))
+    code, out, _ = await _result(await _cli(home, "list", env=env))
+    assert code == 0 and "Paused downloads" not in out
 
 
 async def test_pull_errors_are_one_sentence_and_exit_3(home, hub_env, big_gguf):
