@@ -83,6 +83,7 @@ class DownloadRow(QWidget):
         lay.addWidget(self.cancel_button, 0, 2, Qt.AlignmentFlag.AlignRight)
         lay.addWidget(self.bar, 1, 0, 1, 3)
         lay.addWidget(self.detail, 2, 0, 1, 3)
+        lay.setColumnStretch(0, 1)  # the name takes the room: Pause and Cancel sit together on the right
 
     def update_progress(self, p) -> None:
         if p.total:
