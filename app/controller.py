@@ -172,7 +172,7 @@ class HearthApp(StartupProblems, QObject):
             n = len(running)
             self.close_choice = dialogs.choose(
                 self.window, "Keep working?", f"{n} task{'s are' if n > 1 else ' is'} still working.",
-                [("Keep running in the background", self.hide_window), ("Quit", self.quit_event.set)],
+                [("Keep running in the background", self.hide_window), ("Quit", self._quit_saving_settings)],
                 informative="Open Hearth again to get back to it; you will be notified when a task ends or "
                             "needs you. Quitting marks running turns interrupted; you can continue them later.")
             return
@@ -289,10 +289,22 @@ class HearthApp(StartupProblems, QObject):
             n = len(running)
             return dialogs.confirm(
                 self.window, "Quit Hearth?", f"{n} task{'s are' if n > 1 else ' is'} still working.", "Quit",
-                self.quit_event.set,
+                self._quit_saving_settings,
                 informative="Running turns will be marked interrupted; you can continue them later.")
-        self.quit_event.set()
+        if ask:
+            self._quit_saving_settings()
+        else:
+            self.quit_event.set()
         return None
+
+    def _quit_saving_settings(self) -> None:
+        """Quit, unless Settings holds unsaved changes: then they are saved or discarded first, as on closing
+        Settings itself (a person's quit never drops them silently)."""
+        win = self.settings_window
+        if win is not None and win.dirty:
+            win.ask_before_quit(self.quit_event.set)
+            return
+        self.quit_event.set()
 
     def keep_draft(self, owner_id: str, draft: dict | None) -> None:
         """Remember what the person typed in a task or chat and did not send (saved with the preferences)."""

@@ -163,6 +163,16 @@ class SettingsWindow(QDialog):
         self.save.setEnabled(False)
         self.close()
 
+    def ask_before_quit(self, quit_app) -> None:
+        """Hearth is quitting with unsaved changes here: save or discard them, then `quit_app()`; Cancel (or a
+        save that fails, which says why) keeps Hearth running."""
+        self.show()
+        self.raise_()
+        self.close_box = dialogs.choose(
+            self, "Save changes before quitting?", "The model settings have changes that are not saved.",
+            [("Save", lambda: self._save(close_after=True, then=quit_app)),
+             ("Discard", lambda: (self._discard(), quit_app()))])
+
     def close_without_asking(self) -> None:
         """Quit: the app is going away (the person was asked about quitting already)."""
         self._discard()
@@ -181,7 +191,7 @@ class SettingsWindow(QDialog):
 
         self.bridge.run(go(), owner=self)
 
-    def _save(self, close_after: bool = False) -> None:
+    def _save(self, close_after: bool = False, then=None) -> None:
         providers, default_model, keys = self.providers.values()
         # Start from everything the runtime has now (MCP servers may have changed meanwhile).
         data = self.bridge.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -205,5 +215,7 @@ class SettingsWindow(QDialog):
             self.saved.emit()
             if close_after:
                 self.close()
+            if then is not None:
+                then()
 
         self.bridge.run(go(), owner=self)

@@ -129,5 +129,18 @@ async def test_settings_ask_before_removing_a_provider_and_before_dropping_unsav
             await until(lambda: ctl.settings_window is None, what="saved and closed")
             saved = json.loads((home / "settings.json").read_text())
             assert [p["id"] for p in saved["providers"]] == ["a", "down"]
+
+            win = ctl.open_settings()  # quitting (Ctrl+Q, the tray, the last window) asks the same
+            win.providers.list.setCurrentRow(1)
+            win.providers.remove.click()
+            next(b for b in win.providers.confirm_box.buttons() if b.text() == "Remove").click()
+            ctl.request_quit(ask=True)
+            assert not ctl.quit_event.is_set() and win.isVisible()
+            box = win.close_box
+            assert box.windowTitle() == "Save changes before quitting?"
+            next(b for b in box.buttons() if b.text() == "Save").click()
+            await until(ctl.quit_event.is_set, what="saved, then quit")
+            saved = json.loads((home / "settings.json").read_text())
+            assert [p["id"] for p in saved["providers"]] == ["a"]
         finally:
             await ctl.shutdown()
