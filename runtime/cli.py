@@ -78,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     how.add_argument("--approve", action="store_true")
     how.add_argument("--deny", action="store_true")
     how.add_argument("--text", help="the answer to a question")
-    answer.add_argument("--always", action="store_true", help="remember the approval or denial for this tool")
+    answer.add_argument("--always", action="store_true",
+                        help="remember the approval or denial in this task: for a shell command, for commands "
+                             "starting like it; for another tool, for that tool")
+    answer.add_argument("--network", action="store_true",
+                        help="with --approve: let this one shell command use the network (when it asks for it)")
     add_task_parsers(sub)
     add_models_parser(sub)
     cli_mcp.add_parser(sub)
@@ -147,6 +151,8 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
         req = (await rt.get_task(task_id)).pending_request or {}
         how = {"approval": "--approve or --deny", "plan": '--approve, or --text "what to change"'}.get(
             req.get("kind"), '--text "..."')
+        if req.get("network_offer"):
+            how += " (--approve --network: this one command may use the network)"
         print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
         return EXIT_WAITING
     return EXIT_OK
@@ -203,10 +209,18 @@ async def _ask_in_terminal(rt: Runtime, task_id: str):
     if req["kind"] == "approval":
         args = json.dumps(req.get("tool_args") or {}, ensure_ascii=False)
         print(f"{req['tool_name']} {args}", file=sys.stderr)
-        reply = (await asyncio.to_thread(input, "Allow? [y]es / [n]o / [a]lways / [N]ever: ")).strip()
+        if req.get("sandbox_note"):
+            print(req["sandbox_note"], file=sys.stderr)
+        rule = req.get("suggested_rule")
+        network = " / [w]ith network" if req.get("network_offer") else ""
+        scope = f" (commands starting “{rule}”)" if rule else ""
+        reply = (await asyncio.to_thread(input, f"Allow? [y]es{network} / [n]o / [a]lways{scope} / [N]ever: ")).strip()
         answer = "approve" if reply.lower() in ("y", "yes", "a", "always") else "deny"
+        if network and reply.lower() in ("w", "with network"):
+            answer = "approve_network"
         remember = reply.lower() in ("a", "always") or reply == "N" or reply.lower() == "never"
-        return await rt.answer(task_id, req["request_id"], answer, remember=remember)
+        return await rt.answer(task_id, req["request_id"], answer, remember=remember,
+                               rule_command=rule if remember else None)
     if req["kind"] == "plan":
         steps = "\n".join(f"  {i}. {step}" for i, step in enumerate(req.get("plan") or [], 1))
         print(f"Plan: {req['prompt']}\n{steps}", file=sys.stderr)
@@ -222,17 +236,21 @@ async def _answer(rt: Runtime, args: argparse.Namespace) -> int:
     req = (await rt.get_task(args.task_id)).pending_request
     if not req:
         raise ConfigError(f"Task {args.task_id} is not waiting for an answer.")
+    if args.network and not (req["kind"] == "approval" and args.approve and req.get("network_offer")):
+        raise ConfigError("--network goes with --approve, for a shell command that runs in the sandbox without "
+                          "network; this request is not one.")
+    rule = req.get("suggested_rule") if args.always else None  # a shell command: commands starting like it
     if req["kind"] == "approval":
         if args.text is not None:
             raise ConfigError("This task waits for an approval: answer with --approve or --deny.")
-        answer = "approve" if args.approve else "deny"
+        answer = ("approve_network" if args.network else "approve") if args.approve else "deny"
     elif req["kind"] == "plan":  # --approve, or --deny / --text "what to change" to reject it
         answer = "approve" if args.approve else (args.text or "Not this plan.")
     else:
         if args.text is None:
             raise ConfigError(f"This task asks: {req['prompt']} Answer with --text \"...\".")
         answer = args.text
-    handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always)
+    handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always, rule_command=rule)
     return await _follow(rt, args.task_id, handle.turn_id)
 
 

@@ -184,3 +184,31 @@ async def test_run_binds_a_new_tasks_planning_documents_memory_and_network(home,
         assert code == 0 and out.strip() == "Water the plants on Monday.", err
         code, _, err = await _result(await _cli("run", "--doc", str(tmp_path / "missing.md"), "x", home=home))
         assert code != 0 and "missing.md" in err and "Traceback" not in err
+
+
+async def test_answer_grants_network_to_one_command_and_always_remembers_commands_like_it(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(
+            Reply(chunks=[], tool_calls=[("c1", "run_shell", {"command": "git status -s"})], finish="tool_calls"),
+            Reply(chunks=["Clean."]),
+        )
+        code, _, err = await _result(await _cli("run", "Is my repo clean?", home=home, stdin=subprocess.DEVNULL))
+        assert code == EXIT_WAITING, err
+        line = next(ln for ln in err.splitlines() if ln.startswith("waiting:"))
+        assert line.endswith("--approve or --deny (--approve --network: this one command may use the network)")
+        task_id = line.split("hearth answer ")[1].split()[0]
+        code, _, err = await _result(await _cli("answer", task_id, "--deny", "--network", home=home))
+        assert code == 2 and "--network goes with --approve" in err
+        code, out, err = await _result(await _cli("answer", task_id, "--approve", "--network", "--always",
+                                                  home=home, stdin=subprocess.DEVNULL))
+        assert code == 0 and out.strip() == "Clean.", err
+        rt = await Runtime.open(home)
+        try:
+            (rule,) = await rt.permission_rules(task_id)
+            assert (rule.tool, rule.command, rule.decision) == ("run_shell", "git status", "allow")  # not every command
+            messages = await rt.messages(task_id)
+            answer = next(p for m in messages for p in m.parts if p.get("type") == "answer")
+            assert answer["answer"] == "approve_network"
+        finally:
+            await rt.aclose()
