@@ -25,8 +25,9 @@ def add_models_parser(sub) -> None:
     models_sub.add_parser("list", help="installed models, the catalog, and model servers (the default)")
     pull = models_sub.add_parser("pull", help="download a catalog model or a Hugging Face .gguf file")
     pull.add_argument("ref", help="a catalog id, OWNER/REPO/FILE.gguf, or the file's huggingface.co URL")
-    rm = models_sub.add_parser("rm", help="remove an installed model (deletes a downloaded file)")
-    rm.add_argument("name")
+    rm = models_sub.add_parser("rm", help="remove an installed model (deletes a downloaded file), or delete what "
+                                          "a paused download had")
+    rm.add_argument("name", help="an installed model's name, or a paused download's REF (as models list shows it)")
 
 
 async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
@@ -34,6 +35,10 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.models_command == "pull":
         return await _pull(rt, args.ref)
     if args.models_command == "rm":
+        paused = next((p for p in rt.paused_downloads() if p.ref == args.name), None)
+        if paused is not None and await rt.cancel_download(paused.ref):
+            print(f"Deleted the partial download of {paused.label}.")
+            return EXIT_OK
         await rt.remove_model(args.name)
         print(f"Removed {args.name}.")
         return EXIT_OK
@@ -49,7 +54,7 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}{default_mark(m.ref)}")
     paused = rt.paused_downloads()
     if paused:
-        print("\nPaused downloads (hearth models pull REF resumes one):")
+        print("\nPaused downloads (hearth models pull REF resumes one, hearth models rm REF deletes it):")
     for p in paused:
         total = human_bytes(p.total) if p.total else "an unknown size"
         print(f"  {p.ref:<40} {human_bytes(p.downloaded)} of {total}")
