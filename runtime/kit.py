@@ -178,7 +178,7 @@ class AgentKit:
         return MCPTurnSessions(
             servers, approved=self._consents.is_approved,
             connect_timeout=settings.mcp_connect_timeout, cwd=cwd, hidden_env=settings.secret_env_names(),
-            check_tools=self._consents.check_tools,
+            check_tools=self._consents.check_tools, pending_review=self._consents.pending_change,
         )
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:

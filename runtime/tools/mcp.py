@@ -13,10 +13,10 @@ concurrently; `await ready()` in the `mcp_connecting` phase returns the tools th
   ~1 s, runs in a worker thread so the event loop never stalls). The owner bounds its connect with
   `asyncio.timeout_at()`; `ready()` gives up at the same deadline, without waiting for the SDK's teardown of a
   hung process (~2 s more, in the background). The SDK's `mode="auto"` (discover probe, then initialize) is kept.
-- Failures are warnings, never exceptions: not approved (never launched), bad config, command not found, exited
-  during startup (with the tail of its stderr), no answer in time, unreachable url. A tool whose input schema is
-  unusable (root not `type: object`, or not a valid JSON Schema) is left out with a warning; the server's other
-  tools stay. Connect errors come as nested ExceptionGroups; they are flattened and the most telling leaf named.
+- Failures are warnings, never exceptions: not approved or paused (never launched), bad config, command not
+  found, exited during startup (with the tail of its stderr), no answer in time, unreachable url. A tool whose
+  input schema is unusable (root not `type: object`, or not a valid JSON Schema) is left out with a warning; the
+  server's other tools stay. Connect errors come as nested ExceptionGroups, flattened; the most telling leaf named.
 - Stdio servers get `clean_env()` (never a variable the settings point to: `hidden_env`) plus their own `env`;
   cwd is the config's extra `cwd`, else the `cwd` argument, else the home folder; stderr goes to a temporary
   file, read only to explain a failure. HTTP servers use streamable HTTP on `url`, with optional `headers` (extra
@@ -24,7 +24,9 @@ concurrently; `await ready()` in the `mcp_connecting` phase returns the tools th
 - Tools are named `server__tool`, sanitised to [A-Za-z0-9_-], at most 64 characters; a long or clashing name gets
   a hash suffix. Effect is always `external`: a server's own read-only hints are not trusted.
 - A server's tool list is checked against the one pinned when it was approved (`check_tools`, tools/mcp_pins.py):
-  a server whose tools changed is paused (none of its tools offered) with a warning, and the turn goes on.
+  a server whose tools changed is paused (none of its tools offered) with a warning, and the turn goes on. Once
+  such a change waits for the person (`pending_review`), later turns do not launch or connect to the server at
+  all (the changed program must not run unreviewed) and give the same warning, until the change is approved.
 - A tool's description is the server's text, so it reaches the model framed as untrusted data (capped, control
   characters removed), like the results (agent/context.py `tool_message`).
 - Calls run with `call_timeout`. Cancelling the task awaiting `run()` cancels the call task; the SDK sends
@@ -154,11 +156,13 @@ class MCPTurnSessions:
 
     def __init__(self, servers: dict[str, MCPServerConfig], *, approved: Callable[[str, MCPServerConfig], bool],
                  connect_timeout: float = 10.0, call_timeout: float = 300.0, cwd: str | Path | None = None,
-                 hidden_env: Collection[str] = (), check_tools: Callable[[str, Snapshot], str | None] | None = None):
+                 hidden_env: Collection[str] = (), check_tools: Callable[[str, Snapshot], str | None] | None = None,
+                 pending_review: Callable[[str], str | None] | None = None):
         self.servers = dict(servers)
         self.check_tools = check_tools  # None while the tools are the pinned ones, else why the server is paused
+        self.pending_review = pending_review  # None unless a change of its tools waits, else why it is paused
         self.hidden_env = frozenset(hidden_env)  # never inherited by a server (its own `env` is still given)
-        self.paused: set[str] = set()  # those of ready()'s warnings that say a server is paused for changed tools
+        self.paused: set[str] = set()  # those of the warnings that say a server is paused for changed tools
         self.approved = approved
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
@@ -170,7 +174,7 @@ class MCPTurnSessions:
         self._sdk: asyncio.Task[float] | None = None  # resolves to the loop time the SDK was ready
 
     def start(self) -> None:
-        """Begin connecting every approved server, concurrently. Sync; needs a running loop; idempotent."""
+        """Begin connecting every approved, unpaused server, concurrently. Sync; needs a running loop; idempotent."""
         if self._started or self._closing is not None:
             return
         self._started = True
@@ -199,7 +203,7 @@ class MCPTurnSessions:
             log.exception("consent check for MCP server %s failed", name)
             ok = False
         if ok:
-            return None
+            return self._pause(name, self.pending_review)
         return (f"MCP server '{name}' was not started: its command line has not been approved yet (or it changed "
                 f"since it was approved); continuing without it.")
 
@@ -238,10 +242,9 @@ class MCPTurnSessions:
                 warnings.append(srv.gone or f"MCP server '{srv.name}' is not available; continuing without it.")
                 continue
             listing = srv.connected.result()
-            paused = self._paused(srv, listing)
+            paused = self._pause(srv.name, self.check_tools, snapshot(listing))
             if paused:
                 warnings.append(paused)
-                self.paused.add(paused)
                 continue
             for remote in listing:
                 problem = schema_problem(remote.input_schema)
@@ -254,14 +257,18 @@ class MCPTurnSessions:
         self._result = (tools, warnings)
         return self._result
 
-    def _paused(self, srv: _Server, listing: list[Any]) -> str | None:
-        if self.check_tools is None:
+    def _pause(self, name: str, check: Callable[..., str | None] | None, *args: Any) -> str | None:
+        """None, or the warning that pauses the server (kept in `paused`); a check that fails pauses it too."""
+        if check is None:
             return None
         try:
-            return self.check_tools(srv.name, snapshot(listing))
+            warning = check(name, *args)
         except Exception:
-            log.exception("checking the tools of MCP server %s failed", srv.name)
-            return f"MCP server '{srv.name}' is paused: its tools could not be checked against the approved ones."
+            log.exception("checking the tools of MCP server %s failed", name)
+            warning = f"MCP server '{name}' is paused: its tools could not be checked against the approved ones."
+        if warning:
+            self.paused.add(warning)
+        return warning
 
     async def aclose(self) -> None:
         """Close every session and end every server process; servers close concurrently. Idempotent."""

@@ -19,7 +19,8 @@ An MCP server is only started after the person saw its full command line and agr
 - An unreadable or malformed consents file counts as "nothing approved" (logged); the next approval rewrites
   it. Writes are atomic (temporary file + rename) and the file is private (0600).
 - Each entry also pins the server's tool list (tools/mcp_pins.py): `tools` (the approved list) and, while a
-  change waits for the person, `changed` (the list the server offers now, and when it was first seen).
+  change waits for the person, `changed` (the list the server offers now, and when it was first seen). While
+  `changed` waits the server is paused before launch (`pending_change`), not only after listing its tools.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ def command_line(cfg: MCPServerConfig) -> str:
     return "(no command and no url)"
 
 
+def _paused(name: str, approved: Snapshot, now: Snapshot) -> str:
+    return (f"MCP server '{name}' is paused: its tools changed since you approved them "
+            f"({summary(diff(approved, now))}). Its tools are not offered until you review "
+            f"the change and approve it in Settings → Permissions (or `hearth mcp approve {name}`).")
+
+
 class MCPConsents:
     """The person's approvals of MCP server command lines, stored in `<home>/mcp_consents.json`."""
 
@@ -152,9 +159,16 @@ class MCPConsents:
         if seen.get("tools_sha256") != now:
             entry["changed"] = {"tools": tools, "tools_sha256": now, "seen_at": time.time()}
             self._save(servers)
-        return (f"MCP server '{name}' is paused: its tools changed since you approved them "
-                f"({summary(diff(entry.get('tools') or {}, tools))}). Its tools are not offered until you review "
-                f"the change and approve it in Settings → Permissions (or `hearth mcp approve {name}`).")
+        return _paused(name, entry.get("tools") or {}, tools)
+
+    def pending_change(self, name: str) -> str | None:
+        """The warning that pauses `name` while a change of its tools waits for the person, else None. Such a
+        server is not launched at all: the changed program is the one that would run."""
+        entry = self._load().get(name) or {}
+        changed = entry.get("changed")
+        if not isinstance(changed, dict) or not isinstance(changed.get("tools"), dict):
+            return None
+        return _paused(name, entry.get("tools") or {}, changed["tools"])
 
     def tool_changes(self) -> dict[str, dict[str, Any]]:
         """Servers paused for changed tools: name -> {"changes": mcp_pins.diff(...), "seen_at"}."""
