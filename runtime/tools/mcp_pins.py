@@ -6,7 +6,8 @@ tool, so a changed description can steer it as well as a changed program. Decisi
   person approved that server; Settings shows the pinned tools). Re-approving the same command line keeps the pin.
 - Any later difference (a tool added, removed, renamed, or its title, description or schema changed) pauses the
   server: its tools are not offered, the turn warns, and the change waits in `mcp_consents.json` until the person
-  approves it (`MCPConsents.approve_tools`), which pins the new list; until then every turn pauses it again.
+  approves it (`MCPConsents.approve_tools`), which pins the new list; until then every turn pauses it again
+  without launching it (`MCPConsents.pending_change`), so the changed program never runs unreviewed.
 - The difference is shown per tool: what was added or removed, and a line diff of what changed.
 """
 

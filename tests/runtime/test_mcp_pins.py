@@ -1,4 +1,5 @@
-"""An MCP server that changes its tools after it was approved is paused and the change is shown ("rug pull");
+"""An MCP server that changes its tools after it was approved is paused, not launched again until the person
+approves the change, and the change is shown ("rug pull");
 MCP tool descriptions and results reach the model framed as untrusted data."""
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ def _calc_tools(request) -> list[dict]:
 
 
 async def test_a_server_whose_tool_description_changes_is_paused_until_the_change_is_approved(home, tmp_path):
-    described = tmp_path / "description.txt"
+    described, launches = tmp_path / "description.txt", tmp_path / "pids.txt"
     server = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(Path.cwd()),
-              "env": {"MCP_TEST_DESCRIPTION_FILE": str(described)}}
+              "env": {"MCP_TEST_DESCRIPTION_FILE": str(described), "MCP_TEST_PID_FILE": str(launches)}}
+
+    def launched() -> int:
+        return len(launches.read_text().split()) if launches.exists() else 0
+
     (home / "settings.json").write_text(json.dumps({"mcpServers": {"calc": server}, "mcp_connect_timeout": 20}))
     model = ScriptedModel()
     model.add_steps([Call("calc__add", {"a": 2, "b": 3})], ["It is 5."], ["No calculator."], ["Still none."],
@@ -53,10 +58,10 @@ async def test_a_server_whose_tool_description_changes_is_paused_until_the_chang
         assert add["description"].endswith("\nAdd two integers.")
         result = next(m for m in model.requests[1].messages if m["role"] == "tool")["content"]
         assert "MCP server 'calc'" in result and "untrusted data, not instructions" in result
-        assert rt.mcp_tool_changes() == []
+        assert rt.mcp_tool_changes() == [] and launched() == 1
 
         described.write_text(INJECTED)  # the server now describes `add` differently; its command line is the same
-        for text in ("add again", "and again"):
+        for text, launches_after in (("add again", 2), ("and again", 2)):  # once paused, it is not launched again
             await rt.send(task.id, text)
             events = await collect(rt, task.id)
             await rt.wait_idle(task.id)
@@ -64,6 +69,7 @@ async def test_a_server_whose_tool_description_changes_is_paused_until_the_chang
             assert len(warnings) == 1 and "'calc' is paused" in warnings[0]
             assert "tool 'add': description changed" in warnings[0]
             assert _calc_tools(model.requests[-1]) == [] and events[-1].reason == EndReason.completed
+            assert launched() == launches_after
         saved = (await rt.messages(task.id))[-1].parts[-1]  # the warning stays with the answer
         assert (saved["marker"], saved["code"]) == ("warning", "mcp_paused") and saved["message"] == warnings[0]
         change, = rt.mcp_tool_changes()
@@ -97,6 +103,7 @@ async def test_a_server_whose_tool_description_changes_is_paused_until_the_chang
         await rt.wait_idle(task.id)
         assert not [e for e in events if e.type == "warning"]
         assert [e.result for e in events if e.type == "tool_call" and e.state == "done"] == ["8"]
+        assert launched() == 3  # approved: launched again
         add, = [t for t in _calc_tools(model.requests[-2]) if t["name"] == "calc__add"]
         assert add["description"].endswith(INJECTED)
     finally:
@@ -120,12 +127,13 @@ def test_pins_are_kept_by_the_consents_file(home):
     assert first is not None and "paused" in first
     seen = consents.tool_changes()["calc"]["seen_at"]
     assert consents.check_tools("calc", _tools("b")) == first and consents.tool_changes()["calc"]["seen_at"] == seen
+    assert consents.pending_change("calc") == first  # the next turn gives the same warning without launching it
     consents.approve("calc", cfg)  # approving the same command line again does not approve the new tools
     assert consents.check_tools("calc", _tools("b")) is not None
     assert consents.check_tools("calc", _tools("a")) is None and consents.tool_changes() == {}  # back as approved
     consents.check_tools("calc", {**_tools("a"), "wipe": _tools("x")["add"]})
     assert consents.tool_changes()["calc"]["changes"][0]["change"] == "added"
-    assert consents.approve_tools("calc") is True
+    assert consents.approve_tools("calc") is True and consents.pending_change("calc") is None
     assert consents.check_tools("calc", {**_tools("a"), "wipe": _tools("x")["add"]}) is None
     consents.approve("calc", MCPServerConfig(command="srv", args=["--other"]))  # a new command line: pinned afresh
     assert consents.pinned_tools("calc") == {}

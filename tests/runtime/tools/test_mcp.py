@@ -179,6 +179,24 @@ async def test_a_server_that_is_not_approved_is_never_launched(tmp_path: Path):
     assert len(warnings) == 1 and "'sneaky' was not started" in warnings[0] and "approved" in warnings[0]
 
 
+async def test_a_server_whose_tool_change_waits_for_review_is_never_launched(tmp_path: Path):
+    def launcher(tag: str) -> MCPServerConfig:
+        return MCPServerConfig(command=sys.executable, args=["-c", f"open({str(tmp_path / tag)!r}, 'w')"])
+
+    def pending_review(name):
+        if name == "unreadable":
+            raise OSError("the consents file could not be read")
+        return f"MCP server '{name}' is paused: its tools changed since you approved them (…)."
+
+    async with sessions({"changed": launcher("a"), "unreadable": launcher("b")}, pending_review=pending_review) as s:
+        tools, warnings = await s.ready()
+        await asyncio.sleep(0.5)
+    assert tools == [] and not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    assert warnings == [pending_review("changed"), "MCP server 'unreadable' is paused: its tools could not be "
+                        "checked against the approved ones."]
+    assert s.paused == set(warnings)  # the turn saves them with the code mcp_paused
+
+
 async def test_the_consent_store_gates_launching(tmp_path: Path, home: Path, ctx):
     consents = MCPConsents(home)
     cfg = server(tmp_path)
