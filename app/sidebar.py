@@ -1,5 +1,6 @@
 """The sidebar: Tasks, Chats and Teams (three tabs), one row per task, chat or team with its title, a live state
-badge and the last activity.
+badge and the last activity; rows that share a title also show when each began (a task continued with another
+model keeps its title).
 
 A model/view list: rows are painted by a delegate, not built from widgets, so 1,000 tasks cost what the ~15
 visible rows cost."""
@@ -7,6 +8,7 @@ visible rows cost."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 from PySide6.QtCore import QAbstractListModel, QItemSelectionModel, QModelIndex, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
@@ -41,6 +43,12 @@ BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 MODES = ("tasks", "chats", "teams")
 
 
+def created_text(ts: float) -> str:
+    """When a row began, short ("2 Dec 14:02"), for rows whose titles are the same."""
+    t = time.localtime(ts)
+    return f"{t.tm_mday} {time.strftime('%b %H:%M', t)}"
+
+
 def badge_for(info, running: bool) -> str:
     return state_key(info.state, info.last_reason, running)
 
@@ -66,6 +74,7 @@ class TaskListModel(QAbstractListModel):
         self.tasks: list = []
         self.badges: dict[str, str] = {}
         self.index_of: dict[str, int] = {}
+        self.shared: set[str] = set()  # rows whose title another row has too
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008 - Qt's own default argument
         return 0 if parent.isValid() else len(self.tasks)
@@ -74,8 +83,12 @@ class TaskListModel(QAbstractListModel):
         if not index.isValid():
             return None
         info = self.tasks[index.row()]
-        if role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole):
-            return info.title or self.untitled
+        if role == Qt.ItemDataRole.DisplayRole:  # rows of the same title are told apart by when they began
+            title = info.title or self.untitled
+            return f"{title} · {created_text(info.created_at)}" if info.id in self.shared else title
+        if role == Qt.ItemDataRole.ToolTipRole:
+            started = time.strftime("%A %d %B %Y, %H:%M", time.localtime(info.created_at))
+            return f"{info.title or self.untitled}\nStarted {started}"
         if role == TASK_ID:
             return info.id
         if role == BADGE:
@@ -89,6 +102,8 @@ class TaskListModel(QAbstractListModel):
         self.tasks = list(tasks)
         self.badges = badges
         self.index_of = {t.id: i for i, t in enumerate(self.tasks)}
+        titles = Counter(t.title or self.untitled for t in self.tasks)
+        self.shared = {t.id for t in self.tasks if titles[t.title or self.untitled] > 1}
         self.endResetModel()
 
 

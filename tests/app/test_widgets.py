@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import export, theme
 from app.markdown import MarkdownView
 from app.message_widgets import AssistantBlock
+from app.sidebar import created_text
 from app.tool_card import ToolCard
 from runtime.providers.scripted import Call, Reasoning, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -206,3 +207,22 @@ async def test_export_markdown_and_json(launch, tmp_path):
     assert data["task"]["title"] == "Export me" and len(data["messages"]) == 2
     info = await ctl.rt.get_task(task.id)
     assert export.to_markdown(info, await ctl.rt.messages(task.id), await ctl.rt.turns(task.id)) == md
+
+
+async def test_tasks_with_the_same_title_are_told_apart_by_when_they_began(launch):
+    ctl = await launch()
+    first = await ctl.bridge.create_task(title="Trip", model=MODEL)
+    await ctl.bridge.create_task(title="Groceries", model=MODEL)
+    again = await ctl.bridge.create_task(title="Trip", model=MODEL)
+    await ctl.window.reload_tasks()
+    model = ctl.window.sidebar.model
+
+    def row(task_id: str, role=Qt.ItemDataRole.DisplayRole) -> str:
+        return model.data(model.index(model.index_of[task_id]), role)
+
+    shown = {row(t.id) for t in (first, again)}
+    assert all(text.startswith("Trip · ") for text in shown)
+    assert shown == {f"Trip · {created_text(t.created_at)}" for t in (first, again)}
+    groceries = next(t for t in model.tasks if t.title == "Groceries")
+    assert row(groceries.id) == "Groceries"  # a title of its own needs no date
+    assert row(first.id, Qt.ItemDataRole.ToolTipRole).startswith("Trip\nStarted ")
