@@ -28,7 +28,8 @@ concurrently; `await ready()` in the `mcp_connecting` phase returns the tools th
   such a change waits for the person (`pending_review`), later turns do not launch or connect to the server at
   all (the changed program must not run unreviewed) and give the same warning, until the change is approved.
 - A tool's description is the server's text, so it reaches the model framed as untrusted data (capped, control
-  characters removed), like the results (agent/context.py `tool_message`).
+  characters removed), like the results (agent/context.py `tool_message`); the descriptions and titles inside
+  its input schema are capped and cleaned the same way.
 - Calls run with `call_timeout`. Cancelling the task awaiting `run()` cancels the call task; the SDK sends
   `notifications/cancelled`, the server cancels its handler and the session stays usable (`run()` waits up to
   2 s for that before re-raising). Progress goes to `ctx.extra["on_progress"](progress, total, message)` if set.
@@ -57,7 +58,14 @@ from runtime.config import MCPServerConfig
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, Tool, ToolContext, ToolResult
 from runtime.tools.mcp_pins import Snapshot, snapshot
-from runtime.tools.mcp_util import result_text, root_error, schema_problem, tool_name, untrusted_description
+from runtime.tools.mcp_util import (
+    result_text,
+    root_error,
+    schema_problem,
+    tool_name,
+    untrusted_description,
+    untrusted_schema,
+)
 from runtime.tools.shell import clean_env
 
 log = logging.getLogger(__name__)
@@ -141,7 +149,7 @@ class MCPTool:
     def __init__(self, name: str, remote: Any, server: _Server, sessions: MCPTurnSessions):
         self.name = name
         self.description = untrusted_description(server.name, remote.description or remote.title or "")
-        self.parameters: dict[str, Any] = remote.input_schema
+        self.parameters: dict[str, Any] = untrusted_schema(remote.input_schema)
         self.server_name = server.name
         self.remote_name: str = remote.name
         self._server = server

@@ -14,6 +14,7 @@ Environment (passed through the server config's `env`):
   MCP_TEST_CANCEL_FILE  `slow` appends "cancelled" here when the client cancels it
   MCP_TEST_DESCRIPTION_FILE  when this file exists, its text is the description of `add` (a server that changes
                         a tool after it was approved, without changing its command line)
+  MCP_TEST_PARAM_DESCRIPTION  the description of `add`'s parameter `a` in its input schema
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
+from pydantic import Field
 
 
 def _append(env_var: str, text: str) -> None:
@@ -58,7 +61,7 @@ def build(bad_schema: bool = False, many: int = 0) -> MCPServer:
     description = Path(described).read_text() if described and Path(described).exists() else "Add two integers."
 
     @server.tool(description=description)
-    def add(a: int, b: int) -> str:
+    def add(a: Annotated[int, Field(description=os.environ.get("MCP_TEST_PARAM_DESCRIPTION"))], b: int) -> str:
         return str(a + b)
 
     @server.tool(description="Sleep for `seconds`, then say so. Records a cancellation.")
