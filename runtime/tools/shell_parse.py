@@ -6,7 +6,8 @@ operators closely enough to find every simple command, and reports what it canno
 
 - Separators `;` `&` `&&` `|` `||` `|&` and newlines end a simple command; `(` `)` open and close subshells.
 - Quotes ('…', "…", backslash) are removed from words; a word with an unquoted or double-quoted expansion
-  (`$NAME`, `${…}`, `$((…))`), an unquoted glob (`* ? [`) or a leading `~` is not *literal*: its value is only known
+  (`$NAME`, `${…}`, `$((…))`: arithmetic only when its parentheses balance up to `))`, else bash reads a command
+  substitution `$( (…) )`), an unquoted glob (`* ? [`) or a leading `~` is not *literal*: its value is only known
   when the shell runs, so it never matches a rule's word.
 - `problems` lists the constructs that make the line impossible to judge: command substitution (`$(…)`, backquotes),
   process substitution, here-documents, `case` terminators, unclosed quotes, a misplaced parenthesis. The text
@@ -176,14 +177,14 @@ class _Lexer:
     def dollar(self, quoted: bool) -> None:
         s = self.s
         nxt = s[self.i + 1 : self.i + 2]
-        if s.startswith("$((", self.i):
-            end = s.find("))", self.i)
-            inner = s[self.i + 3 : end if end >= 0 else len(s)]
+        end = self.arithmetic_end() if s.startswith("$((", self.i) else -1
+        if end >= 0:
+            inner = s[self.i + 3 : end - 2]
             if "$(" in inner or "`" in inner:
                 self.problem("a command substitution inside arithmetic")
-            self.add(s[self.i : end + 2 if end >= 0 else len(s)], literal=False)
-            self.i = end + 2 if end >= 0 else len(s)
-        elif nxt == "(":
+            self.add(s[self.i : end], literal=False)
+            self.i = end
+        elif nxt == "(":  # also `$((cmd) )`: a subshell inside a command substitution, as bash reads it
             self.problem("a command substitution $(...)")
             self.substitution(self.i + 2)
         elif nxt == "{":
@@ -206,6 +207,20 @@ class _Lexer:
         else:
             self.add("$")
             self.i += 1
+
+    def arithmetic_end(self) -> int:
+        """Where `$((…))` ends when its parentheses balance up to a closing `))`, else -1: bash then reads
+        `$((echo x) )` as a command substitution."""
+        depth = 0
+        for j in range(self.i + 3, len(self.s)):
+            c = self.s[j]
+            if c == "(":
+                depth += 1
+            elif c == ")" and depth:
+                depth -= 1
+            elif c == ")":
+                return j + 2 if self.s.startswith("))", j) else -1
+        return -1
 
     def substitution(self, start: int) -> None:
         """`$(`: the word it sits in has an unknown value; its inside is lexed as commands of their own."""

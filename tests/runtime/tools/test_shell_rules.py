@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from runtime.errors import ConfigError
@@ -40,12 +42,30 @@ def _commands(text: str) -> list[list[str]]:
     ("git status 'unclosed", [["git", "status", "unclosed"]], True),
     ("f() { rm x; }; f", None, True),
     ("case x in x) rm y;; esac", None, True),
+    # `$((` is arithmetic only when its parentheses close with `))`; otherwise bash runs a command substitution.
+    ("echo $((echo INJECTED >&2) )", [["echo", "INJECTED"], ["echo", ""]], True),
+    ('echo "$((rm x) )"', [["rm", "x"], ["echo", ""]], True),
+    ("echo $((rm x) ; (ls) )", [["rm", "x"], ["ls"], ["echo", ""]], True),
+    ("echo $((1 + 2", None, True),
 ])
 def test_the_lexer_finds_every_simple_command(text, commands, problems):
     parsed = parse_command(text)
     if commands is not None:
         assert [c.argv for c in parsed.commands] == commands
     assert bool(parsed.problems) == problems, parsed.problems
+
+
+@pytest.mark.parametrize("text", [
+    "echo $((echo RAN >&2) )",
+    "echo $((echo RAN >&2) ; (true) )",
+    "echo $(( (echo RAN >&2) ) )",
+])
+def test_a_double_parenthesis_that_bash_runs_as_a_command_is_read_as_one(text):
+    ran = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=10)
+    assert "RAN" in ran.stderr  # bash ran it as a command substitution, not arithmetic
+    parsed = parse_command(text)
+    assert ["echo", "RAN"] in [c.argv for c in parsed.commands]
+    assert parsed.problems  # so no allow rule covers the line
 
 
 def test_redirections_assignments_and_expansions_are_recorded():
@@ -122,6 +142,15 @@ DENY_RM_RF = [Rule("run_shell", "allow", ()), Rule("run_shell", "deny", ("rm", "
 ])
 def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, verdict):
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
+
+
+@pytest.mark.parametrize(("command", "verdict"), [
+    ("echo $((echo INJECTED >&2) )", None),
+    ("echo $((1 + 2", None),
+    ("echo $((1 + 2)) $(( (1 + 2) * 3 )) $((a[1] + (2)))", "allow"),
+])
+def test_an_allow_rule_does_not_cover_a_command_substitution_that_looks_like_arithmetic(command, verdict):
+    assert rule_verdict("run_shell", command, [Rule("run_shell", "allow", ("echo",))]) == verdict
 
 
 def test_rule_scopes_and_modes():
