@@ -144,6 +144,70 @@ def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, ve
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
 
 
+@pytest.mark.parametrize("command", [
+    "rm -Rf x", "rm -fR x", "rm -R -f x", "rm --recursive --force x", "rm -r --force x", "rm --force -R x",
+    "rm --rec --force x", "rm --recursive -f x",
+    "sudo -u bob rm -rf x", "sudo --user bob rm -rf x", "sudo -g wheel -u bob -- rm -rf x", "doas -u bob rm -rf x",
+    "xargs -I {} rm -rf {}", "xargs -d '\\n' rm -rf", "env -u HOME rm -rf x", "env -C /tmp rm -rf x",
+    "timeout -s KILL 10 rm -rf x", "stdbuf -o L rm -rf x", "taskset 0x3 rm -rf x", "flock /tmp/lock rm -rf x",
+    "nohup sudo -u bob rm -rf x",
+    "bash -c -- 'rm -rf x'", "bash -c -e 'rm -rf x'", "su -c 'rm -rf x'", "su - root -c 'rm -rf x'",
+    "su --command='rm -rf x'", "su root --command 'rm -rf x'", "runuser -u bob -- rm -rf x",
+    "flock /tmp/lock -c 'rm -rf x'", "env -S 'rm -rf x'", "eval 'sudo -u bob rm -Rf x'",
+    "find . -exec rm -rf {} +", "find . -execdir rm -rf {} \\;", "find . -ok rm -rf {} ';'",
+    "find . -name '*.o' -okdir sudo -u bob rm --recursive --force {} +",
+    "find . -exec echo {} ';' -exec rm -rf {} +",
+    "echo $((rm -rf x) )",
+    "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
+])
+def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_commands(command):
+    assert rule_verdict("run_shell", command, DENY_RM_RF) == "deny"
+
+
+@pytest.mark.parametrize("command", [
+    "rm -Rf DIR", "rm -fR DIR", "rm --recursive --force DIR", "rm -r --force DIR", "rm --rec --force DIR",
+    "bash -c -- 'rm -rf DIR'", "env -C / rm -rf DIR", "env -S 'rm -rf DIR'", "timeout -s KILL 10 rm -rf DIR",
+    "stdbuf -o L rm -rf DIR", "taskset 0x1 rm -rf DIR", "flock DIR.lock rm -rf DIR", "flock DIR.lock -c 'rm -rf DIR'",
+    "echo DIR | xargs -I {} rm -rf {}", "echo DIR | xargs -d '\\n' rm -rf", "find DIR -maxdepth 0 -exec rm -rf {} +",
+])
+def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "file").write_text("x")
+    line = command.replace("DIR", str(tree))
+    assert rule_verdict("run_shell", line, DENY_RM_RF) == "deny"
+    subprocess.run(["/bin/sh", "-c", line], check=True, timeout=10)  # what full_auto would have run
+    assert not tree.exists()
+
+
+@pytest.mark.parametrize(("rule", "command"), [
+    (("rm", "-r"), "rm -R x"),
+    (("rm", "-r"), "rm --recursive x"),
+    (("rm", "--recursive"), "rm -rf x"),
+    (("chmod", "-R"), "chmod --recursive 777 /"),
+    (("sudo",), "sudo ls"),
+    (("sudo",), "nice sudo ls"),
+    (("xargs",), "find . | xargs rm"),
+    (("find", "-delete"), "sudo -u bob find . -delete"),
+])
+def test_a_deny_rule_reads_its_own_words_the_same_way(rule, command):
+    assert rule_verdict("run_shell", command, [Rule("run_shell", "deny", rule)]) == "deny"
+
+
+@pytest.mark.parametrize(("command", "allowed_alone"), [
+    ("rm -r --force x", "allow"),  # an allow rule is a literal prefix: it covers what starts with `rm -r` ...
+    ("rm -Rf x", None),  # ... and nothing that only means the same
+    ("rm -R -f x", None),
+    ("rm --recursive --force x", None),
+    ("sudo -u bob rm -rf x", None),
+    ("find . -exec rm -rf {} +", None),
+])
+def test_allow_rules_stay_literal_and_a_deny_rule_wins_over_them(command, allowed_alone):
+    allow_rm_r = Rule("run_shell", "allow", ("rm", "-r"))
+    assert rule_verdict("run_shell", command, [allow_rm_r]) == allowed_alone
+    assert rule_verdict("run_shell", command, [allow_rm_r, Rule("run_shell", "deny", ("rm", "-rf"))]) == "deny"
+
+
 @pytest.mark.parametrize(("command", "verdict"), [
     ("echo $((echo INJECTED >&2) )", None),
     ("echo $((1 + 2", None),
