@@ -47,6 +47,8 @@ def _commands(text: str) -> list[list[str]]:
     ('echo "$((rm x) )"', [["rm", "x"], ["echo", ""]], True),
     ("echo $((rm x) ; (ls) )", [["rm", "x"], ["ls"], ["echo", ""]], True),
     ("echo $((1 + 2", None, True),
+    # bash decodes $'…' (ANSI-C quoting): a deny rule must see the command it spells.
+    ("$'\\x72m' -rf x; echo $'a\\'b'", [["rm", "-rf", "x"], ["echo", "a'b"]], True),
 ])
 def test_the_lexer_finds_every_simple_command(text, commands, problems):
     parsed = parse_command(text)
@@ -158,6 +160,7 @@ def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, ve
     "find . -name '*.o' -okdir sudo -u bob rm --recursive --force {} +",
     "find . -exec echo {} ';' -exec rm -rf {} +",
     "echo $((rm -rf x) )",
+    "$'\\x72m' -rf x", "$'\\162m' -Rf x", "sudo $'r\\u006d' -r --force x",
     "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
 ])
 def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_commands(command):
@@ -169,6 +172,7 @@ def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_comman
     "bash -c -- 'rm -rf DIR'", "env -C / rm -rf DIR", "env -S 'rm -rf DIR'", "timeout -s KILL 10 rm -rf DIR",
     "stdbuf -o L rm -rf DIR", "taskset 0x1 rm -rf DIR", "flock DIR.lock rm -rf DIR", "flock DIR.lock -c 'rm -rf DIR'",
     "echo DIR | xargs -I {} rm -rf {}", "echo DIR | xargs -d '\\n' rm -rf", "find DIR -maxdepth 0 -exec rm -rf {} +",
+    "$'\\x72m' -rf DIR", "$'\\162m' -Rf DIR",
 ])
 def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
     tree = tmp_path / "tree"
@@ -176,7 +180,7 @@ def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
     (tree / "sub" / "file").write_text("x")
     line = command.replace("DIR", str(tree))
     assert rule_verdict("run_shell", line, DENY_RM_RF) == "deny"
-    subprocess.run(["/bin/sh", "-c", line], check=True, timeout=10)  # what full_auto would have run
+    subprocess.run(["bash", "-c", line], check=True, timeout=10)  # bash: /bin/sh on Fedora, Arch and macOS
     assert not tree.exists()
 
 
