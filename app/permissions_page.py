@@ -129,7 +129,7 @@ class PermissionsPage(QWidget):
         self.rule_command = QLineEdit()
         self.rule_command.setPlaceholderText("Optional: only commands starting with, e.g. git status")
         self.rule_command.setToolTip("Empty: every call of the tool. For “Never allow”, the usual spellings count "
-                                     "too (rm -rf also matches rm -fr).")
+                                     "too (rm -rf also matches rm -fR, rm -r --force, sudo -u bob rm -rf …).")
         form.addRow("Commands", self.rule_command)
         self.rule_scope = QComboBox()
         self.rule_scope.addItem("All tasks", None)

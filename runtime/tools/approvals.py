@@ -13,10 +13,11 @@ removes them). Decisions:
   is literal (no `$VAR`, glob or `~`), no command sets variables (`GIT_DIR=… git status`), output goes to no file
   but /dev/null, and nothing in the line is unparsable (`$(…)`, backquotes, here-documents, …). Anything else is
   decided by the mode, which usually means the person is asked.
-- A deny rule is matched generously: in every simple command, including those inside substitutions and
-  `sh -c '…'` / `eval` strings, after stripping wrappers (`sudo`, `env`, `xargs`, `nice`, `timeout`, …) and shell
-  keywords; flags match as letters, so "rm -rf" also denies `rm -fr x` and `rm -r -f x`. It is a convenience that
-  catches the usual spellings, not a guarantee: the sandbox is what keeps a command in its place.
+- A deny rule is matched generously (tools/shell_deny.py): in every command the line may run, including those
+  inside substitutions, behind wrappers (`sudo -u bob`, `xargs`, `timeout`, …), in `sh -c` / `su -c` / `eval`
+  strings and `find -exec`; flags match as letters with their synonyms, so "rm -rf" also denies `rm -fR x` and
+  `rm -r --force x`. It is a convenience that catches the usual spellings, not a guarantee: the sandbox is what
+  keeps a command in its place.
 """
 
 from __future__ import annotations
@@ -31,23 +32,17 @@ from typing import Literal
 from runtime.errors import ConfigError
 
 from .base import Effect
-from .shell_parse import ParsedCommand, SimpleCommand, parse_command
+from .shell_deny import denies
+from .shell_parse import KEYWORDS, ParsedCommand, SimpleCommand, parse_command
 
 APPROVAL_MODES = ("ask", "auto_edit", "full_auto")
 COMMAND_TOOLS = frozenset({"run_shell"})  # tools whose rules may name a command line
 
 Decision = Literal["allow", "ask", "deny"]
 
-KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
-                      "in", "!", "{", "}", "function", "select", "time", "[[", "]]", "coproc"})
-WRAPPERS = frozenset({"sudo", "doas", "env", "command", "builtin", "exec", "nohup", "nice", "time", "timeout",
-                      "xargs", "stdbuf", "ionice", "setsid", "unbuffer", "busybox", "chrt", "taskset", "flock"})
-SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash"})
 SUBCOMMANDS = frozenset({"git", "hg", "svn", "npm", "pnpm", "yarn", "npx", "cargo", "go", "uv", "pip", "pip3",
                          "poetry", "docker", "podman", "kubectl", "make", "gh", "dotnet", "mvn", "gradle", "apt",
                          "brew", "systemctl", "conda", "rustup", "deno", "bun"})
-_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_FLAGS = re.compile(r"-[A-Za-z0-9]+")
 _QUIET_TARGETS = frozenset({"/dev/null"})
 
 
@@ -157,50 +152,3 @@ def _quiet(op: str, target: str, literal: bool) -> bool:
     if op in ("<&", ">&"):
         return literal and (target.isdigit() or target == "-")
     return op in (">", ">>", ">|", "&>", "&>>") and literal and target in _QUIET_TARGETS
-
-
-# -- deny: generous --
-
-
-def denies(parsed: ParsedCommand, prefix: tuple[str, ...], depth: int = 0) -> bool:
-    return any(_denied(cmd.argv, prefix, depth) for cmd in parsed.commands)
-
-
-def _denied(argv: list[str], prefix: tuple[str, ...], depth: int) -> bool:
-    argv = _unwrapped(argv)
-    if not argv:
-        return False
-    name = os.path.basename(argv[0])
-    if depth < 3:  # what a shell or eval would run is a command line of its own
-        if name in SHELLS:
-            for i, arg in enumerate(argv[1:-1], start=1):
-                if _FLAGS.fullmatch(arg) and "c" in arg[1:]:
-                    return denies(parse_command(argv[i + 1]), prefix, depth + 1)
-        if name == "eval" and denies(parse_command(" ".join(argv[1:])), prefix, depth + 1):
-            return True
-    if name != os.path.basename(prefix[0]):
-        return False
-    args = argv[1:]
-    letters = {ch for a in args if _FLAGS.fullmatch(a) for ch in a[1:]}
-    for token in prefix[1:]:
-        if token in args:
-            continue
-        if not (_FLAGS.fullmatch(token) and set(token[1:]) <= letters):
-            return False
-    return True
-
-
-def _unwrapped(argv: list[str]) -> list[str]:
-    """The command a line really runs: shell keywords, assignments and wrappers (with their options) removed."""
-    while argv:
-        name = os.path.basename(argv[0])
-        if name in KEYWORDS or _ASSIGNMENT.match(argv[0]):
-            argv = argv[1:]
-        elif name in WRAPPERS:
-            argv = argv[1:]
-            while argv and (argv[0].startswith("-") or _ASSIGNMENT.match(argv[0])
-                            or re.fullmatch(r"[0-9.]+[smhd]?", argv[0])):
-                argv = argv[1:]
-        else:
-            break
-    return argv

@@ -6,11 +6,13 @@ operators closely enough to find every simple command, and reports what it canno
 
 - Separators `;` `&` `&&` `|` `||` `|&` and newlines end a simple command; `(` `)` open and close subshells.
 - Quotes ('…', "…", backslash) are removed from words; a word with an unquoted or double-quoted expansion
-  (`$NAME`, `${…}`, `$((…))`), an unquoted glob (`* ? [`) or a leading `~` is not *literal*: its value is only known
+  (`$NAME`, `${…}`, `$((…))`: arithmetic only when its parentheses balance up to `))`, else bash reads a command
+  substitution `$( (…) )`), an unquoted glob (`* ? [`) or a leading `~` is not *literal*: its value is only known
   when the shell runs, so it never matches a rule's word.
 - `problems` lists the constructs that make the line impossible to judge: command substitution (`$(…)`, backquotes),
-  process substitution, here-documents, `case` terminators, unclosed quotes, a misplaced parenthesis. The text
-  inside a substitution is still lexed as commands of its own, so a deny rule sees it.
+  process substitution, here-documents, `case` terminators, unclosed quotes, a misplaced parenthesis, bash's `$'…'`
+  strings. The text inside a substitution is still lexed as commands of its own and a `$'…'` string is decoded as
+  bash would, so a deny rule sees them.
 - Redirections are kept per command (operator and target) so that a rule can refuse output written to files.
 - `VAR=value` words before the command name are assignments (they can change what a program does).
 """
@@ -20,8 +22,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
+                      "in", "!", "{", "}", "function", "select", "time", "[[", "]]", "coproc"})
 _NAME_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _SEPARATORS = ("&&", "||", "|&", ";;", ";&", ";", "&", "|")
+_ANSI_C_STRING = re.compile(r"\$'((?:[^'\\]|\\.)*)'", re.DOTALL)
+_ANSI_C_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{1,2}|u[0-9A-Fa-f]{1,4}|U[0-9A-Fa-f]{1,8}|[0-7]{1,3}|c.|.)", re.DOTALL)
+_ANSI_C_LETTERS = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
+                   "v": "\v"}
 _REDIRECTS = ("<<<", "<<-", "&>>", "<<", ">>", "<&", ">&", "<>", ">|", "&>", "<", ">")
 
 
@@ -176,14 +184,14 @@ class _Lexer:
     def dollar(self, quoted: bool) -> None:
         s = self.s
         nxt = s[self.i + 1 : self.i + 2]
-        if s.startswith("$((", self.i):
-            end = s.find("))", self.i)
-            inner = s[self.i + 3 : end if end >= 0 else len(s)]
+        end = self.arithmetic_end() if s.startswith("$((", self.i) else -1
+        if end >= 0:
+            inner = s[self.i + 3 : end - 2]
             if "$(" in inner or "`" in inner:
                 self.problem("a command substitution inside arithmetic")
-            self.add(s[self.i : end + 2 if end >= 0 else len(s)], literal=False)
-            self.i = end + 2 if end >= 0 else len(s)
-        elif nxt == "(":
+            self.add(s[self.i : end], literal=False)
+            self.i = end
+        elif nxt == "(":  # also `$((cmd) )`: a subshell inside a command substitution, as bash reads it
             self.problem("a command substitution $(...)")
             self.substitution(self.i + 2)
         elif nxt == "{":
@@ -196,8 +204,14 @@ class _Lexer:
             self.i = end + 1 if end >= 0 else len(s)
         elif nxt == "'" and not quoted:
             self.problem("a $'...' string")  # bash's ANSI-C quoting; another shell reads it differently
-            self.add("$", literal=False)
-            self.i += 1
+            quoted_text = _ANSI_C_STRING.match(s, self.i)
+            if quoted_text is None:
+                self.problem("an unclosed quote")
+                self.add(s[self.i :], literal=False)
+                self.i = len(s)
+            else:  # decoded as bash would, so a deny rule sees `$'\x72m' -rf` as `rm -rf`
+                self.add(_ANSI_C_ESCAPE.sub(_ansi_c_char, quoted_text.group(1)), literal=False)
+                self.i = quoted_text.end()
         elif nxt and (nxt.isalnum() or nxt in "_@*#?$!-"):
             m = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]", s[self.i + 1 :])
             assert m is not None
@@ -206,6 +220,20 @@ class _Lexer:
         else:
             self.add("$")
             self.i += 1
+
+    def arithmetic_end(self) -> int:
+        """Where `$((…))` ends when its parentheses balance up to a closing `))`, else -1: bash then reads
+        `$((echo x) )` as a command substitution."""
+        depth = 0
+        for j in range(self.i + 3, len(self.s)):
+            c = self.s[j]
+            if c == "(":
+                depth += 1
+            elif c == ")" and depth:
+                depth -= 1
+            elif c == ")":
+                return j + 2 if self.s.startswith("))", j) else -1
+        return -1
 
     def substitution(self, start: int) -> None:
         """`$(`: the word it sits in has an unknown value; its inside is lexed as commands of their own."""
@@ -276,6 +304,18 @@ class _Lexer:
                 self.i += len(op)
                 return True
         return False
+
+
+def _ansi_c_char(escape: re.Match[str]) -> str:
+    """One backslash escape of a `$'…'` string: `\\x72`, `\\162`, `\\u0072`, `\\cA`, `\\n`, `\\'`, …"""
+    e = escape.group(1)
+    if e[0] in "xuU" and len(e) > 1:
+        return chr(min(int(e[1:], 16), 0x10FFFF))
+    if e[0] in "01234567":
+        return chr(int(e, 8) & 0xFF)
+    if e[0] == "c" and len(e) == 2:
+        return chr(ord(e[1]) & 0x1F)
+    return _ANSI_C_LETTERS.get(e, e)
 
 
 def parse_command(text: str) -> ParsedCommand:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from runtime.errors import ConfigError
@@ -40,12 +42,32 @@ def _commands(text: str) -> list[list[str]]:
     ("git status 'unclosed", [["git", "status", "unclosed"]], True),
     ("f() { rm x; }; f", None, True),
     ("case x in x) rm y;; esac", None, True),
+    # `$((` is arithmetic only when its parentheses close with `))`; otherwise bash runs a command substitution.
+    ("echo $((echo INJECTED >&2) )", [["echo", "INJECTED"], ["echo", ""]], True),
+    ('echo "$((rm x) )"', [["rm", "x"], ["echo", ""]], True),
+    ("echo $((rm x) ; (ls) )", [["rm", "x"], ["ls"], ["echo", ""]], True),
+    ("echo $((1 + 2", None, True),
+    # bash decodes $'…' (ANSI-C quoting): a deny rule must see the command it spells.
+    ("$'\\x72m' -rf x; echo $'a\\'b'", [["rm", "-rf", "x"], ["echo", "a'b"]], True),
 ])
 def test_the_lexer_finds_every_simple_command(text, commands, problems):
     parsed = parse_command(text)
     if commands is not None:
         assert [c.argv for c in parsed.commands] == commands
     assert bool(parsed.problems) == problems, parsed.problems
+
+
+@pytest.mark.parametrize("text", [
+    "echo $((echo RAN >&2) )",
+    "echo $((echo RAN >&2) ; (true) )",
+    "echo $(( (echo RAN >&2) ) )",
+])
+def test_a_double_parenthesis_that_bash_runs_as_a_command_is_read_as_one(text):
+    ran = subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=10)
+    assert "RAN" in ran.stderr  # bash ran it as a command substitution, not arithmetic
+    parsed = parse_command(text)
+    assert ["echo", "RAN"] in [c.argv for c in parsed.commands]
+    assert parsed.problems  # so no allow rule covers the line
 
 
 def test_redirections_assignments_and_expansions_are_recorded():
@@ -122,6 +144,81 @@ DENY_RM_RF = [Rule("run_shell", "allow", ()), Rule("run_shell", "deny", ("rm", "
 ])
 def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, verdict):
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
+
+
+@pytest.mark.parametrize("command", [
+    "rm -Rf x", "rm -fR x", "rm -R -f x", "rm --recursive --force x", "rm -r --force x", "rm --force -R x",
+    "rm --rec --force x", "rm --recursive -f x",
+    "sudo -u bob rm -rf x", "sudo --user bob rm -rf x", "sudo -g wheel -u bob -- rm -rf x", "doas -u bob rm -rf x",
+    "xargs -I {} rm -rf {}", "xargs -d '\\n' rm -rf", "env -u HOME rm -rf x", "env -C /tmp rm -rf x",
+    "timeout -s KILL 10 rm -rf x", "stdbuf -o L rm -rf x", "taskset 0x3 rm -rf x", "flock /tmp/lock rm -rf x",
+    "nohup sudo -u bob rm -rf x",
+    "bash -c -- 'rm -rf x'", "bash -c -e 'rm -rf x'", "su -c 'rm -rf x'", "su - root -c 'rm -rf x'",
+    "su --command='rm -rf x'", "su root --command 'rm -rf x'", "runuser -u bob -- rm -rf x",
+    "flock /tmp/lock -c 'rm -rf x'", "env -S 'rm -rf x'", "eval 'sudo -u bob rm -Rf x'",
+    "find . -exec rm -rf {} +", "find . -execdir rm -rf {} \\;", "find . -ok rm -rf {} ';'",
+    "find . -name '*.o' -okdir sudo -u bob rm --recursive --force {} +",
+    "find . -exec echo {} ';' -exec rm -rf {} +",
+    "echo $((rm -rf x) )",
+    "$'\\x72m' -rf x", "$'\\162m' -Rf x", "sudo $'r\\u006d' -r --force x",
+    "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
+])
+def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_commands(command):
+    assert rule_verdict("run_shell", command, DENY_RM_RF) == "deny"
+
+
+@pytest.mark.parametrize("command", [
+    "rm -Rf DIR", "rm -fR DIR", "rm --recursive --force DIR", "rm -r --force DIR", "rm --rec --force DIR",
+    "bash -c -- 'rm -rf DIR'", "env -C / rm -rf DIR", "env -S 'rm -rf DIR'", "timeout -s KILL 10 rm -rf DIR",
+    "stdbuf -o L rm -rf DIR", "taskset 0x1 rm -rf DIR", "flock DIR.lock rm -rf DIR", "flock DIR.lock -c 'rm -rf DIR'",
+    "echo DIR | xargs -I {} rm -rf {}", "echo DIR | xargs -d '\\n' rm -rf", "find DIR -maxdepth 0 -exec rm -rf {} +",
+    "$'\\x72m' -rf DIR", "$'\\162m' -Rf DIR",
+])
+def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "sub" / "file").write_text("x")
+    line = command.replace("DIR", str(tree))
+    assert rule_verdict("run_shell", line, DENY_RM_RF) == "deny"
+    subprocess.run(["bash", "-c", line], check=True, timeout=10)  # bash: /bin/sh on Fedora, Arch and macOS
+    assert not tree.exists()
+
+
+@pytest.mark.parametrize(("rule", "command"), [
+    (("rm", "-r"), "rm -R x"),
+    (("rm", "-r"), "rm --recursive x"),
+    (("rm", "--recursive"), "rm -rf x"),
+    (("chmod", "-R"), "chmod --recursive 777 /"),
+    (("sudo",), "sudo ls"),
+    (("sudo",), "nice sudo ls"),
+    (("xargs",), "find . | xargs rm"),
+    (("find", "-delete"), "sudo -u bob find . -delete"),
+])
+def test_a_deny_rule_reads_its_own_words_the_same_way(rule, command):
+    assert rule_verdict("run_shell", command, [Rule("run_shell", "deny", rule)]) == "deny"
+
+
+@pytest.mark.parametrize(("command", "allowed_alone"), [
+    ("rm -r --force x", "allow"),  # an allow rule is a literal prefix: it covers what starts with `rm -r` ...
+    ("rm -Rf x", None),  # ... and nothing that only means the same
+    ("rm -R -f x", None),
+    ("rm --recursive --force x", None),
+    ("sudo -u bob rm -rf x", None),
+    ("find . -exec rm -rf {} +", None),
+])
+def test_allow_rules_stay_literal_and_a_deny_rule_wins_over_them(command, allowed_alone):
+    allow_rm_r = Rule("run_shell", "allow", ("rm", "-r"))
+    assert rule_verdict("run_shell", command, [allow_rm_r]) == allowed_alone
+    assert rule_verdict("run_shell", command, [allow_rm_r, Rule("run_shell", "deny", ("rm", "-rf"))]) == "deny"
+
+
+@pytest.mark.parametrize(("command", "verdict"), [
+    ("echo $((echo INJECTED >&2) )", None),
+    ("echo $((1 + 2", None),
+    ("echo $((1 + 2)) $(( (1 + 2) * 3 )) $((a[1] + (2)))", "allow"),
+])
+def test_an_allow_rule_does_not_cover_a_command_substitution_that_looks_like_arithmetic(command, verdict):
+    assert rule_verdict("run_shell", command, [Rule("run_shell", "allow", ("echo",))]) == verdict
 
 
 def test_rule_scopes_and_modes():
