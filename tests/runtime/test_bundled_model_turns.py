@@ -89,7 +89,7 @@ async def test_empty_home_defaults_to_the_bundled_provider_and_its_context_size(
         provider = rt.provider("builtin")
         assert isinstance(provider, LlamaCppProvider) and provider.model_path is None
         assert provider.context_tokens == 8192  # SmolLM2's training context, read from the GGUF header
-        assert rt.kit.context_budget(provider) == 6144
+        assert await rt.kit.context_window(provider, "smollm2-135m") == (8192, None)  # what the turn sizes with
         # The output limit follows the context: the quarter the input budget leaves, not a fixed 512.
         assert provider.max_tokens == 2048
         assert LlamaCppProvider("small", n_ctx=4096).max_tokens == 1024
