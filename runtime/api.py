@@ -158,7 +158,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
         if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
-            from .tools.mcp import import_sdk
+            from .tools.mcp_link import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         if not read_only:

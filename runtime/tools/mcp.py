@@ -2,7 +2,8 @@
 
 `MCPTurnSessions` belongs to one turn: `start()` at the beginning of setup launches every approved server
 concurrently; `await ready()` in the `mcp_connecting` phase returns the tools that work plus warning texts;
-`await aclose()` in cleanup ends everything. Decisions:
+`await aclose()` in cleanup ends everything. Each server's state and queued calls are a `ServerLink`
+(mcp_link.py). Decisions:
 
 - One owner task per server enters the SDK `Client`, serves calls sent through a queue (each call in a task the
   owner spawns) and exits the `Client` itself (the SDK requires the entering task to exit it). An owner is
@@ -50,13 +51,23 @@ import logging
 import sys
 import tempfile
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from runtime.config import MCPServerConfig
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, Tool, ToolContext, ToolResult
+from runtime.tools.mcp_link import (
+    CLOSE,
+    CLOSED,
+    SDK_MODULES,
+    TIMED_OUT,
+    Call,
+    ServerLink,
+    consume,
+    import_sdk,
+    mcp_code,
+)
 from runtime.tools.mcp_pins import Snapshot, snapshot
 from runtime.tools.mcp_util import (
     result_text,
@@ -72,73 +83,6 @@ log = logging.getLogger(__name__)
 
 CANCEL_GRACE = 2.0  # seconds run() waits for a cancelled call to reach the server
 _MAX_PAGES = 50
-_CLOSE = object()
-_SDK_MODULES = ("mcp", "mcp.client.stdio", "mcp.client.streamable_http", "mcp.shared.exceptions", "jsonschema")
-_CLOSED = -32000  # MCPError code: connection closed
-_TIMED_OUT = -32001
-
-
-def import_sdk() -> None:
-    """Import the MCP SDK (0.8–3 s here); the runtime runs it in a worker thread at open when servers exist."""
-    import importlib
-
-    for module in _SDK_MODULES:
-        importlib.import_module(module)
-
-
-def _consume(fut: asyncio.Future[Any]) -> None:
-    """Mark a future's exception as retrieved: its waiter may be gone."""
-    if not fut.cancelled():
-        fut.exception()
-
-
-def _code(err: BaseException) -> int | None:
-    from mcp.shared.exceptions import MCPError
-
-    return err.code if isinstance(err, MCPError) else None
-
-
-@dataclass(eq=False)
-class _Call:
-    tool: str
-    args: dict[str, Any]
-    on_progress: Any
-    result: asyncio.Future[ToolResult]
-    task: asyncio.Task[None] | None = None
-    abandoned: bool = False
-
-
-@dataclass(eq=False)
-class _Server:
-    name: str
-    cfg: MCPServerConfig
-    owner: asyncio.Task[None] | None = None
-    connected: asyncio.Future[list[Any]] | None = None  # the server's tool listing
-    state: str = "connecting"  # connecting → ready → closed | failed
-    gone: str = ""  # why it cannot be used (a warning text or a call error)
-    timeout: asyncio.Timeout | None = None  # the owner's connect timeout, once entered
-    closing: bool = False
-    queue: asyncio.Queue[Any] = field(default_factory=asyncio.Queue)
-    calls: set[asyncio.Task[None]] = field(default_factory=set)
-    errlog: Any = None
-
-    def fail(self, message: str) -> None:
-        if self.state in ("connecting", "ready"):
-            self.state, self.gone = "failed", message
-        if self.connected is not None and not self.connected.done():
-            self.connected.set_exception(ToolError(message))
-
-    def said(self) -> str:
-        """' Its last output: …' from the tail of the server's stderr, or ''."""
-        if self.errlog is None or self.errlog.closed:
-            return ""
-        try:
-            self.errlog.flush()
-            self.errlog.seek(max(0, self.errlog.seek(0, 2) - 4096))
-            lines = [ln.strip() for ln in self.errlog.read().splitlines() if ln.strip()][-3:]
-        except (OSError, ValueError):
-            return ""
-        return f" Its last output: {' | '.join(lines)[-400:]}" if lines else ""
 
 
 class MCPTool:
@@ -146,7 +90,7 @@ class MCPTool:
 
     effect = Effect.external
 
-    def __init__(self, name: str, remote: Any, server: _Server, sessions: MCPTurnSessions):
+    def __init__(self, name: str, remote: Any, server: ServerLink, sessions: MCPTurnSessions):
         self.name = name
         self.description = untrusted_description(server.name, remote.description or remote.title or "")
         self.parameters: dict[str, Any] = untrusted_schema(remote.input_schema)
@@ -175,7 +119,7 @@ class MCPTurnSessions:
         self.connect_timeout = connect_timeout
         self.call_timeout = call_timeout
         self.cwd = cwd
-        self._state: dict[str, _Server] = {}
+        self._state: dict[str, ServerLink] = {}
         self._started = False
         self._result: tuple[list[Tool], list[str]] | None = None
         self._closing: asyncio.Future[None] | None = None
@@ -188,16 +132,16 @@ class MCPTurnSessions:
         self._started = True
         loop = asyncio.get_running_loop()
         for name, cfg in self.servers.items():
-            srv = self._state[name] = _Server(name, cfg)
+            srv = self._state[name] = ServerLink(name, cfg)
             problem = self._precheck(name, cfg)
             if problem:
                 srv.state, srv.gone = "failed", problem
                 continue
             if self._sdk is None:
                 self._sdk = loop.create_task(self._load_sdk())
-                self._sdk.add_done_callback(_consume)
+                self._sdk.add_done_callback(consume)
             srv.connected = loop.create_future()
-            srv.connected.add_done_callback(_consume)
+            srv.connected.add_done_callback(consume)
             srv.owner = loop.create_task(self._own(srv), name=f"mcp-{name}")
 
     def _precheck(self, name: str, cfg: MCPServerConfig) -> str | None:
@@ -217,7 +161,7 @@ class MCPTurnSessions:
 
     @staticmethod
     async def _load_sdk() -> float:
-        if any(m not in sys.modules for m in _SDK_MODULES):
+        if any(m not in sys.modules for m in SDK_MODULES):
             await asyncio.to_thread(import_sdk)
         return asyncio.get_running_loop().time()
 
@@ -295,10 +239,10 @@ class MCPTurnSessions:
                 srv.errlog.close()
 
     @staticmethod
-    def _stop(srv: _Server) -> None:
+    def _stop(srv: ServerLink) -> None:
         """Make the owner close its session, cancelling it natively at most once (see the module notes)."""
         srv.closing = True
-        srv.queue.put_nowait(_CLOSE)
+        srv.queue.put_nowait(CLOSE)
         if srv.owner is None or srv.owner.done():
             return
         if srv.timeout is None:  # still waiting for the SDK import: nothing of the SDK's to tear down
@@ -309,7 +253,7 @@ class MCPTurnSessions:
 
     # -- the owner task --
 
-    def _client(self, srv: _Server, stack: contextlib.AsyncExitStack) -> Any:
+    def _client(self, srv: ServerLink, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
         from mcp.client.streamable_http import streamable_http_client
@@ -329,7 +273,7 @@ class MCPTurnSessions:
             return Client(streamable_http_client(str(cfg.url), http_client=http))
         return Client(str(cfg.url))
 
-    async def _own(self, srv: _Server) -> None:
+    async def _own(self, srv: ServerLink) -> None:
         assert self._sdk is not None and srv.connected is not None
         try:
             deadline = await asyncio.shield(self._sdk) + self.connect_timeout
@@ -345,7 +289,7 @@ class MCPTurnSessions:
                             if not (cursor := page.next_cursor):
                                 break
                 except Exception as exc:
-                    srv.fail(self._connect_error(srv, exc))
+                    srv.fail(srv.connect_error(exc, self.connect_timeout))
                     return
                 if srv.state != "connecting" or srv.closing:  # ready() gave up on it, or aclose() came
                     return
@@ -363,26 +307,11 @@ class MCPTurnSessions:
                     task.cancel()
             while not srv.queue.empty():
                 item = srv.queue.get_nowait()
-                if item is not _CLOSE and not item.result.done():
+                if item is not CLOSE and not item.result.done():
                     item.result.set_exception(ToolError(srv.gone))
 
-    def _connect_error(self, srv: _Server, exc: BaseException) -> str:
-        err, name, cmd = root_error(exc), srv.name, srv.cfg.command
-        end = "; continuing without it."
-        if isinstance(err, TimeoutError):
-            return f"MCP server '{name}' did not answer within {self.connect_timeout:g} s{end}"
-        if not cmd:
-            return f"MCP server '{name}' could not be reached at {srv.cfg.url}: {err or type(err).__name__}{end}"
-        if isinstance(err, FileNotFoundError) and err.filename in (None, cmd):
-            return f"MCP server '{name}' could not start: command '{cmd}' was not found{end}"
-        if isinstance(err, OSError):
-            return f"MCP server '{name}' could not start: {err.strerror or err}{end}"
-        if _code(err) == _CLOSED:
-            return f"MCP server '{name}' exited before it was ready{end}{srv.said()}"
-        return f"MCP server '{name}' failed to connect: {err or type(err).__name__}{end}{srv.said()}"
-
-    async def _serve(self, srv: _Server, client: Any) -> None:
-        while (item := await srv.queue.get()) is not _CLOSE:
+    async def _serve(self, srv: ServerLink, client: Any) -> None:
+        while (item := await srv.queue.get()) is not CLOSE:
             if not item.abandoned:
                 item.task = asyncio.create_task(self._run_call(srv, client, item))
                 srv.calls.add(item.task)
@@ -393,7 +322,7 @@ class MCPTurnSessions:
         if srv.calls:
             await asyncio.wait(list(srv.calls), timeout=CANCEL_GRACE)
 
-    async def _run_call(self, srv: _Server, client: Any, call: _Call) -> None:
+    async def _run_call(self, srv: ServerLink, client: Any, call: Call) -> None:
         async def progress(value: float, total: float | None, message: str | None) -> None:
             try:
                 out = call.on_progress(value, total, message) if call.on_progress else None
@@ -413,14 +342,14 @@ class MCPTurnSessions:
             raise
         except Exception as exc:
             err = root_error(exc)
-            if _code(err) == _TIMED_OUT:
+            if mcp_code(err) == TIMED_OUT:
                 outcome = ToolError(f"{where} did not finish within {self.call_timeout:g} s; it was cancelled.")
-            elif _code(err) == _CLOSED or isinstance(err, OSError):
+            elif mcp_code(err) == CLOSED or isinstance(err, OSError):
                 srv.fail(f"MCP server '{srv.name}' stopped while running '{call.tool}' (it crashed or exited); its "
                          f"tools are unavailable for the rest of this turn.{srv.said()}")
-                srv.queue.put_nowait(_CLOSE)
+                srv.queue.put_nowait(CLOSE)
                 outcome = ToolError(srv.gone)
-            elif _code(err) is not None:
+            elif mcp_code(err) is not None:
                 outcome = ToolError(f"MCP server '{srv.name}' refused the call to '{call.tool}': {err}")
             else:
                 outcome = ToolError(f"{where} failed: {type(err).__name__}: {err}")
@@ -431,12 +360,12 @@ class MCPTurnSessions:
         else:
             call.result.set_result(outcome)
 
-    async def _call(self, srv: _Server, tool: str, args: dict[str, Any], on_progress: Any) -> ToolResult:
+    async def _call(self, srv: ServerLink, tool: str, args: dict[str, Any], on_progress: Any) -> ToolResult:
         """The caller's side of a call: queue it, await it; if cancelled, cancel it and let the cancel go out."""
         if srv.state != "ready" or self._closing is not None:
             raise ToolError(srv.gone or f"MCP server '{srv.name}' is not connected.")
-        call = _Call(tool, dict(args or {}), on_progress, asyncio.get_running_loop().create_future())
-        call.result.add_done_callback(_consume)
+        call = Call(tool, dict(args or {}), on_progress, asyncio.get_running_loop().create_future())
+        call.result.add_done_callback(consume)
         srv.queue.put_nowait(call)
         try:
             return await asyncio.shield(call.result)
