@@ -8,7 +8,7 @@
    still writes the settled parts and ends the turn `error`; if that fails too, the next open recovers the
    turn as `interrupted`;
 4. auxiliary records (usage anchor, steps, subagents) after the message commit; their failure is logged;
-5. background jobs (title), fire-and-forget, only after a successful commit;
+5. background jobs (memory extraction), fire-and-forget, only after a successful commit;
 6. announce `turn_ended`, only after the commit; when it failed, the event says so.
 Cleanup is in turn.py's `finally`, so it also runs when setup threw.
 """

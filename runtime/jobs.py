@@ -1,4 +1,4 @@
-"""In-process background jobs (title, memory extraction).
+"""In-process background jobs (memory extraction, document indexing, backups, the MCP SDK preload).
 
 Fire-and-forget for the caller, but the queue keeps a reference to every task (asyncio only keeps weak
 ones), logs failures without raising them, records each job through `on_record`, and `drain()` waits for
