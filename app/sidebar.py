@@ -8,7 +8,7 @@ visible rows cost."""
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import defaultdict
 
 from PySide6.QtCore import QAbstractListModel, QItemSelectionModel, QModelIndex, QPoint, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
@@ -43,10 +43,28 @@ BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 MODES = ("tasks", "chats", "teams")
 
 
-def created_text(ts: float) -> str:
-    """When a row began, short ("2 Dec 14:02"), for rows whose titles are the same."""
+def created_text(ts: float, seconds: bool = False) -> str:
+    """When a row began, short ("2 Dec 14:02", or "2 Dec 14:02:37"), for rows whose titles are the same."""
     t = time.localtime(ts)
-    return f"{t.tm_mday} {time.strftime('%b %H:%M', t)}"
+    return f"{t.tm_mday} {time.strftime('%b %H:%M:%S' if seconds else '%b %H:%M', t)}"
+
+
+def started_labels(tasks: list, untitled: str) -> dict[str, str]:
+    """Rows that share a title, by id: when each began, to the second where the minute is not enough, numbered
+    where even that is not."""
+    groups: dict[str, list] = defaultdict(list)
+    for t in tasks:
+        groups[t.title or untitled].append(t)
+    labels = {}
+    for group in (g for g in groups.values() if len(g) > 1):
+        minutes = [created_text(t.created_at) for t in group]
+        exact = len(set(minutes)) < len(minutes)
+        texts = [created_text(t.created_at, seconds=exact) for t in group]
+        seen: dict[str, int] = defaultdict(int)
+        for t, text in sorted(zip(group, texts, strict=True), key=lambda pair: pair[0].created_at):
+            seen[text] += 1  # begun within the same second: numbered in the order they began
+            labels[t.id] = text if texts.count(text) == 1 else f"{text} ({seen[text]})"
+    return labels
 
 
 def badge_for(info, running: bool) -> str:
@@ -74,7 +92,7 @@ class TaskListModel(QAbstractListModel):
         self.tasks: list = []
         self.badges: dict[str, str] = {}
         self.index_of: dict[str, int] = {}
-        self.shared: set[str] = set()  # rows whose title another row has too
+        self.started: dict[str, str] = {}  # rows whose title another row has too: when each began
 
     def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008 - Qt's own default argument
         return 0 if parent.isValid() else len(self.tasks)
@@ -85,7 +103,8 @@ class TaskListModel(QAbstractListModel):
         info = self.tasks[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:  # rows of the same title are told apart by when they began
             title = info.title or self.untitled
-            return f"{title} · {created_text(info.created_at)}" if info.id in self.shared else title
+            started = self.started.get(info.id)
+            return f"{title} · {started}" if started else title
         if role == Qt.ItemDataRole.ToolTipRole:
             started = time.strftime("%A %d %B %Y, %H:%M", time.localtime(info.created_at))
             return f"{info.title or self.untitled}\nStarted {started}"
@@ -102,8 +121,7 @@ class TaskListModel(QAbstractListModel):
         self.tasks = list(tasks)
         self.badges = badges
         self.index_of = {t.id: i for i, t in enumerate(self.tasks)}
-        titles = Counter(t.title or self.untitled for t in self.tasks)
-        self.shared = {t.id for t in self.tasks if titles[t.title or self.untitled] > 1}
+        self.started = started_labels(self.tasks, self.untitled)
         self.endResetModel()
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from types import SimpleNamespace
 
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QPalette, QTextFormat
@@ -14,7 +16,7 @@ from PySide6.QtWidgets import QApplication, QMessageBox
 from app import export, theme
 from app.markdown import MarkdownView
 from app.message_widgets import AssistantBlock
-from app.sidebar import created_text
+from app.sidebar import started_labels
 from app.tool_card import ToolCard
 from runtime.providers.scripted import Call, Reasoning, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -220,9 +222,22 @@ async def test_tasks_with_the_same_title_are_told_apart_by_when_they_began(launc
     def row(task_id: str, role=Qt.ItemDataRole.DisplayRole) -> str:
         return model.data(model.index(model.index_of[task_id]), role)
 
-    shown = {row(t.id) for t in (first, again)}
-    assert all(text.startswith("Trip · ") for text in shown)
-    assert shown == {f"Trip · {created_text(t.created_at)}" for t in (first, again)}
+    labels = started_labels(model.tasks, model.untitled)
+    assert [row(t.id) for t in (first, again)] == [f"Trip · {labels[first.id]}", f"Trip · {labels[again.id]}"]
+    assert labels[first.id] != labels[again.id]
     groceries = next(t for t in model.tasks if t.title == "Groceries")
     assert row(groceries.id) == "Groceries"  # a title of its own needs no date
     assert row(first.id, Qt.ItemDataRole.ToolTipRole).startswith("Trip\nStarted ")
+
+
+def test_started_labels_say_as_much_as_tells_rows_apart():
+    def task(tid: str, title: str, at: tuple) -> SimpleNamespace:
+        return SimpleNamespace(id=tid, title=title, created_at=time.mktime((2026, 12, 2, *at, 0, 0, -1)))
+
+    rows = [task("a", "Trip", (9, 5, 0)), task("b", "Trip", (14, 2, 7)),  # different minutes
+            task("c", "Plan", (10, 0, 1)), task("d", "Plan", (10, 0, 42)),  # one minute: to the second
+            task("e", None, (11, 0, 3)), task("f", None, (11, 0, 3)),  # one second: numbered
+            task("g", "Alone", (8, 0, 0))]
+    assert started_labels(rows, "New task") == {
+        "a": "2 Dec 09:05", "b": "2 Dec 14:02", "c": "2 Dec 10:00:01", "d": "2 Dec 10:00:42",
+        "e": "2 Dec 11:00:03 (1)", "f": "2 Dec 11:00:03 (2)"}
