@@ -9,9 +9,9 @@ A rule denies a line when it matches any command the line may run:
   `find -exec` / `-execdir` / `-ok` / `-okdir` run;
 - flags compared as letters, after the synonyms of the usual destructive commands are mapped to one spelling
   (`-R`, `--recursive` and `--rec` are rm's `-r`), so "rm -rf" also denies `rm -fR x` and `rm -r --force x`.
-Extra readings only ever add denials, and a command hiding more than 64 others (wrappers, `-exec` actions) is
-denied rather than read to the end; allow rules never use this module. It catches the usual spellings, not all
-of them: the sandbox is what keeps a command in its place.
+Extra readings only ever add denials, and a command hiding more than 64 others (wrappers, `-exec` actions) or
+command lines nested more than 3 deep is denied rather than read to the end; allow rules never use this module.
+It catches the usual spellings, not all of them: the sandbox is what keeps a command in its place.
 """
 
 from __future__ import annotations
@@ -76,7 +76,10 @@ def _denied(argv: list[str], prefix: tuple[str, ...], depth: int) -> bool:
     for words in readings:
         if _matches(words, prefix):
             return True
-        if depth < _MAX_DEPTH and any(denies(parse_command(line), prefix, depth + 1) for line in _lines_run(words)):
+        lines = _lines_run(words)
+        if lines and depth >= _MAX_DEPTH:  # command lines nested deeper than they are read: refused
+            return True
+        if any(denies(parse_command(line), prefix, depth + 1) for line in lines):
             return True
     return False
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 import pytest
@@ -146,6 +147,12 @@ def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, ve
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
 
 
+def _nested(line: str, levels: int) -> str:
+    for _ in range(levels):
+        line = f"sh -c {shlex.quote(line)}"
+    return line
+
+
 @pytest.mark.parametrize("command", [
     "rm -Rf x", "rm -fR x", "rm -R -f x", "rm --recursive --force x", "rm -r --force x", "rm --force -R x",
     "rm --rec --force x", "rm --recursive -f x",
@@ -162,6 +169,8 @@ def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, ve
     "echo $((rm -rf x) )",
     "$'\\x72m' -rf x", "$'\\162m' -Rf x", "sudo $'r\\u006d' -r --force x",
     "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
+    *(_nested("rm -rf x", levels) for levels in (3, 4, 6)),  # sh -c 'sh -c …': read 3 deep, refused deeper
+    _nested("ls", 4),
 ])
 def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_commands(command):
     assert rule_verdict("run_shell", command, DENY_RM_RF) == "deny"
