@@ -71,6 +71,7 @@ class ChatActions:
             if isinstance(self.panel, ChatPanel) and self.panel.chat_id == chat_id:
                 self.close_panel()
             await self.bridge.delete_chat(chat_id)
+            self.ctl.keep_draft(chat_id, None)  # its unsent text goes with it
             await self.reload_tasks()
 
         extra = " Its answer in progress will be stopped." if self.bridge.rt.chats.is_running(chat_id) else ""

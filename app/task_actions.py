@@ -77,6 +77,7 @@ class TaskActions:
         if self.panel is not None and self.panel.task_id == task_id:
             self.close_panel()
         await self.bridge.delete(task_id)
+        self.ctl.keep_draft(task_id, None)  # closing the panel kept its unsent text: nothing will show it now
         await self.reload_tasks()
 
     def export(self, fmt: str) -> None:

@@ -144,12 +144,14 @@ async def test_rename_and_delete_with_confirmation(launch):
     QTest.mouseClick(cancel, Qt.MouseButton.LeftButton)
     await asyncio.sleep(0.05)
     assert task.id in {t.id for t in await ctl.rt.list_tasks()}
+    ctl.window.panel.composer.edit.setPlainText("a note I never sent")
     box = ctl.window.delete_task(task.id)
     delete = next(b for b in box.buttons() if b.text() == "Delete")
     QTest.mouseClick(delete, Qt.MouseButton.LeftButton)
     await until(lambda: ctl.window.panel is None and task.id not in ctl.window.sidebar.rows, what="deleted")
     assert ctl.window.windowTitle() == "Hearth"
     assert task.id not in {t.id for t in await ctl.rt.list_tasks()}
+    assert task.id not in ctl.drafts and task.id not in ctl.prefs.drafts  # its unsent text went with it
 
 
 async def test_notification_when_a_turn_ends_out_of_sight(launch):
