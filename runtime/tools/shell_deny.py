@@ -5,8 +5,10 @@ A rule denies a line when it matches any command the line may run:
 - behind shell keywords, assignments and wrappers, whose options are skipped together with their arguments
   (`sudo -u bob rm`, `xargs -I {} rm`, `timeout -s KILL 10 rm`); the wrapper itself counts too, so "sudo" denies
   `sudo ls`;
-- the command lines that shells (`sh -c`), `su -c`, `flock -c`, `env -S` and `eval` run, and the commands that
-  `find -exec` / `-execdir` / `-ok` / `-okdir` run;
+- the command lines that shells (`sh -c`), `su -c`, `flock -c`, `env -S`, `eval` and `ssh host …` run, a whole
+  line given as one word (`sudo -i 'rm -rf x'`), and the commands that `find -exec` / `-execdir` / `-ok` /
+  `-okdir` run;
+- with the variables the line itself sets put in (`a=rm; $a -rf x`, `export A=rm && ${A} -rf x`);
 - flags compared as letters, after the synonyms of the usual destructive commands are mapped to one spelling
   (`-R`, `--recursive` and `--rec` are rm's `-r`), so "rm -rf" also denies `rm -fR x` and `rm -r --force x`.
 Extra readings only ever add denials, and a command hiding more than 64 others (wrappers, `-exec` actions) or
@@ -26,6 +28,10 @@ _MAX_DEPTH = 3  # command lines inside command lines: `sh -c "eval 'sh -c …'"`
 _MAX_READINGS = 64  # commands hidden in one (`nice sudo env …`, `find -exec`); a command hiding more is refused
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _FLAGS = re.compile(r"-[A-Za-z0-9]+")
+_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
+# ssh's options that take the next word; after them come the host and the command line it runs there.
+_SSH_OPTIONS = frozenset("-B -b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w".split())
 
 # Wrappers run the command that follows their options; these options take the next word as their argument.
 _WRAPPER_OPTIONS = {name: frozenset(options.split()) for name, options in {
@@ -66,7 +72,40 @@ _SYNONYMS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
 
 def denies(parsed: ParsedCommand, prefix: tuple[str, ...], depth: int = 0) -> bool:
     """True when any command the line may run starts with the rule's command and carries its flags."""
-    return any(_denied(cmd.argv, prefix, depth) for cmd in parsed.commands)
+    values: dict[str, str] = {}
+    for cmd in parsed.commands:
+        argv = cmd.argv
+        _remember(values, [w.text for w in cmd.assignments])
+        if argv and argv[0] in _DECLARE:
+            _remember(values, argv[1:])
+        if _denied(argv, prefix, depth):
+            return True
+        expanded = _expanded(argv, values)
+        if expanded != argv and _denied(expanded, prefix, depth):
+            return True
+    return False
+
+
+def _remember(values: dict[str, str], words: list[str]) -> None:
+    for word in words:
+        if _ASSIGNMENT.match(word):
+            name, _, value = word.partition("=")
+            values[name] = value
+
+
+def _expanded(argv: list[str], values: dict[str, str]) -> list[str]:
+    """The words with the line's own variables put in (`a=rm; $a -rf x`) and split as an unquoted expansion
+    is; variables the line does not set stay as they are."""
+    if not values or not any("$" in word for word in argv):
+        return argv
+    words: list[str] = []
+    for word in argv:
+        if "$" not in word:
+            words.append(word)
+            continue
+        filled = _VARIABLE.sub(lambda m: values.get(m.group(1) or m.group(2), m.group(0)), word)
+        words.extend(filled.split() if filled != word else [word])
+    return words
 
 
 def _denied(argv: list[str], prefix: tuple[str, ...], depth: int) -> bool:
@@ -134,7 +173,10 @@ def _readings(argv: list[str]) -> list[list[str]]:
 
 def _wrapped(name: str, args: list[str]) -> list[str]:
     """The words after a wrapper's options (with their arguments) and operands: the command it runs."""
-    with_argument, operands = _WRAPPER_OPTIONS[name], _WRAPPER_OPERANDS.get(name, 0)
+    return _wrapped_by(args, _WRAPPER_OPTIONS[name], _WRAPPER_OPERANDS.get(name, 0))
+
+
+def _wrapped_by(args: list[str], with_argument: frozenset[str], operands: int) -> list[str]:
     options, i = True, 0
     while i < len(args):
         arg = args[i]
@@ -179,8 +221,11 @@ def _lines_run(words: list[str]) -> list[str]:
     """The command lines a program runs from its arguments: `eval …`, `sh -c …`, `su -c …`, `env -S …`.
     Every word after the option is read as one, since a shell takes further options before its string."""
     name, args = os.path.basename(words[0]), words[1:]
-    if name == "eval":
-        return [" ".join(args)]
+    if name == "eval" or any(ch.isspace() for ch in words[0]):
+        return [" ".join(words if name != "eval" else args)]  # a whole line as one word: `sudo -i 'rm -rf x'`
+    if name == "ssh":
+        remote = _wrapped_by(args, _SSH_OPTIONS, operands=1)
+        return [" ".join(remote)] if remote else []
     letter = _COMMAND_LETTER.get(name)
     if letter is None:
         return []

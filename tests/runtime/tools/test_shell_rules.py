@@ -142,6 +142,10 @@ DENY_RM_RF = [Rule("run_shell", "allow", ()), Rule("run_shell", "deny", ("rm", "
     ("rm build", "allow"),
     ("echo rm -rf", "allow"),
     ("ls", "allow"),
+    ("a=ls; $a -rf", "allow"),  # a variable the line sets is read as its value, and only then
+    ("echo $HOME -rf", "allow"),
+    ("ssh host ls -rf", "allow"),
+    ("ssh -p 22 host 'echo rm -rf'", "allow"),
 ])
 def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, verdict):
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
@@ -168,6 +172,10 @@ def _nested(line: str, levels: int) -> str:
     "find . -exec echo {} ';' -exec rm -rf {} +",
     "echo $((rm -rf x) )",
     "$'\\x72m' -rf x", "$'\\162m' -Rf x", "sudo $'r\\u006d' -r --force x",
+    "a=rm; $a -rf x", "c='rm -rf'; $c x", "export A=rm && ${A} -Rf x", "r=r; ${r}m -rf x",
+    "declare -x B=rm; sudo $B -rf x",
+    "sudo -i 'rm -rf x'", "sudo -s \"rm -rf x\"", "ssh host rm -rf x", "ssh -p 22 -i key host 'rm -rf x'",
+    "ssh -o StrictHostKeyChecking=no user@host sudo rm --recursive --force x",
     "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
     *(_nested("rm -rf x", levels) for levels in (3, 4, 6)),  # sh -c 'sh -c …': read 3 deep, refused deeper
     _nested("ls", 4),
@@ -182,6 +190,7 @@ def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_comman
     "stdbuf -o L rm -rf DIR", "taskset 0x1 rm -rf DIR", "flock DIR.lock rm -rf DIR", "flock DIR.lock -c 'rm -rf DIR'",
     "echo DIR | xargs -I {} rm -rf {}", "echo DIR | xargs -d '\\n' rm -rf", "find DIR -maxdepth 0 -exec rm -rf {} +",
     "$'\\x72m' -rf DIR", "$'\\162m' -Rf DIR",
+    "a=rm; $a -rf DIR", "c='rm -rf'; $c DIR", "export A=rm && ${A} -Rf DIR", "r=r; ${r}m -rf DIR",
 ])
 def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
     tree = tmp_path / "tree"
