@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 FRAME = 0.016  # seconds: at most one batch (and so one repaint) per frame
 DELTAS = frozenset({"text_delta", "reasoning_delta"})
 # Events of the feed that change what a task list shows.
-_TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended"})
+_TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended", "title"})
 
 
 class TextChunk:

@@ -115,7 +115,7 @@ class Chats:
     async def rename(self, chat_id: str, title: str) -> None:
         self._rt._writable()
         await self._row(chat_id)
-        await self.store.update_chat(chat_id, title=title.strip() or None)
+        await self.store.update_chat(chat_id, title=title.strip() or None, title_provisional=False)
 
     async def delete(self, chat_id: str) -> None:
         self._rt._writable()

@@ -150,6 +150,14 @@ class TodosChanged(_Event):
     todos: list[dict[str, Any]]
 
 
+class TitleChanged(_Event):
+    """The model titled the task or chat (runtime/titles.py). Not part of a turn's stream: it comes after the
+    turn `turn_id` ended, on the runtime's feed only, with seq 0."""
+
+    type: Literal["title"] = "title"
+    title: str
+
+
 class Aborted(_Event):
     type: Literal["aborted"] = "aborted"
 
@@ -172,6 +180,7 @@ Event = Annotated[
     | UsageEvent
     | WarningEvent
     | TodosChanged
+    | TitleChanged
     | Aborted
     | TurnEnded,
     Field(discriminator="type"),

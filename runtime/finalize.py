@@ -8,7 +8,8 @@
    still writes the settled parts and ends the turn `error`; if that fails too, the next open recovers the
    turn as `interrupted`;
 4. auxiliary records (usage anchor, steps, subagents) after the message commit; their failure is logged;
-5. background jobs (memory extraction), fire-and-forget, only after a successful commit;
+5. background jobs (memory extraction; the model's title while the title is provisional), fire-and-forget,
+   only after a successful commit;
 6. announce `turn_ended`, only after the commit; when it failed, the event says so.
 Cleanup is in turn.py's `finally`, so it also runs when setup threw.
 """
@@ -22,6 +23,7 @@ from .errors import HearthError
 from .events import EndReason, TaskState, TurnEnded
 from .parts import FinalRecord, settle_parts
 from .redact import redact
+from .titles import retitle, wants_title
 
 if TYPE_CHECKING:
     from .agent.state import TurnContext
@@ -80,4 +82,7 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
             log.exception("could not write the step records of turn %s", ctx.turn_id)
         for kind, job in services.agent.background_jobs(ctx.task, reason.value):
             services.jobs.submit(kind, ctx.task_id, job)
+        if reason == EndReason.completed and wants_title(ctx.task) and ctx.provider is not None:
+            services.jobs.submit("title", ctx.task_id, retitle(services, ctx.task_id, ctx.turn_id, ctx.provider,
+                                                               ctx.model_name), disposable=True)
     ctx.publish(TurnEnded(task_id=ctx.task_id, turn_id=ctx.turn_id, reason=reason, usage=ctx.usage, error=error))

@@ -27,6 +27,7 @@ from .infos import TurnHandle
 from .parts import text_of
 from .ports import TurnServices
 from .store.conversations import DuplicateMessage
+from .titles import provisional_title
 from .turn import run_turn
 
 if TYPE_CHECKING:
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from .store.conversations import Conversations
     from .stream_buffer import BufferRegistry
 
-TITLE_CHARS = 60
 # (owner row, the input's parts) -> the parts to store: a task adds its attachments' text here.
 AddParts = Callable[[dict, list[dict]], Awaitable[list[dict]]]
 
@@ -119,7 +119,7 @@ class TurnHost:
                 try:
                     msg_id, started = await self.store.add_input(
                         owner_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id,
-                        title=_title(owner, parts))
+                        title=None if owner["title"] else provisional_title(parts))
                 except DuplicateMessage as dup:
                     self.aborts.release(slot)
                     return self.duplicate(dup.row)
@@ -259,10 +259,3 @@ class TurnHost:
         return TurnHandle(row[self.store.t.key], row["turn_id"], row["id"], duplicate=True,
                           queued=row["status"] == "queued")
 
-
-def _title(owner: dict, parts: list[dict]) -> str | None:
-    """A provisional title from the first input, given at once when the person gave none."""
-    if owner["title"]:
-        return None
-    line = " ".join(text_of(parts).split())
-    return (line[:TITLE_CHARS] + ("…" if len(line) > TITLE_CHARS else "")) or None

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 # What each kind of job is called where a person reads the job log (`hearth jobs`, Settings ▸ Jobs).
 JOB_LABELS = {"memory.extraction": "Saving memories", "resource.index": "Indexing documents",
-              "backup": "Backup", "mcp_preload": "Preparing MCP"}
+              "backup": "Backup", "mcp_preload": "Preparing MCP", "title": "Writing a title"}
 
 
 def job_label(kind: str) -> str:
@@ -28,12 +28,17 @@ def job_label(kind: str) -> str:
 class JobQueue:
     def __init__(self, on_record: Callable[[str, str | None, str, str | None], Awaitable[None]] | None = None):
         self._tasks: set[asyncio.Task] = set()
+        self._disposable: set[asyncio.Task] = set()
         self._on_record = on_record
 
-    def submit(self, kind: str, task_id: str | None, coro: Awaitable) -> asyncio.Task:
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable, *, disposable: bool = False) -> asyncio.Task:
+        """`disposable`: a job worth nothing at shutdown (a title): `drain` cancels it rather than wait."""
         job = asyncio.ensure_future(self._run(kind, task_id, coro))
         self._tasks.add(job)
         job.add_done_callback(self._tasks.discard)
+        if disposable:
+            self._disposable.add(job)
+            job.add_done_callback(self._disposable.discard)
         return job
 
     async def _run(self, kind: str, task_id: str | None, coro: Awaitable) -> None:
@@ -60,6 +65,8 @@ class JobQueue:
         return len(self._tasks)
 
     async def drain(self, timeout: float = 5.0) -> None:
+        for job in list(self._disposable):
+            job.cancel()
         if not self._tasks:
             return
         _, late = await asyncio.wait(set(self._tasks), timeout=timeout)

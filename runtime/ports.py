@@ -43,6 +43,12 @@ class TurnStorage(Protocol):
     async def permission_rules(self, task_id: str) -> list[dict[str, Any]]:
         """The task's and the global permission rules (`tool`, `decision`, `command`)."""
 
+    async def messages(self, task_id: str, *, after: int | None = None, limit: int | None = None
+                       ) -> list[dict[str, Any]]: ...
+
+    async def settle_title(self, task_id: str, title: str | None) -> bool:
+        """The model's title replaces a provisional one (runtime/titles.py); False when it no longer may."""
+
 
 class TaskLockPort(Protocol):
     def __getitem__(self, task_id: str) -> asyncio.Lock: ...
@@ -61,9 +67,13 @@ class StreamTransport(Protocol):
 
     def reset(self, task_id: str, turn_id: str) -> StreamBuffer: ...
 
+    def announce(self, event: Any) -> None:
+        """An event that belongs to no turn's stream, to every feed."""
+
 
 class JobPort(Protocol):
-    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any]) -> Any: ...
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any], *, disposable: bool = False) -> Any:
+        """Run `coro` in the background; a `disposable` job is cancelled, not waited for, at shutdown."""
 
 
 class AgentPort(Protocol):

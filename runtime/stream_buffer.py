@@ -229,6 +229,10 @@ class BufferRegistry:
         finally:
             self._feeds.discard(feed)
 
+    def announce(self, event) -> None:
+        """An event outside any turn's stream (a new title): to the feeds only."""
+        self._fan_out(event)
+
     def _fan_out(self, event) -> None:
         for feed in self._feeds:
             feed.events.append(event)

@@ -100,7 +100,7 @@ class TasksMixin:
     async def rename_task(self, task_id: str, title: str) -> None:
         self._writable()
         await self._task_row(task_id)
-        await self.store.update_task(task_id, title=title.strip() or None)
+        await self.store.update_task(task_id, title=title.strip() or None, title_provisional=False)
 
     async def delete_task(self, task_id: str) -> None:
         self._writable()

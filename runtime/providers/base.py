@@ -50,6 +50,7 @@ class ModelRequest:
     temperature: float | None = None
     seed: int | None = None
     tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
+    purpose: str = "turn"  # "title": a background job's side request (the scripted test model tells them apart)
 
 
 # The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).

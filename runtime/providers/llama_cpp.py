@@ -256,6 +256,11 @@ class LlamaCppProvider:
             yield (STATUS, LOADING)
             model = await asyncio.to_thread(load_sync, key, identity)
         self._model = model
+        if request.purpose == "title" and model.small:
+            # A small model's titles are worse than the message's first words (the bundled 135M one named a
+            # photo-renaming script "python" and a "hello" "hello, welcome to my office"): it writes none.
+            yield (FINISH, "stop")
+            return
         lock = model.queue_lock()
         if lock.locked():
             notify = on_queued or self.on_queued

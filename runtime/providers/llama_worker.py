@@ -50,6 +50,8 @@
   output = every sampled token including the end-of-turn token and, for tool steps, the few tokens of the
   constrained choice.
 - A job that was stopped never reports USAGE/FINISH: a half step must not look finished.
+- A side request (`purpose` "title", runtime/titles.py) runs between a `KvSnapshot` and its restore: the
+  conversation stays cached for the person's next turn.
 """
 
 from __future__ import annotations
@@ -129,11 +131,20 @@ class Job(Channel):
             with self.model.claimed(lambda: self._put((STATUS, PREPARING))):
                 if self.model.closed:
                     raise ModelUnavailable("The model was unloaded; send the message again.")
-                if not self.stop.is_set():
-                    if any((t.get("function") or t).get("name") for t in self.request.tools):
-                        self._run_tools()
-                    else:
-                        self._run_chat()
+                # A side request (a title) leaves the conversation in the KV cache: the next turn reads only
+                # its new tokens instead of the whole conversation again.
+                llm = self.model.llm
+                kept = KvSnapshot.take(llm, llm.input_ids[: llm.n_tokens].tolist(), []) if (
+                    self.request.purpose != "turn") else None
+                try:
+                    if not self.stop.is_set():
+                        if any((t.get("function") or t).get("name") for t in self.request.tools):
+                            self._run_tools()
+                        else:
+                            self._run_chat()
+                finally:
+                    if kept is not None:
+                        kept.restore(llm)
         except BaseException as exc:  # handed to the consumer, which raises it as a ProviderError
             self._put(exc)
         finally:

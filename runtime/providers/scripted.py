@@ -8,6 +8,9 @@
 Each step is a list of items: `str` (a text delta), `Reasoning(text)`, `Call(name, args)`,
 `Delay(seconds)`, `Fail(message)` (raises ProviderError mid-stream) or `StepUsage(in, out)`.
 When the script runs out it answers "Done.". Every request it receives is kept in `requests`.
+
+A background job's title request (`purpose="title"`) is not part of the script: it is answered with `title`
+(default None: no title, so the provisional one stays) and kept in `title_requests`.
 """
 
 from __future__ import annotations
@@ -55,17 +58,26 @@ class StepUsage:
 class ScriptedModel:
     context_tokens = 16_000  # its context window; tests set it smaller or larger
 
-    def __init__(self, steps: list[list] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0):
+    def __init__(self, steps: list[list] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0,
+                 title: str | None = None):
         self.id = id
         self.steps = list(steps or [])
         self.chunk_delay = chunk_delay
+        self.title = title
         self.requests: list[ModelRequest] = []
+        self.title_requests: list[ModelRequest] = []
         self._calls = 0
 
     def add_steps(self, *steps: list) -> None:
         self.steps.extend(steps)
 
     async def stream(self, request: ModelRequest, *, on_queued=None):
+        if request.purpose == "title":
+            self.title_requests.append(request)
+            if self.title:
+                yield (TEXT, self.title)
+            yield (FINISH, "stop")
+            return
         # A snapshot: the loop keeps appending to the same message list after this step.
         self.requests.append(dataclasses.replace(request, messages=list(request.messages)))
         step = self.steps.pop(0) if self.steps else ["Done."]

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Table, Text, func, insert, select, type_coerce, update
+from sqlalchemy import Table, Text, func, insert, or_, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -107,13 +107,26 @@ class Conversations:
                     "client_msg_id": client_msg_id, "created_at": now}))).inserted_primary_key[0]
                 started = await self._start_oldest_queued(conn, owner_id, turn_id, now) if turn_id else None
                 if title:
-                    await conn.execute(update(o).where(o.c.id == owner_id, o.c.title.is_(None)).values(title=title))
+                    titled = {"title": title} | ({"title_provisional": True} if "title_provisional" in o.c else {})
+                    await conn.execute(update(o).where(o.c.id == owner_id, o.c.title.is_(None)).values(titled))
         except IntegrityError:
             seen = await self.find_client_message(owner_id, client_msg_id) if client_msg_id else None
             if seen is None:
                 raise
             raise DuplicateMessage(seen) from None
         return msg_id, started
+
+    async def settle_title(self, owner_id: str, title: str | None) -> bool:
+        """The model's title (None: keep the provisional one) replaces a provisional or missing title, which
+        is final from then on; False when the person named the owner meanwhile, or it is gone."""
+        o = self.t.owner
+        values: dict[str, Any] = {"title_provisional": False}
+        if title:
+            values["title"] = title
+        async with self.engine.begin() as conn:
+            result = await conn.execute(update(o).where(
+                o.c.id == owner_id, or_(o.c.title_provisional.is_(True), o.c.title.is_(None))).values(values))
+        return result.rowcount == 1
 
     async def start_queued_turn(self, owner_id: str, turn_id: str) -> tuple[int, list[dict], int] | None:
         """Start a turn for the oldest queued input: (input id, parts, output message id), or None."""

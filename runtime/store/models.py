@@ -32,6 +32,8 @@ class TaskRow(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)
+    # The title is the first input's opening words, until the model's title replaces it (runtime/titles.py).
+    title_provisional: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
     # Task-bound settings: fixed for the task's life.
     model: Mapped[str] = mapped_column(String(200))
     approval: Mapped[str] = mapped_column(String(16), server_default="ask")
@@ -258,6 +260,7 @@ class ChatRow(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)
+    title_provisional: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))  # as a task's
     model: Mapped[str] = mapped_column(String(200))  # the next turn's; a change leaves a marker message
     state: Mapped[str] = mapped_column(String(16), server_default="idle")
     last_reason: Mapped[str | None] = mapped_column(String(16))

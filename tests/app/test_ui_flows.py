@@ -266,3 +266,18 @@ async def test_a_reload_overtaken_by_a_newer_one_returns_once_the_newer_lists_ar
     await older
     assert task.id in ctl.window.tasks and ctl.window.open_task(task.id) is not None
     await newer
+
+
+async def test_the_models_title_replaces_the_provisional_one_in_the_sidebar_header_and_window(launch):
+    model = ScriptedModel([["Here is a plan."]], title="Lisbon week")
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Plan my week in Lisbon with a day in Sintra")
+    await until(lambda: ctl.window.tasks[task.id].title == "Plan my week in Lisbon with a day in Sintra",
+                what="the provisional title")
+    await until(lambda: ctl.window.tasks[task.id].title == "Lisbon week", what="the model's title")
+    await until(lambda: panel.title.text() == "Lisbon week", what="the header")
+    assert ctl.window.windowTitle() == "Lisbon week — Hearth"
+    sidebar = ctl.window.sidebar.model
+    assert sidebar.index(sidebar.index_of[task.id], 0).data(Qt.ItemDataRole.DisplayRole) == "Lisbon week"

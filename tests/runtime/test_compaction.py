@@ -29,6 +29,8 @@ class SmallModel:
         self.too_big: list[int] = []
 
     async def stream(self, request, *, on_queued=None):
+        if request.purpose == "title":  # the title job's request is not part of the conversation
+            return
         size = len(json.dumps(request.messages)) // 4
         if size > WINDOW:
             self.too_big.append(size)

@@ -6,7 +6,7 @@ import json
 import sqlite3
 
 import pytest
-from alembic.command import downgrade
+from alembic.command import downgrade, upgrade
 from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
@@ -191,3 +191,41 @@ async def test_0003_moves_tool_rules_into_permission_rules_and_keeps_every_messa
         db.close()
     assert {"network", "unsandboxed_ok"}.isdisjoint(_columns(home / DB_NAME, "tasks"))
     assert "permission_rules" not in _tables(home / DB_NAME)
+
+
+async def test_upgrades_from_0007_keep_every_conversation_and_mark_no_title_provisional(tmp_path):
+    """Later revisions add columns to the owner tables conversations cascade from (alembic's batch mode would
+    copy and drop them): every message stays, and titles written before 0009 stay as the person knows them."""
+    home = tmp_path / "h"
+    home.mkdir()
+    with _sync_engine(home / DB_NAME).begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        upgrade(cfg, "0007_teams")
+    db = sqlite3.connect(home / DB_NAME)
+    db.execute("pragma foreign_keys = on")
+    db.execute("insert into tasks (id, title, model, knowledge, workspace, created_at, updated_at) "
+               "values ('t1', 'Taxes', 'p/m', '[]', '/w', 1, 1)")
+    db.execute("insert into messages (task_id, role, parts, created_at) values ('t1', 'user', '[]', 1)")
+    db.execute("insert into chats (id, title, model, created_at, updated_at) values ('c1', 'Hi', 'p/m', 1, 1)")
+    db.execute("insert into chat_messages (chat_id, role, parts, created_at) values ('c1', 'user', '[]', 1)")
+    db.execute("insert into teams (id, title, max_parallel, created_at, updated_at) values ('g', 'Goal', 1, 1, 1)")
+    db.execute("insert into team_assignments (id, team_id, key, instructions, member, depends_on, position, "
+               "status, created_at, updated_at) values ('a1', 'g', 'A', 'do', 'm', '[]', 0, 'done', 1, 1)")
+    db.execute("insert into assignment_messages (assignment_id, role, parts, created_at) "
+               "values ('a1', 'user', '[]', 1)")
+    db.commit()
+    db.close()
+
+    store = await Store.open(home)
+    await store.aclose()
+    assert _version(home / DB_NAME) == [HEAD]
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        for table in ("messages", "chat_messages", "assignment_messages"):
+            assert db.execute(f"select count(*) from {table}").fetchone()[0] == 1, table
+        assert db.execute("select title, title_provisional from tasks").fetchall() == [("Taxes", 0)]
+        assert db.execute("select title, title_provisional from chats").fetchall() == [("Hi", 0)]
+        assert db.execute("select kind from team_assignments").fetchall() == [("work",)]
+    finally:
+        db.close()

@@ -20,6 +20,10 @@ Use it three ways:
 
     python -m tests.support.openai_server --port 0 --chunks 20000   # separate process; prints "READY <url>"
 
+A title request (runtime/titles.py's background job, told by its system prompt) is answered with `title`
+(default "": no title) and kept in `title_requests` only, so it neither uses up the script nor shows in what
+the server records about the conversation.
+
 What it records: `requests` (the parsed JSON body of every request, None for bodiless ones such as
 `GET /v1/models`, in order), `first_byte_times` (time.perf_counter() when each request line arrived),
 `log` (a `Request` with method, path, headers, body per request), `disconnects` (indices of requests
@@ -45,6 +49,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+from runtime.titles import PROMPT as TITLE_PROMPT
 
 _BATCH = 64 * 1024
 
@@ -159,6 +165,8 @@ class OpenAIServer:
         self.routes = routes or {}
         self.embed = embed  # text -> vector: the server has an embeddings model
         self.default = default or Reply()
+        self.title = ""
+        self.title_requests: list[Any] = []
         self.requests: list[Any] = []
         self.first_byte_times: list[float] = []
         self.log: list[Request] = []
@@ -255,6 +263,10 @@ class OpenAIServer:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = raw.decode("utf-8", "replace")
+                if _asks_title(body):
+                    self.title_requests.append(body)
+                    await self._answer_title(body, writer)
+                    continue
                 index = len(self.log)
                 self.log.append(Request(method, target.split("?", 1)[0], headers, body, t0))
                 self.requests.append(body)
@@ -350,6 +362,15 @@ class OpenAIServer:
             pass
         self.disconnects.append(index)
 
+    async def _answer_title(self, body: dict, writer: asyncio.StreamWriter) -> None:
+        reply, model = Reply(chunks=[self.title] if self.title else []), str(body.get("model", "test-model"))
+        if not body.get("stream"):
+            await self._send_simple(writer, 200, _completion(reply, model), False)
+            return
+        head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        writer.write(head.encode("latin-1") + _frame(b"".join(_events(reply, model))) + b"0\r\n\r\n")
+        await writer.drain()
+
     async def _stream(
         self, index: int, reply: Reply, model: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> bool:
@@ -401,6 +422,11 @@ class OpenAIServer:
                 if not t.done():
                     t.cancel()
             await asyncio.gather(sender, watcher, return_exceptions=True)
+
+
+def _asks_title(body: Any) -> bool:
+    messages = body.get("messages") if isinstance(body, dict) else None
+    return bool(messages) and isinstance(messages[0], dict) and messages[0].get("content") == TITLE_PROMPT
 
 
 def _error_body(status: int, given: Any) -> Any:

@@ -431,3 +431,45 @@ async def test_tool_prompts_with_the_runtime_tools_call_a_tool_with_valid_json(p
         (calls,) = [i[1] for i in items if i[0] == TOOL_CALLS]
         assert [c.name for c in calls] == ["read_file"]
         assert isinstance(calls[0].args, dict) and isinstance(calls[0].args.get("path"), str)
+
+
+def title_request(conversation: list[dict]) -> ModelRequest:
+    from runtime.titles import PROMPT
+
+    return ModelRequest(model=BUNDLED_MODEL_NAME, max_tokens=8, temperature=0.0, seed=42, purpose="title",
+                        messages=[{"role": "system", "content": PROMPT}, *conversation])
+
+
+@slow_model
+async def test_a_small_model_writes_no_title_and_keeps_its_cache(provider):
+    conversation = [{"role": "user", "content": "Write a Python script that renames my photos"}]
+    await collect(provider, request("", messages=conversation, max_tokens=8))
+    llm = provider._model.llm
+    held = llm.input_ids[: llm.n_tokens].tolist()
+    assert provider._model.small
+    assert await collect(provider, title_request(conversation)) == [(FINISH, "stop")]
+    assert llm.input_ids[: llm.n_tokens].tolist() == held
+
+
+@slow_model
+async def test_a_title_request_leaves_the_conversation_in_the_kv_cache(provider):
+    conversation = [{"role": "user", "content": "Name three colours"}]
+    answer = "".join(i[1] for i in await collect(provider, request("", messages=conversation, max_tokens=12))
+                     if i[0] == TEXT)
+    llm = provider._model.llm
+    held = llm.input_ids[: llm.n_tokens].tolist()
+    assert held
+    loaded = provider._model
+    loaded.small = False  # as a model of 1B parameters or more, which writes titles (loaded models are shared)
+    try:
+        title = await collect(provider, title_request(conversation))
+    finally:
+        loaded.small = True
+    assert "".join(i[1] for i in title if i[0] == TEXT).strip()
+    assert llm.input_ids[: llm.n_tokens].tolist() == held  # the cache holds the conversation again
+
+    # The next turn goes on from it, and still answers.
+    follow = [*conversation, {"role": "assistant", "content": answer}, {"role": "user", "content": "One more"}]
+    items = await collect(provider, request("", messages=follow, max_tokens=8))
+    assert "".join(i[1] for i in items if i[0] == TEXT).strip()
+    assert items[-1][0] == FINISH
