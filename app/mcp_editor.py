@@ -111,22 +111,53 @@ class McpEditor(QWidget):
 
         self.bridge.run(go(), owner=self)
 
-    def _add(self) -> None:
+    def typed(self) -> str | None:
+        """What the add row holds but was not added yet (the server's name, else its command line): closing
+        Settings asks about it rather than drop it."""
+        return self.name.text().strip() or self.cmd.text().strip() or None
+
+    def _typed_server(self) -> tuple[str, dict, bool] | None:
+        """The add row as (name, config, approved), clearing it; None (and why, in the message) when invalid."""
         name = self.name.text().strip()
         try:
             cfg = parse_command(self.cmd.text())
         except ValueError as exc:
             self.message.setText(f"That command line does not parse: {exc}.")
-            return
+            return None
         if not name:
             self.message.setText("Give the server a name.")
-            return
+            return None
+        approve = self.trust.isChecked()
+        self.clear_typed()
+        return name, cfg, approve
+
+    def clear_typed(self) -> None:
         self.name.clear()
         self.cmd.clear()
-        approve = self.trust.isChecked()
         self.trust.setChecked(False)
-        self._run(self.bridge.add_mcp_server(name, cfg, approve),
-                  f"Added {name}: {{result}}" + ("" if approve else " — approve it to use it."))
+
+    def _add(self) -> None:
+        server = self._typed_server()
+        if server is not None:
+            name, cfg, approve = server
+            self._run(self.bridge.add_mcp_server(name, cfg, approve), _added(name, approve))
+
+    async def add_typed(self) -> bool:
+        """Add the server in the add row (Settings is closing with it typed); False when it is not valid or
+        adding failed, and the message says why."""
+        server = self._typed_server()
+        if server is None:
+            return False
+        name, cfg, approve = server
+        try:
+            result = await self.bridge.add_mcp_server(name, cfg, approve)
+        except Exception as exc:
+            self.message.setText(error_text(exc))
+            return False
+        self.message.setText(_added(name, approve).format(result=result))
+        self.refill()
+        self.changed.emit()
+        return True
 
     def _approve(self) -> None:
         name = self.selected()
@@ -156,3 +187,7 @@ class McpEditor(QWidget):
             return len(found)
 
         self._run(go(), "Imported {result} server(s). Review each command line, then approve the ones you trust.")
+
+
+def _added(name: str, approved: bool) -> str:
+    return f"Added {name}: {{result}}" + ("" if approved else " — approve it to use it.")

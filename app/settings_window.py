@@ -146,7 +146,14 @@ class SettingsWindow(QDialog):
 
     @property
     def dirty(self) -> bool:
-        return self.save.isEnabled()
+        """Model settings not saved, or an MCP server typed but not added."""
+        return self.save.isEnabled() or self.mcp.typed() is not None
+
+    def _unsaved(self) -> str:
+        said = ["The model settings have changes that are not saved."] if self.save.isEnabled() else []
+        if (typed := self.mcp.typed()) is not None:
+            said.append(f"The MCP server “{typed}” you typed is not added yet.")
+        return " ".join(said)
 
     def closeEvent(self, event) -> None:
         """Unsaved changes are never dropped silently: ask to save or discard them."""
@@ -156,11 +163,12 @@ class SettingsWindow(QDialog):
             return
         event.ignore()
         self.close_box = dialogs.choose(
-            self, "Save changes?", "The model settings have changes that are not saved.",
+            self, "Save changes?", self._unsaved(),
             [("Save", lambda: self._save(close_after=True)), ("Discard", self._discard)])
 
     def _discard(self) -> None:
         self.save.setEnabled(False)
+        self.mcp.clear_typed()
         self.close()
 
     def ask_before_quit(self, quit_app) -> None:
@@ -169,7 +177,7 @@ class SettingsWindow(QDialog):
         self.show()
         self.raise_()
         self.close_box = dialogs.choose(
-            self, "Save changes before quitting?", "The model settings have changes that are not saved.",
+            self, "Save changes before quitting?", self._unsaved(),
             [("Save", lambda: self._save(close_after=True, then=quit_app)),
              ("Discard", lambda: (self._discard(), quit_app()))])
 
@@ -193,11 +201,14 @@ class SettingsWindow(QDialog):
 
     def _save(self, close_after: bool = False, then=None) -> None:
         providers, default_model, keys = self.providers.values()
-        # Start from everything the runtime has now (MCP servers may have changed meanwhile).
-        data = self.bridge.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
-        data.update(providers=providers, default_model=default_model)
 
         async def go():
+            if self.mcp.typed() is not None and not await self.mcp.add_typed():
+                self.tabs.setCurrentWidget(self.mcp)  # its message says what is wrong with the typed server
+                return
+            # Start from everything the runtime has now (MCP servers may have changed meanwhile).
+            data = self.bridge.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
+            data.update(providers=providers, default_model=default_model)
             self.save.setEnabled(False)
             self.status.setText("Saving…")
             try:

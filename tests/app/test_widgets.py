@@ -182,6 +182,35 @@ async def test_mcp_servers_are_added_approved_and_removed_after_asking(launch, h
     win.close()
 
 
+async def test_closing_settings_with_a_typed_mcp_server_asks_to_add_it(launch, home):
+    ctl = await launch()
+    win = ctl.open_settings()
+    mcp = win.mcp
+    mcp.name.setText("time")
+    mcp.cmd.setText("uvx mcp-server-time")
+    win.close()
+    assert win.isVisible()  # not dropped: it asks
+    box = win.close_box
+    assert "“time” you typed is not added yet" in box.text()
+    next(b for b in box.buttons() if b.text() == "Save").click()
+    await until(lambda: ctl.settings_window is None, what="added and closed")
+    assert [name for name, *_ in ctl.rt.mcp_servers()] == ["time"]
+    assert list(json.loads((home / "settings.json").read_text())["mcpServers"]) == ["time"]
+
+    win = ctl.open_settings()  # a typed line that does not parse keeps Settings open on the MCP tab
+    win.mcp.name.setText("broken")
+    win.mcp.cmd.setText("uvx 'unclosed")
+    win.close()
+    next(b for b in win.close_box.buttons() if b.text() == "Save").click()
+    await until(lambda: "does not parse" in win.mcp.message.text(), what="why it was not added")
+    assert win.isVisible() and win.tabs.currentWidget() is win.mcp
+    win.mcp.cmd.setText("uvx other")
+    win.close()
+    next(b for b in win.close_box.buttons() if b.text() == "Discard").click()
+    await until(lambda: ctl.settings_window is None, what="discarded and closed")
+    assert [name for name, *_ in ctl.rt.mcp_servers()] == ["time"]
+
+
 async def test_theme_switch_applies_at_once(launch):
     ctl = await launch()
     win = ctl.open_settings()
