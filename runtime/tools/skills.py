@@ -2,11 +2,14 @@
 instructions) and any files it refers to, under the data folder's `skills/`.
 
 The model input lists each skill's name and description; the `skill` tool hands the model a skill's
-instructions when it decides one applies; an input starting with `/name` activates that skill for its turn.
+instructions when it decides one applies, and with `file` one of the skill's own files (its folder is outside
+the task's workspace, where read_file and the shell cannot go); an input starting with `/name` activates that
+skill for its turn.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import shutil
@@ -15,10 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ToolError
+from ..workspace import resolve_in_workspace
 from .base import Effect, ToolContext, ToolResult
+from .files import ReadFile
 
 log = logging.getLogger(__name__)
 SKILLS_DIR = "skills"
+SKILL_FILE = "SKILL.md"
+LISTED_FILES = 30  # a skill's files named with its instructions; more are there, just not listed
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
@@ -47,7 +54,7 @@ def front_matter(text: str) -> tuple[dict[str, str], str]:
 
 def load_skill(folder: Path) -> Skill:
     """The skill in `folder`; ConfigError saying what is missing."""
-    path = folder / "SKILL.md"
+    path = folder / SKILL_FILE
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -100,15 +107,25 @@ def activated(skills: list[Skill], text: str) -> Skill | None:
 
 
 def instructions(skill: Skill) -> str:
-    return (f"Instructions of the skill {skill.name} (files it mentions are in {skill.folder}):\n"
-            f"{skill.instructions}")
+    files = sorted(p.relative_to(skill.folder).as_posix() for p in skill.folder.rglob("*")
+                   if p.is_file() and p.name != SKILL_FILE)
+    listed = ", ".join(files[:LISTED_FILES]) + (f" and {len(files) - LISTED_FILES} more" if len(files) > LISTED_FILES
+                                                 else "")
+    where = (f" Its files, which you read with the skill tool's `file` argument: {listed}." if files else "")
+    return f"Instructions of the skill {skill.name}.{where}\n{skill.instructions}"
 
 
 class SkillTool:
     name = "skill"
-    description = "Load a skill's instructions by name (the list is in your instructions) when it applies."
+    description = ("Load a skill's instructions by name (the list is in your instructions) when it applies; with "
+                   "`file`, read one of the files its instructions name.")
     parameters: dict[str, Any] = {
-        "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "file": {"type": "string", "description": "A file of the skill, relative to its folder."},
+        },
+        "required": ["name"],
     }
     effect = Effect.read_only
 
@@ -119,4 +136,9 @@ class SkillTool:
         skill = self._skills.get(str(args.get("name", "")).strip().lstrip("/"))
         if skill is None:
             raise ToolError(f"No skill named {args.get('name')!r}; known: {', '.join(self._skills) or 'none'}.")
-        return ToolResult(instructions(skill))
+        file = args.get("file")
+        if not file:
+            return ToolResult(instructions(skill))
+        # Checked here first, so that a refusal names the skill's folder rather than the workspace.
+        resolve_in_workspace(skill.folder, str(file), place=f"the folder of the skill {skill.name}")
+        return await ReadFile().run({"path": str(file)}, dataclasses.replace(ctx, workspace=skill.folder))

@@ -52,6 +52,33 @@ async def test_skills_are_listed_loaded_by_the_model_and_activated_for_one_turn(
         await rt.aclose()
 
 
+async def test_a_skill_reads_its_own_files_and_nothing_outside_its_folder(home, tmp_path):
+    folder = _skill(tmp_path, "forms", "---\nname: forms\ndescription: Fill in forms.\n---\n"
+                                        "Read reference.md and fields/tax.md first.")
+    (folder / "reference.md").write_text("Use black ink.")
+    (folder / "fields").mkdir()
+    (folder / "fields" / "tax.md").write_text("Box 7 is the total.")
+    add_skill(home, folder)
+    (home / "secret.txt").write_text("not for skills")
+    model = ScriptedModel([[Call("skill", {"name": "forms"}), Call("skill", {"name": "forms", "file": "fields/tax.md"}),
+                            Call("skill", {"name": "forms", "file": "../../secret.txt"}),
+                            Call("read_file", {"path": "reference.md"})], ["Done."]])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL)
+        await rt.send(task.id, "fill in my tax form")
+        events = await collect(rt, task.id)
+        results = [(e.state, e.result) for e in events if e.type == "tool_call" and e.state in ("done", "error")]
+        loaded, read, outside, workspace = results
+        assert loaded[0] == "done" and "`file` argument: fields/tax.md, reference.md." in loaded[1]
+        assert read == ("done", "Box 7 is the total.")
+        assert outside[0] == "error" and "outside the folder of the skill forms" in outside[1]
+        assert "not for skills" not in outside[1]
+        assert workspace[0] == "error"  # read_file stays in the task's workspace
+    finally:
+        await rt.aclose()
+
+
 async def test_two_hundred_mcp_tools_are_found_not_sent(home):
     server = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server", "--many", "200"],
               "cwd": str(Path.cwd())}
