@@ -16,6 +16,7 @@ There is no process-count limit: macOS counts `RLIMIT_NPROC` per user, which can
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 SANDBOX_EXEC = "/usr/bin/sandbox-exec"
@@ -34,7 +35,11 @@ def _match(path: Path) -> str:
 
 
 def profile(workspace: Path, private_tmp: Path, hidden: tuple[Path, ...], network: bool) -> str:
-    """The Seatbelt profile for one command."""
+    """The Seatbelt profile for one command. Every path is resolved first: Seatbelt matches the real path, and
+    macOS's temporary folders are symlinks (/var/folders/… is /private/var/folders/…), so a rule on the path as
+    given would deny the command its own TMPDIR."""
+    workspace, private_tmp = Path(os.path.realpath(workspace)), Path(os.path.realpath(private_tmp))
+    hidden = tuple(Path(os.path.realpath(p)) for p in hidden)
     hidden_rules = " ".join(f"(require-not {_match(p)})" for p in hidden)
     lines = [
         "(version 1)",

@@ -33,3 +33,16 @@ def test_quotes_in_paths_cannot_end_a_rule_early(tmp_path):
     assert '(subpath "/")' not in text and '\\"' in text
     command = argv(Path("/w"), Path("/t"), (), False, ["/bin/sh", "-c", "true"])
     assert command[:2] == [SANDBOX_EXEC, "-p"] and command[-3:] == ["/bin/sh", "-c", "true"]
+
+
+def test_paths_are_matched_as_their_real_paths(tmp_path):
+    """macOS's temporary folders are symlinks (/var → /private/var) and Seatbelt matches the real path."""
+    real = tmp_path / "private" / "var"
+    (real / "folders" / "cmd").mkdir(parents=True)
+    (real / "data" / "ws").mkdir(parents=True)
+    (tmp_path / "var").symlink_to(real)
+    via_link = tmp_path / "var"
+    text = profile(via_link / "data" / "ws", via_link / "folders" / "cmd", (via_link / "data",), network=False)
+    assert f'(subpath "{real / "folders" / "cmd"}")' in text and f'(subpath "{real / "data" / "ws"}")' in text
+    assert f'(require-not (subpath "{real / "data"}"))' in text
+    assert str(via_link) + "/" not in text
