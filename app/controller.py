@@ -14,13 +14,16 @@ Shutdown cancels it first (the evaluation stops at its next piece).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, QSettings, QTimer, Signal
 from PySide6.QtWidgets import QApplication
+
+from runtime.paths import data_folder
 
 from . import dialogs, theme
 from .bridge import RuntimeBridge
@@ -47,9 +50,13 @@ class HearthApp(StartupProblems, QObject):
         self.home = Path(home) if home else None
         self._providers = providers
         self._tools = tools
-        env_home = os.environ.get("HEARTH_HOME")
-        pref_dir = self.home or (Path(env_home) if env_home else None)
-        self.prefs = prefs or Prefs(pref_dir / "app.ini" if pref_dir else None)
+        if prefs is None:
+            folder = data_folder(self.home)
+            with contextlib.suppress(OSError):  # the runtime makes it too, and reports it when it cannot
+                folder.mkdir(parents=True, exist_ok=True)
+            earlier = QSettings("Hearth", "Hearth") if self.home is None and "HEARTH_HOME" not in os.environ else None
+            prefs = Prefs(folder / "app.ini", carried_from=earlier)
+        self.prefs = prefs
         self.use_tray = use_tray
         self.preload_model = preload_model  # load the default model at window open (off for UI-only tests)
         self.model_preload: asyncio.Task | None = None

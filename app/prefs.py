@@ -1,6 +1,8 @@
 """App-only preferences (theme, Enter-sends, one-time notes, window geometry, unsent drafts). They are about
-this viewer, not the agent, so they live in a QSettings INI file next to the data (or Qt's per-user location when
-the data folder is the platform default) and never in settings.json."""
+this viewer, not the agent, so they live in a QSettings INI file, `app.ini` in the data folder, and never in
+settings.json. Being in the data folder, they go with it (a backup, a move, an uninstall that deletes it);
+earlier versions kept them in Qt's per-user location when the data folder was the default, and the first start
+with the default folder copies them from there."""
 
 from __future__ import annotations
 
@@ -11,11 +13,14 @@ from PySide6.QtCore import QByteArray, QSettings
 
 
 class Prefs:
-    def __init__(self, path: Path | None = None):
-        if path is not None:
-            self._s = QSettings(str(path), QSettings.Format.IniFormat)
-        else:
-            self._s = QSettings("Hearth", "Hearth")
+    def __init__(self, path: Path, *, carried_from: QSettings | None = None):
+        """`carried_from`: where older versions kept them, copied over once when `path` does not exist yet."""
+        fresh = not path.exists()
+        self._s = QSettings(str(path), QSettings.Format.IniFormat)
+        if fresh and carried_from is not None and carried_from.allKeys():
+            for key in carried_from.allKeys():
+                self._s.setValue(key, carried_from.value(key))
+            self._s.sync()
 
     def _get(self, key: str, default):
         value = self._s.value(key, default)

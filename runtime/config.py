@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError, SettingsError
+from .paths import data_folder
 
 BUILTIN_MODEL = "builtin/smollm2-135m"
 # How an MCP config names an environment variable: ${NAME} (Claude Code) or ${env:NAME} (VS Code, Cursor).
@@ -152,13 +153,8 @@ def split_model_ref(ref: str) -> tuple[str, str]:
 
 
 def resolve_home(home: str | os.PathLike | None = None) -> Path:
-    if home is None:
-        home = os.environ.get("HEARTH_HOME")
-    if home is None:
-        import platformdirs
-
-        home = platformdirs.user_data_dir("Hearth", appauthor=False)
-    path = Path(home).expanduser()
+    """The data folder (paths.data_folder), created if missing."""
+    path = data_folder(home)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
