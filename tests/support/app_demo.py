@@ -242,7 +242,7 @@ def chat_model() -> ScriptedModel:
          "**Doughlene**. Pick one you will enjoy saying when you feed it."],
         ["Feed it every 12 hours at room temperature: discard half, then add equal weights of flour and water "
          "(say 50 g each). In the fridge, once a week is enough."],
-    ], chunk_delay=0.0)
+    ], chunk_delay=0.0, title="Sourdough starter names")
 
 
 async def chat_shot(ctl, out: Path) -> None:
@@ -251,6 +251,10 @@ async def chat_shot(ctl, out: Path) -> None:
     chat = await ctl.bridge.create_chat(model="local/qwen2.5-3b")
     await ctl.rt.chats.send(chat.id, "Name ideas for my sourdough starter?")
     await ctl.rt.chats.wait_idle(chat.id)
+    for _ in range(100):  # the model's title replaces the first words once the answer is in
+        if (await ctl.rt.chats.get(chat.id)).title == "Sourdough starter names":
+            break
+        await asyncio.sleep(0.05)
     await ctl.rt.chats.set_model(chat.id, "local/llama3.1-8b")
     await ctl.rt.chats.send(chat.id, "And how often do I feed it?")
     await ctl.rt.chats.wait_idle(chat.id)
