@@ -37,6 +37,7 @@ STATE_COLORS = {
 TRUNCATE_CHARS = 2000
 TRUNCATE_LINES = 30
 ARGS_LINES = 8
+PROGRESS_PEEK = 3  # a helper's newest steps shown while its card's step list is closed
 CITING_TOOL = "search_knowledge"
 
 
@@ -111,7 +112,15 @@ class ToolCard(QFrame):
         self.toggle.toggled.connect(self._show_result)
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
 
-        self.progress = QLabel()  # a delegated helper's steps, as they happen
+        # A delegated helper's steps, as they happen: the newest few, or all of them when opened.
+        self.progress_toggle = QToolButton()
+        self.progress_toggle.setObjectName("Toggle")
+        self.progress_toggle.setCheckable(True)
+        self.progress_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.progress_toggle.toggled.connect(self._show_progress)
+        self.progress_toggle.hide()
+        lay.addWidget(self.progress_toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        self.progress = QLabel()
         self.progress.setObjectName("Muted")
         self.progress.setFont(mono_font())
         self.progress.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -126,13 +135,18 @@ class ToolCard(QFrame):
         self.update_part(part)
 
     def add_progress(self, line: str) -> None:
-        """A line of a running helper's progress; the last few stay visible."""
+        """A line of a running helper's progress."""
         self._progress_lines.append(line)
         self._show_progress()
 
-    def _show_progress(self) -> None:
-        self.progress.setText("\n".join(self._progress_lines[-6:]))
-        self.progress.setVisible(bool(self._progress_lines))
+    def _show_progress(self, *_args) -> None:
+        lines, opened = self._progress_lines, self.progress_toggle.isChecked()
+        self.progress.setText("\n".join(lines if opened else lines[-PROGRESS_PEEK:]))
+        self.progress.setVisible(bool(lines))
+        self.progress_toggle.setText(f"Helper steps ({len(lines)})")
+        self.progress_toggle.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
+        self.progress_toggle.setToolTip("Show only the newest steps" if opened else "Show every step")
+        self.progress_toggle.setVisible(len(lines) > PROGRESS_PEEK)  # nothing more to open otherwise
 
     def update_part(self, part: dict) -> None:
         self.name = part.get("name", self.name)

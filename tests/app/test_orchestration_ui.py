@@ -145,3 +145,22 @@ async def test_a_compacted_turn_shows_its_marker_live_and_after_reopening(launch
     ctl.window.close_panel()
     panel = await open_task(ctl, task.id)
     await until(lambda: marked(panel), what="the marker after reopening")
+
+
+def test_a_long_helper_progress_shows_its_newest_steps_and_opens_to_all():
+    from app.tool_card import PROGRESS_PEEK, ToolCard
+
+    steps = [f"→ read_file {{\"path\": \"part{i}.txt\"}}" for i in range(12)]
+    card = ToolCard({"type": "tool_call", "name": "delegate", "state": "done", "progress": steps,
+                     "args": {"agent": "reader", "task": "read the parts"}})
+    card.show()
+    assert card.progress.text().splitlines() == steps[-PROGRESS_PEEK:]
+    assert card.progress_toggle.isVisible() and card.progress_toggle.text() == "Helper steps (12)"
+    card.progress_toggle.click()
+    assert card.progress.text().splitlines() == steps
+    card.add_progress("reader finished")  # live lines join the open list
+    assert card.progress.text().splitlines() == [*steps, "reader finished"]
+    assert card.progress_toggle.text() == "Helper steps (13)"
+    card.progress_toggle.click()
+    assert card.progress.text().splitlines() == [*steps[-PROGRESS_PEEK + 1:], "reader finished"]
+    card.close()
