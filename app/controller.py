@@ -1,8 +1,9 @@
 """HearthApp: the app's lifecycle around one Runtime — first paint, then the runtime; main window and tray;
 close-to-tray; notifications; Quit.
 
-Shutdown follows FACTS (qasync): the app never calls `app.quit()`. Quit sets `quit_event`; `main` awaits it,
-then `shutdown()` closes the windows and awaits `Runtime.aclose()` (running turns end `interrupted`).
+The app never calls `app.quit()`: under qasync, awaiting anything after `aboutToQuit` fails ("Event loop stopped
+before Future completed"), and it fires several times. Quit sets `quit_event`; `main` awaits it, then
+`shutdown()` closes the windows and awaits `Runtime.aclose()` (running turns end `interrupted`).
 The runtime is imported in a worker thread after the first paint: `runtime.api` costs ~1 s to import, and
 openai / mcp / llama_cpp stay unimported until a turn needs them (the runtime imports them lazily).
 Once the runtime is open and the task list shown, the default model loads in the background

@@ -1,5 +1,5 @@
 """Small non-modal dialogs. They use `open()`/`show()` and signals, never `exec()`: a nested Qt event loop
-inside qasync breaks the asyncio loop (FACTS: "Cannot enter into task")."""
+inside qasync breaks the asyncio loop ("Cannot enter into task")."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationDisplayName("Hearth")
     app.setDesktopFileName("hearth")
     app.setWindowIcon(app_icon())
-    app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (FACTS: qasync shutdown)
+    app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (controller.py)
     return qasync.run(run(args, instance))
 
 

@@ -1,7 +1,7 @@
 """The qasync loop must survive long sessions. PySide6 6.12 on CPython 3.11 drops a reference to `True` per
 Python `Signal.emit()` and one to `None` per Qt→Python slot call; short tests pass, and after a few thousand
-loop iterations the interpreter aborts (shared/FACTS.md). This drives ≥100,000 qasync iterations with signals
-firing both ways and checks the reference counts of `True`/`None` stay put."""
+loop iterations the interpreter aborts (hence the PySide6 pin in pyproject.toml). This drives ≥100,000 qasync
+iterations with signals firing both ways and checks the reference counts of `True`/`None` stay put."""
 
 from __future__ import annotations
 
