@@ -64,6 +64,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
         self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
         self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
+        self.conversation.start_wanted.connect(lambda: self.bridge.run(self.feed.open_page(at_top=True)))
         self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued()))
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.settings_clicked.connect(self.settings_requested)

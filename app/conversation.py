@@ -36,6 +36,7 @@ class ConversationView(QScrollArea):
     older_wanted = Signal()
     newer_wanted = Signal()
     latest_wanted = Signal()
+    start_wanted = Signal()  # the first page: the conversation's first messages
     send_now_clicked = Signal(int)
     discard_clicked = Signal(int)
 
@@ -73,7 +74,7 @@ class ConversationView(QScrollArea):
         self.jump = QPushButton("↓ Jump to latest", self.viewport())
         self.jump.setObjectName("Primary")
         self.jump.setCursor(Qt.CursorShape.PointingHandCursor)
-        self.jump.clicked.connect(self._jump_to_latest)
+        self.jump.clicked.connect(self.jump_to_latest)
         self.jump.hide()
         bar = self.verticalScrollBar()
         bar.rangeChanged.connect(self._on_range)
@@ -380,7 +381,7 @@ class ConversationView(QScrollArea):
         if not self._stick:
             self._update_jump(arrived=True)
 
-    def _jump_to_latest(self) -> None:
+    def jump_to_latest(self) -> None:
         self.jump.hide()
         if self.has_newer:
             self.latest_wanted.emit()
@@ -388,6 +389,27 @@ class ConversationView(QScrollArea):
             self._stick = True
             bar = self.verticalScrollBar()
             bar.setValue(bar.maximum())
+
+    def jump_to_start(self) -> None:
+        """To the conversation's first message: its first page when older ones are not loaded (a long task
+        would otherwise take a page load per screen of scrolling up)."""
+        if self.has_older:
+            self.start_wanted.emit()
+        else:
+            self._stick = False
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.minimum())
+            self._update_jump(arrived=bool(self.messages))
+
+    def keyPressEvent(self, event) -> None:
+        """Home and End (with or without Ctrl) go to the first and the latest message."""
+        key = event.key()
+        if key == Qt.Key.Key_Home:
+            self.jump_to_start()
+        elif key == Qt.Key.Key_End:
+            self.jump_to_latest()
+        else:
+            super().keyPressEvent(event)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)

@@ -96,12 +96,20 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         act(t, "Rename…", lambda: self._rename_current(), "F2")
         act(t, "Delete…", lambda: self._delete_current())
         act(t, "Stop", self.stop_current, "Ctrl+.")
+        t.addSeparator()
+        act(t, "Go to First Message", lambda: self._conversation_do("jump_to_start"), "Alt+Home")
+        act(t, "Go to Latest Message", lambda: self._conversation_do("jump_to_latest"), "Alt+End")
         h = bar.addMenu("&Help")
         act(h, "About Hearth", self.about)
         self._task_actions = [self.actions_by_name[n] for n in (
             "Export Task as Markdown…", "Export Task as JSON…", "Open Workspace Folder", "Rename…", "Delete…",
             "Stop")]
         self._enable_task_actions()
+
+    def _conversation_do(self, what: str) -> None:
+        conversation = getattr(self.panel, "conversation", None)  # a team's board may have none open
+        if conversation is not None:
+            getattr(conversation, what)()
 
     def show_problem(self, title: str, text: str, actions: list, note: str = "") -> None:
         self.problem.show_problem(title, text, actions, note)

@@ -133,6 +133,7 @@ class TeamPanel(QWidget):
         self.conversation.older_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.load_older()))
         self.conversation.newer_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.load_newer()))
         self.conversation.latest_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.open_page()))
+        self.conversation.start_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.open_page(at_top=True)))
         dl.addWidget(self.conversation, 1)
         split.addWidget(detail)
         split.setSizes([220, 480])

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QWidget
 
 from app.conversation import MAX_ITEMS, PAGE
@@ -39,6 +41,27 @@ async def test_a_2000_message_task_opens_at_its_last_page_with_the_saved_text(la
             assert item.block.text() == by_id[mid].text  # byte-identical to what was saved
     bar = panel.conversation.verticalScrollBar()
     assert bar.value() == bar.maximum()  # the newest message is in view
+
+
+async def test_the_first_message_of_a_long_task_is_one_step_away(launch):
+    ctl = await launch()
+    task_id = await seed_long_task(ctl.rt, 2000)
+    panel = await open_task(ctl, task_id)
+    everything = [m.id for m in await ctl.rt.messages(task_id)]
+    conv = panel.conversation
+    ctl.window.actions_by_name["Go to First Message"].trigger()
+    await until(lambda: _rendered_ids(panel)[0] == everything[0], what="the first page")
+    assert _rendered_ids(panel) == everything[:len(_rendered_ids(panel))] and not conv.has_older
+    assert conv.verticalScrollBar().value() == 0 and conv.has_newer
+    await until(lambda: conv.jump.isVisibleTo(conv), what="the way back to the latest")
+    ctl.window.actions_by_name["Go to Latest Message"].trigger()
+    await until(lambda: _rendered_ids(panel)[-1] == everything[-1], what="the latest page")
+    conv.setFocus()  # Home and End in the conversation do the same
+    QTest.keyClick(conv, Qt.Key.Key_Home)
+    await until(lambda: _rendered_ids(panel)[0] == everything[0], what="the first page, by Home")
+    QTest.keyClick(conv, Qt.Key.Key_End)
+    await until(lambda: _rendered_ids(panel)[-1] == everything[-1], what="the latest page, by End")
+    assert ctl.window.actions_by_name["Go to First Message"].shortcut().toString() == "Alt+Home"
 
 
 async def test_scrolling_up_reads_the_whole_task_in_order_and_keeps_the_window_small(launch):
