@@ -191,6 +191,8 @@ async def shots(out: Path) -> None:
         await unsandboxed_shot(ctl, live, out)
         await ctl.shutdown()
         await broken_settings_shot(tmp / "broken", out)
+        (tmp / "servers").mkdir()
+        await model_picker_shot(tmp / "servers", out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -226,14 +228,6 @@ async def everyday_shots(ctl, out: Path, ids: dict[str, str]) -> None:
     panel.waiting.approve.click()
     await _settle(1.5)
     win.grab().save(str(out / "11-approval-after.png"))
-
-    dialog = win.new_task("Plan a weekend in Lisbon")
-    await _settle(1.0)
-    dialog.model.showPopup()
-    await _settle(0.4)
-    dialog.model.view().window().grab().save(str(out / "13-model-picker-list.png"))
-    dialog.model.hidePopup()
-    dialog.close()
 
 
 def chat_model() -> ScriptedModel:
@@ -324,6 +318,37 @@ async def unsandboxed_shot(ctl, live: ScriptedModel, out: Path) -> None:
     panel.composer.submit()
     await _settle(2.0)
     win.grab().save(str(out / "25-approval-unsandboxed.png"))
+
+
+async def model_picker_shot(home: Path, out: Path) -> None:
+    """The new-task dialog's model list: two running local servers' models (a long id elided in the middle),
+    the bundled model, and a configured server that is not running, greyed out."""
+    import json
+
+    from app.controller import HearthApp
+    from tests.support.openai_server import OpenAIServer
+
+    long_id = "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF-Q4_K_M-imatrix-2025-edition"
+    async with OpenAIServer(models=["llama3.2:3b", "qwen2.5-coder:7b", long_id]) as ollama, \
+            OpenAIServer(models=["mistral-small-3.1-24b"]) as lms:
+        (home / "settings.json").write_text(json.dumps({
+            "providers": [{"id": "ollama", "kind": "openai", "base_url": ollama.base_url},
+                          {"id": "lmstudio", "kind": "openai", "base_url": lms.base_url},
+                          {"id": "vllm", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"}],
+            "default_model": "ollama/llama3.2:3b"}))
+        ctl = HearthApp(home, use_tray=False, preload_model=False)
+        await ctl.start()
+        dialog = ctl.window.new_task("Plan a weekend in Lisbon")
+        for _ in range(100):
+            if "lmstudio/mistral-small-3.1-24b" in dialog.model.refs() and "vllm" in dialog.model.unavailable:
+                break
+            await asyncio.sleep(0.05)
+        dialog.model.showPopup()
+        await _settle(0.4)
+        dialog.model.view().window().grab().save(str(out / "13-model-picker-list.png"))
+        dialog.model.hidePopup()
+        dialog.close()
+        await ctl.shutdown()
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:
