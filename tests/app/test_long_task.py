@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QWidget
 
 from app.conversation import MAX_ITEMS, PAGE
 from app.message_item import AssistantItem
-from runtime.providers.scripted import Delay, ScriptedModel
+from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 from tests.support.seed import seed_long_task, seed_tasks
 
@@ -103,6 +103,25 @@ async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_
     await wait_turns(ctl, panel)
     messages = await ctl.rt.messages(task_id, limit=1)
     assert panel.turn_text(turn_id) == messages[-1].text == "Fresh answer arrives."
+
+
+async def test_an_approval_arriving_while_the_person_reads_far_up_is_in_view_and_reachable(launch):
+    model = ScriptedModel([[Call("run_shell", {"command": "ls"})], ["Listed."]])
+    model.context_tokens = 1_000_000
+    ctl = await launch(model)
+    task_id = await seed_long_task(ctl.rt, 400)
+    panel = await open_task(ctl, task_id)
+    for _ in range(5):
+        await _scroll_to_top_once(panel)
+    await ctl.bridge.send(task_id, "list the files")
+    await until(lambda: panel.waiting is not None and panel.waiting.isVisibleTo(panel),
+                what="the approval box, whatever the scroll")
+    assert "run_shell" in panel.waiting.heading.text()
+    await until(lambda: panel.conversation.jump.isVisibleTo(panel.conversation), what="jump to latest")
+    panel.waiting.approve.click()
+    await until(lambda: len(model.requests) == 2, what="the approved call's answer")
+    await ctl.rt.wait_idle(task_id)
+    assert "Listed." in [m.text for m in await ctl.rt.messages(task_id, limit=3)]
 
 
 async def test_queued_inputs_left_by_a_quit_offer_send_now_and_discard(launch, home):
