@@ -69,7 +69,7 @@ echo "  without the model: $(du -sh --exclude='*.gguf' "$BUNDLE" | cut -f1)"
 
 # Every library the bundle links must be in it, or be one of the system libraries the .deb depends on.
 SYSTEM_LIBS='^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux-x86-64|libEGL|libGL|libGLX|libGLdispatch|libOpenGL'
-SYSTEM_LIBS+='|libxcb|libxcb-icccm|libxcb-keysyms)\.so'
+SYSTEM_LIBS+='|libxcb)\.so'
 missing=$(find "$BUNDLE" -type f \( -name '*.so*' -o -name hearth -o -name hearth-app \) -print0 \
   | xargs -0 -n1 env LD_LIBRARY_PATH="$BUNDLE/_internal" ldd 2>/dev/null \
   | awk '/=>/ && ($3 == "not" || $3 !~ "^'"$BUNDLE"'") {print $1}' | sort -u | grep -Ev "$SYSTEM_LIBS" || true)
@@ -100,7 +100,7 @@ Version: $VERSION
 Architecture: amd64
 Maintainer: ${DEB_MAINTAINER:-Hearth developers <hearth@localhost>}
 Installed-Size: $(du -sk --apparent-size "$STAGE" | cut -f1)
-Depends: libc6 (>= $GLIBC), libegl1, libgl1, libxcb1, libxcb-icccm4, libxcb-keysyms1
+Depends: libc6 (>= $GLIBC), libegl1, libgl1, libxcb1
 Recommends: fonts-dejavu-core | fonts-freefont-ttf, xdg-utils
 Section: utils
 Priority: optional

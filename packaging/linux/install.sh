@@ -7,7 +7,7 @@
 #
 # Run as root, it installs for everyone instead: /opt/hearth, /usr/local/bin, /usr/local/share.
 # Hearth keeps its data in ~/.local/share/Hearth and its logs in ~/.local/state/Hearth/log.
-# The Qt window needs the system's libxcb-icccm4 and libxcb-keysyms1 (Debian/Ubuntu package names).
+# The bundle brings its own Qt and xcb libraries; the window uses the system's libGL, libEGL and libxcb.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
