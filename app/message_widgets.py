@@ -196,7 +196,7 @@ class AssistantBlock(QWidget):
             self.lay.removeWidget(w)
             w.deleteLater()
         if kind == "text":
-            w = StreamingMarkdown() if live else MarkdownView()
+            w = StreamingMarkdown() if live else MarkdownView(cached=True)  # saved text: its render is kept
         elif kind == "reasoning":
             w = ReasoningBlock()
         else:

@@ -8,6 +8,7 @@ import json
 import time
 from types import SimpleNamespace
 
+import shiboken6
 from PySide6.QtCore import Qt, QUrl
 from PySide6.QtGui import QPalette, QTextFormat
 from PySide6.QtTest import QTest
@@ -270,3 +271,29 @@ def test_started_labels_say_as_much_as_tells_rows_apart():
     assert started_labels(rows, "New task") == {
         "a": "2 Dec 09:05", "b": "2 Dec 14:02", "c": "2 Dec 10:00:01", "d": "2 Dec 10:00:42",
         "e": "2 Dec 11:00:03 (1)", "f": "2 Dec 11:00:03 (2)"}
+
+
+def test_a_saved_messages_render_is_kept_and_reused():
+    text = "## Plan\n\nSome **bold** words.\n\n```python\nprint('hi')\n```\n"
+    first = MarkdownView(text + "(one)", cached=True)
+    first.resize(600, 100)
+    assert first.renders == 1
+    shown = first.document().toPlainText()
+    shiboken6.delete(first)  # the conversation dropped its widget: the kept render outlives it
+    again = MarkdownView(cached=True)  # the same message, its widget made again after scrolling back
+    again.resize(600, 100)
+    again.set_text(text + "(one)")
+    again.flush()
+    assert again.renders == 0  # copied, not rendered
+    assert again.document().toPlainText() == shown
+    assert again.code_blocks == ["print('hi')"]
+    QApplication.processEvents()
+    assert again.height() > 20  # it still grows to fit its document
+    assert MarkdownView(text + "(one)").renders == 1  # a view of streaming text keeps nothing
+    light = again.document().toHtml()
+    theme.apply("dark")
+    try:
+        dark = MarkdownView(text + "(one)", cached=True)
+        assert dark.document().toHtml() != light  # the other theme's colours, never a copy of the light render
+    finally:
+        theme.apply("light")
