@@ -6,8 +6,9 @@ A rule denies a line when it matches any command the line may run:
   (`sudo -u bob rm`, `xargs -I {} rm`, `timeout -s KILL 10 rm`); the wrapper itself counts too, so "sudo" denies
   `sudo ls`;
 - the command lines that shells (`sh -c`), `su -c`, `flock -c`, `env -S`, `eval` and `ssh host …` run, a whole
-  line given as one word (`sudo -i 'rm -rf x'`), and the commands that `find -exec` / `-execdir` / `-ok` /
-  `-okdir` run;
+  line given as one word (`sudo -i 'rm -rf x'`), the commands that `find -exec` / `-execdir` / `-ok` /
+  `-okdir` run, and the string literals of `python -c` / `perl -e` / `ruby -e` / `node -e` code
+  (`os.system("rm -rf x")`, `subprocess.run(["rm", "-rf", "x"])`);
 - with the variables the line itself sets put in (`a=rm; $a -rf x`, `export A=rm && ${A} -rf x`);
 - flags compared as letters, after the synonyms of the usual destructive commands are mapped to one spelling
   (`-R`, `--recursive` and `--rec` are rm's `-r`), so "rm -rf" also denies `rm -fR x` and `rm -r --force x`.
@@ -30,6 +31,11 @@ _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _FLAGS = re.compile(r"-[A-Za-z0-9]+")
 _VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _DECLARE = frozenset({"export", "declare", "typeset", "local", "readonly"})
+# Interpreters whose -c / -e code may run a command line: its string literals are read as command lines, and
+# a list of literals (`subprocess.run(["rm", "-rf", "x"])`) as one.
+_INTERPRETER = re.compile(r"python[0-9.]*|perl|ruby|node")
+_STRING = re.compile(r"\"((?:[^\"\\]|\\.)*)\"|'((?:[^'\\]|\\.)*)'")
+_STRING_LIST = re.compile(r"\[\s*(?:(?:\"[^\"]*\"|'[^']*')\s*,?\s*)+\]")
 # ssh's options that take the next word; after them come the host and the command line it runs there.
 _SSH_OPTIONS = frozenset("-B -b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w".split())
 
@@ -217,6 +223,14 @@ def _find_actions(args: list[str]) -> list[list[str]]:
     return commands
 
 
+def _strings_run(code: str) -> list[str]:
+    """What a program's code may run: each string literal, and each list of them joined."""
+    lines = [a or b for a, b in _STRING.findall(code)]
+    for listed in _STRING_LIST.findall(code):
+        lines.append(" ".join(a or b for a, b in _STRING.findall(listed)))
+    return [line for line in lines if line.strip()]
+
+
 def _lines_run(words: list[str]) -> list[str]:
     """The command lines a program runs from its arguments: `eval …`, `sh -c …`, `su -c …`, `env -S …`.
     Every word after the option is read as one, since a shell takes further options before its string."""
@@ -226,6 +240,9 @@ def _lines_run(words: list[str]) -> list[str]:
     if name == "ssh":
         remote = _wrapped_by(args, _SSH_OPTIONS, operands=1)
         return [" ".join(remote)] if remote else []
+    if _INTERPRETER.fullmatch(name):
+        code = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-c", "-e")), None)
+        return _strings_run(code) if code else []
     letter = _COMMAND_LETTER.get(name)
     if letter is None:
         return []

@@ -146,6 +146,7 @@ DENY_RM_RF = [Rule("run_shell", "allow", ()), Rule("run_shell", "deny", ("rm", "
     ("echo $HOME -rf", "allow"),
     ("ssh host ls -rf", "allow"),
     ("ssh -p 22 host 'echo rm -rf'", "allow"),
+    ("python3 -c 'print(1 + 1)'", "allow"),
 ])
 def test_a_deny_rule_catches_the_usual_spellings_and_wins_over_allow(command, verdict):
     assert rule_verdict("run_shell", command, DENY_RM_RF) == verdict
@@ -176,6 +177,9 @@ def _nested(line: str, levels: int) -> str:
     "declare -x B=rm; sudo $B -rf x",
     "sudo -i 'rm -rf x'", "sudo -s \"rm -rf x\"", "ssh host rm -rf x", "ssh -p 22 -i key host 'rm -rf x'",
     "ssh -o StrictHostKeyChecking=no user@host sudo rm --recursive --force x",
+    "python3 -c 'import os; os.system(\"rm -rf x\")'",
+    "python -c \"import subprocess; subprocess.run(['rm', '-rf', 'x'])\"",
+    "perl -e 'system(\"rm -Rf x\")'", "node -e \"require('child_process').execSync('rm -rf x')\"",
     "nice " * 100 + "ls",  # nested beyond any real use: refused rather than read to the end
     *(_nested("rm -rf x", levels) for levels in (3, 4, 6)),  # sh -c 'sh -c …': read 3 deep, refused deeper
     _nested("ls", 4),
@@ -191,6 +195,8 @@ def test_a_deny_rule_catches_option_synonyms_wrapper_arguments_and_nested_comman
     "echo DIR | xargs -I {} rm -rf {}", "echo DIR | xargs -d '\\n' rm -rf", "find DIR -maxdepth 0 -exec rm -rf {} +",
     "$'\\x72m' -rf DIR", "$'\\162m' -Rf DIR",
     "a=rm; $a -rf DIR", "c='rm -rf'; $c DIR", "export A=rm && ${A} -Rf DIR", "r=r; ${r}m -rf DIR",
+    "python3 -c 'import os; os.system(\"rm -rf DIR\")'",
+    "python3 -c \"import subprocess; subprocess.run(['rm', '-rf', 'DIR'], check=True)\"",
 ])
 def test_spellings_that_really_delete_a_tree_are_denied(command, tmp_path):
     tree = tmp_path / "tree"
