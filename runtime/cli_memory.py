@@ -15,9 +15,12 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
 
-from .api import Runtime
 from .errors import ConfigError
+
+if TYPE_CHECKING:  # runtime.cli imports this module before it starts the model's preload: keep it light
+    from .api import Runtime
 
 COMMANDS = ("memory", "knowledge", "jobs")
 _READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list"), ("jobs", None)}

@@ -37,16 +37,12 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
     stop = threading.Event()
 
     def run() -> None:
+        loading = None
         try:
             from .config import load_settings, resolve_home, split_model_ref
             from .keys import SecretStore
-            from .kit import AgentKit
-            from .memory import INDEX_NAME, MEMORY_DIR
             from .models.library import ModelLibrary
             from .providers import build_provider
-            from .tools.base import tool_spec
-            from .tools.mcp_consent import MCPConsents
-            from .tools.memory_tool import MemoryTool
 
             folder = resolve_home(home)
             settings = load_settings(folder)
@@ -56,6 +52,16 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
                 return
             keys, library = SecretStore(folder), ModelLibrary(folder)
             provider = build_provider(cfg, keys, library)
+            # The load starts before the imports below: llama.cpp reads the file with the GIL released, so it
+            # runs beside them instead of after them.
+            loading = threading.Thread(target=_quietly, args=(provider.load_sync, name), name="hearth-model-load")
+            loading.start()
+            from .kit import AgentKit
+            from .memory import INDEX_NAME, MEMORY_DIR
+            from .tools.base import tool_spec
+            from .tools.mcp_consent import MCPConsents
+            from .tools.memory_tool import MemoryTool
+
             kit = AgentKit(folder, lambda: settings, keys, {}, [], MCPConsents(folder), library)
             messages, tools = asyncio.run(kit.first_prompt())  # this thread has no event loop of its own
             if settings.memory:  # a new task's memory, as kit.first_prompt gives it beside the database
@@ -68,7 +74,18 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             provider.warm_sync(name, messages, tools, stop)
         except Exception as exc:
             log.info("preloading the model failed: %s", exc)
+        finally:
+            if loading is not None:
+                loading.join()  # `abandon()` waits for the load through this thread
 
     thread = threading.Thread(target=run, name="hearth-preload")
     thread.start()
     return Preload(thread, stop)
+
+
+def _quietly(load, name: str | None) -> None:
+    """The model load in a thread of its own; a failure is the turn's to report when it loads the model again."""
+    try:
+        load(name)
+    except Exception as exc:
+        log.info("loading the model early failed: %s", exc)

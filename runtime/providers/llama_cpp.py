@@ -214,9 +214,11 @@ class LlamaCppProvider:
                   stop: threading.Event | None = None) -> str:
         """`warm()` for a thread of its own (blocks): `hearth run` starts it before the rest of Hearth imports.
         Setting `stop` ends it early (after the model load, which cannot be interrupted)."""
-        file, identity = self._resolve(name)
-        model = load_sync((os.path.realpath(file), self.n_ctx, self.chat_format, self.n_threads), identity)
-        return self._warm_loaded(model, messages, tools, stop)
+        return self._warm_loaded(self.load_sync(name), messages, tools, stop)
+
+    def load_sync(self, name: str | None) -> LoadedModel:
+        """The model loaded into the process-wide cache (blocks; a second caller waits for the first's load)."""
+        return load_sync(*self._key(name))
 
     def _warm_loaded(self, model: LoadedModel, messages: list[dict], tools: list[dict],
                      stop: threading.Event | None = None) -> str:

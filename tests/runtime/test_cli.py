@@ -211,3 +211,14 @@ async def test_warnings_reach_stderr_even_when_logging_started_while_the_model_l
                                                 env={**os.environ, "PYTHONPATH": os.getcwd()})
     _, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0 and err.decode() == "hearth: the model server at 127.0.0.1 did not answer\n"
+
+
+async def test_importing_the_cli_leaves_the_heavy_modules_for_after_the_model_preload_starts():
+    # `hearth run` starts loading the model once its arguments are read: whatever the CLI module imports before
+    # that delays the load, and the first answer with it.
+    code = ("import sys, runtime.cli; "
+            "print(sorted(m for m in ('runtime.api', 'runtime.kit', 'sqlalchemy', 'llama_cpp') if m in sys.modules))")
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0 and out.decode() == "[]\n"

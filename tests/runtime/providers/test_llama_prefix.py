@@ -7,6 +7,8 @@ its evaluation."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 
 import pytest
 
@@ -139,6 +141,39 @@ def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories
     (loaded,) = models.values()  # loaded: the turn does not wait for that
     # Their index goes into the first prompt, and the thread cannot read it: no prefix it would guess wrong.
     assert loaded.prefix_status == "" and not list(ModelLibrary(home).kv_cache.glob("*.kv"))
+
+
+CHILD_LOAD_ORDER = """
+import sys, threading
+from runtime.providers.llama_cpp import LlamaCppProvider
+from runtime.preload import start_preload
+
+loading = threading.Event()
+real_load = LlamaCppProvider.load_sync
+
+def load_sync(self, name):
+    loading.set()
+    return real_load(self, name)
+
+class KitImport:  # holds the import of runtime.kit until the model load has begun (or 10 s have passed)
+    def find_spec(self, name, path=None, target=None):
+        if name == "runtime.kit":
+            print("load began before the imports:", loading.wait(10))
+        return None
+
+LlamaCppProvider.load_sync = load_sync
+sys.meta_path.insert(0, KitImport())
+start_preload(sys.argv[1], None, "What is 2+2?").thread.join(120)
+"""
+
+
+async def test_hearth_runs_preload_starts_the_model_load_before_importing_the_rest(home):
+    # llama.cpp loads with the GIL released: begun first, the load runs beside the prompt's imports.
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", CHILD_LOAD_ORDER, str(home),
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                                                env={**os.environ, "PYTHONPATH": os.getcwd()})
+    out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0 and out.decode() == "load began before the imports: True\n"
 
 
 async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
