@@ -6,6 +6,7 @@ it waits a moment and until the owner is idle (a person who sends again right aw
 model is not taken from them), asks the owner's model for a short title, and writes it only if the title is
 still provisional (a rename in the meantime wins). A model that gives no usable title leaves the provisional
 one as the final title; a model that fails leaves it provisional, to be tried after the next completed turn.
+A first input without words (attachments only) is titled with the files' names, final at the first job.
 The change is announced as a `TitleChanged` event on the runtime's feed.
 """
 
@@ -34,8 +35,10 @@ PROMPT = ("Write a short title, two to six words, for a conversation that begins
 
 
 def provisional_title(parts: list[dict]) -> str | None:
-    """The first input's opening words, given at once."""
-    return shorten(" ".join(text_of(parts).split()))
+    """The first input's opening words, given at once; for an input of attachments only, their names (the
+    model is then not asked: a file's name says more than a title guessed from it)."""
+    words = " ".join(text_of(parts).split())
+    return shorten(words or ", ".join(p["name"] for p in parts if p.get("type") == "attachment"))
 
 
 def shorten(line: str) -> str | None:

@@ -159,6 +159,21 @@ async def test_no_usable_title_keeps_the_provisional_one_for_good(home):
         await rt.aclose()
 
 
+async def test_a_first_input_of_attachments_only_is_titled_with_their_names_for_good(rt, model, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("Buy milk.\n")
+    task = await rt.create_task(model=MODEL)
+    for _ in range(3):
+        model.add_steps(["Read it."])
+        await rt.send(task.id, "", attachments=[notes])
+        await rt.wait_idle(task.id)
+        await _jobs_done(rt)
+    assert (await rt.get_task(task.id)).title == "notes.txt"
+    assert model.title_requests == []
+    # One title job settled it; the later turns ran none.
+    assert len(await rt.job_log("title")) == 1
+
+
 async def test_closing_the_runtime_does_not_wait_for_a_title(home):
     model = ScriptedModel(title="Late")
     rt = await open_runtime(home, model)
