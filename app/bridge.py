@@ -18,7 +18,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
@@ -26,12 +26,14 @@ from .util import error_text, pending_tasks, spawn
 
 if TYPE_CHECKING:
     from runtime.api import MessageInfo, Runtime, TaskInfo, TurnHandle
-    from runtime.events import Event
+    from runtime.events import Event, ReasoningDelta, TextDelta
+
+    # What a panel's batch holds: the task's events, its text deltas merged into chunks.
+    Batched: TypeAlias = "TextChunk | Event"
 
 log = logging.getLogger(__name__)
 
 FRAME = 0.016  # seconds: at most one batch (and so one repaint) per frame
-DELTAS = frozenset({"text_delta", "reasoning_delta"})
 # Events of the feed that change what a task list shows.
 _TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended", "title"})
 
@@ -41,7 +43,9 @@ class TextChunk:
 
     __slots__ = ("part_id", "pieces", "seq", "task_id", "text", "turn_id", "type")
 
-    def __init__(self, ev: Any):
+    type: Literal["text_delta", "reasoning_delta"]
+
+    def __init__(self, ev: TextDelta | ReasoningDelta):
         self.type = ev.type
         self.task_id = ev.task_id
         self.turn_id = ev.turn_id
@@ -63,7 +67,7 @@ class TaskObserver(QObject):
         self._subscribe = subscribe or bridge.rt.subscribe  # a chat's: rt.chats.subscribe
         self.flushes = 0
         self.events = 0
-        self._pending: list = []
+        self._pending: list[Batched] = []
         self._last_flush = 0.0
         self._closed = False
         self._timer = QTimer(self)
@@ -81,7 +85,7 @@ class TaskObserver(QObject):
     def _add(self, ev: Event) -> None:
         self.events += 1
         pending = self._pending
-        if ev.type in DELTAS:
+        if ev.type in ("text_delta", "reasoning_delta"):
             last = pending[-1] if pending else None
             if (type(last) is TextChunk and last.type == ev.type and last.part_id == ev.part_id
                     and last.turn_id == ev.turn_id):

@@ -9,6 +9,8 @@ is closed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -19,6 +21,9 @@ from .conversation_feed import ConversationFeed, FeedPanel
 from .model_picker import ModelDialog
 from .sources import ChatSource
 from .task_panel import PHASES
+
+if TYPE_CHECKING:
+    from .bridge import Batched
 
 
 class ChatPanel(FeedPanel, QWidget):
@@ -106,7 +111,7 @@ class ChatPanel(FeedPanel, QWidget):
         if not running:
             self.phase.hide()
 
-    def show_phases(self, events: list) -> None:
+    def show_phases(self, events: list[Batched]) -> None:
         for ev in events:
             if ev.type == "status":
                 self._phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))

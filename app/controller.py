@@ -20,9 +20,10 @@ import importlib
 import logging
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from runtime.paths import data_folder
 
@@ -35,6 +36,10 @@ from .settings_window import SettingsWindow
 from .startup_problems import StartupProblems
 from .tray import Tray, tray_available
 from .util import error_text, spawn
+
+if TYPE_CHECKING:
+    from runtime.api import Runtime
+    from runtime.events import Event
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +70,12 @@ class HearthApp(StartupProblems, QObject):
         self.ready = asyncio.Event()
         self.window: MainWindow | None = None
         self.tray: Tray | None = None
-        self.rt = None
+        self.rt: Runtime | None = None
         self.bridge: RuntimeBridge | None = None
         self.settings_window: SettingsWindow | None = None
         self.notifications: list[tuple[str, str, str]] = []
-        self.close_choice = None  # the "keep working?" question, while it is open
-        self.notifier = Notifier(fallback=lambda title, text: self.tray and self.tray.notify(title, text))
+        self.close_choice: QMessageBox | None = None  # the "keep working?" question, while it is open
+        self.notifier = Notifier(fallback=self._tray_notify)
         self.startup_error: str | None = None
         self._problem: tuple | None = None  # (runtime.api module or None, the exception) while not started
         self.fault_box = None  # the box saying a storage fault happened during the session, while open
@@ -95,7 +100,7 @@ class HearthApp(StartupProblems, QObject):
             hints.colorSchemeChanged.connect(self._scheme_changed)
         window = self.show_main()
         painted = asyncio.get_running_loop().create_future()
-        window.painted.connect(lambda: painted.done() or painted.set_result(None))
+        window.painted.connect(lambda: None if painted.done() else painted.set_result(None))
         try:
             await asyncio.wait_for(painted, 2.0)
         except TimeoutError:
@@ -262,10 +267,10 @@ class HearthApp(StartupProblems, QObject):
     def _visible(self, task_id: str) -> bool:
         return self.window is not None and self.window.is_task_visible(task_id)
 
-    def _on_turn_event(self, task_id: str, ev) -> None:
+    def _on_turn_event(self, task_id: str, ev: Event) -> None:
         # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify, and
         # a team's assignment when it needs the person.
-        if self._closing or self._visible(task_id) or task_id in self.bridge.chat_ids:
+        if self._closing or self.bridge is None or self._visible(task_id) or task_id in self.bridge.chat_ids:
             return
         team = self.bridge.assignment_teams.get(task_id)
         if team is not None:
@@ -281,6 +286,11 @@ class HearthApp(StartupProblems, QObject):
                 self.notify(task_id, f"{title} is done", "Open Hearth to see the answer.")
             else:
                 self.notify(task_id, f"{title} failed", ev.error or "The turn ended with an error.")
+
+    def _tray_notify(self, title: str, text: str) -> None:
+        """Where a notification goes when the desktop has no notification service."""
+        if self.tray is not None:
+            self.tray.notify(title, text)
 
     def notify(self, task_id: str, title: str, text: str) -> None:
         self.notifications.append((task_id, title, text))

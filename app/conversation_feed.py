@@ -23,6 +23,8 @@ from .message_item import Message
 if TYPE_CHECKING:
     from runtime.api import MessageInfo
 
+    from .bridge import Batched
+    from .composer import Composer
     from .sources import ChatSource, TaskSource
 
 
@@ -68,12 +70,12 @@ class ConversationFeed:
             return []
         out = []
         for info in infos:
-            live = self.live.get(info.turn_id) if info.role == "assistant" else None
+            live = self.live.get(info.turn_id) if info.role == "assistant" and info.turn_id else None
             if live is not None:
                 out.append(live)
                 continue
             m = Message.of(info, turns.get(info.turn_id))
-            if m.role == "assistant" and m.status == "streaming" and m.turn_id not in self._final:
+            if m.role == "assistant" and m.status == "streaming" and m.turn_id and m.turn_id not in self._final:
                 m.live, m.parts = True, []
                 self.live[m.turn_id] = m
                 for batch in self._early.pop(m.turn_id, []):
@@ -175,10 +177,10 @@ class ConversationFeed:
 
     # -- live --
 
-    def _on_batch(self, items: list) -> None:
+    def _on_batch(self, items: list[Batched]) -> None:
         if self._closed:
             return
-        by_turn: dict[str, list] = {}
+        by_turn: dict[str, list[Batched]] = {}
         for ev in items:
             by_turn.setdefault(ev.turn_id, []).append(ev)
         for turn_id, events in by_turn.items():
@@ -196,7 +198,7 @@ class ConversationFeed:
     def _turn_started(self, turn_id: str) -> None:
         # Only one turn of a task runs at a time: any other live one has ended (its end may not be replayed).
         for other in [t for t in self.live if t != turn_id]:
-            self._finish(self.live[other])
+            self._finish(self.live[other], other)
         self.panel.turn_started()
         self.bridge.run(self._after_start())
 
@@ -212,18 +214,20 @@ class ConversationFeed:
             if m.role == "user" and m.status == "queued":
                 await self.refresh_message(m)
 
-    def _route_known(self, m: Message, events: list) -> None:
+    def _route_known(self, m: Message, events: list[Batched]) -> None:
+        """A batch of events of one turn, to its live message `m`."""
         m.apply(events)
-        item = self.conversation.live_item(m.turn_id)
+        turn_id = events[0].turn_id
+        item = self.conversation.live_item(turn_id)
         if item is not None:
             item.apply(events)
         self.conversation.note_live_activity()
         if any(ev.type == "turn_ended" for ev in events):
-            self._finish(m)
+            self._finish(m, turn_id)
 
-    def _finish(self, m: Message) -> None:
-        self.live.pop(m.turn_id, None)
-        self._final.add(m.turn_id)
+    def _finish(self, m: Message, turn_id: str) -> None:
+        self.live.pop(turn_id, None)
+        self._final.add(turn_id)
         m.live = False
         self._finishing += 1  # now, not when the task starts: until the saved message is shown, nothing settled
         self.bridge.run(self._finished(m))
@@ -251,6 +255,10 @@ class ConversationFeed:
 class FeedPanel:
     """What a panel with a composer over a feed answers alike (task and chat panels): mixed in before QWidget.
     It owns `feed`, `conversation` and `composer`."""
+
+    feed: ConversationFeed
+    conversation: ConversationView
+    composer: Composer
 
     @property
     def loaded(self) -> asyncio.Event:

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
+
+if TYPE_CHECKING:
+    from runtime.api import MessageInfo
+    from runtime.events import ToolCall
+
+    from .bridge import Batched
 
 # An input of these kinds is not shown as a bubble: its answer carries a marker instead.
 MARKERS = {"continue": "continued", "retry": "another answer"}
@@ -31,7 +38,7 @@ class Message:
     warnings: list[tuple[str, str | None]] = field(default_factory=list)  # a live turn's (message, code)
 
     @classmethod
-    def of(cls, info, turn: dict | None) -> Message:
+    def of(cls, info: MessageInfo, turn: dict | None) -> Message:
         return cls(info.id, info.role, [dict(p) for p in info.parts], info.status, info.turn_id, turn)
 
     @property
@@ -47,36 +54,35 @@ class Message:
         """"continue" / "retry" for an input that only asks for more, else None."""
         return next((p["type"] for p in self.parts if p.get("type") in MARKERS), None)
 
-    def apply(self, items: list) -> None:
+    def apply(self, items: list[Batched]) -> None:
         """Fold a frame's events of this message's turn into its parts (the same folding the widgets do)."""
         for ev in items:
-            t = ev.type
-            if t in TEXT_KINDS:
+            if ev.type in ("text_delta", "reasoning_delta"):
                 while len(self.parts) <= ev.part_id:
                     self.parts.append({"type": "text", "text": ""})
                 part = self.parts[ev.part_id]
-                part["type"] = TEXT_KINDS[t]
+                part["type"] = TEXT_KINDS[ev.type]
                 part["text"] = part.get("text", "") + ev.text
-            elif t == "tool_call":
+            elif ev.type == "tool_call":
                 while len(self.parts) <= ev.part_id:
                     self.parts.append({"type": "text", "text": ""})
                 before = self.parts[ev.part_id]
                 self.parts[ev.part_id] = tool_part(ev)
                 if before.get("call_id") == ev.call_id and "progress" in before:
                     self.parts[ev.part_id]["progress"] = before["progress"]
-            elif t == "tool_progress":  # kept too: an item re-created mid-turn (a page re-read) shows it
-                part = next((p for p in self.parts if p.get("call_id") == ev.call_id), None)
-                if part is not None:
-                    part.setdefault("progress", []).append(ev.text)  # a live answer's parts are its own
-            elif t == "usage":
+            elif ev.type == "tool_progress":  # kept too: an item re-created mid-turn (a page re-read) shows it
+                card = next((p for p in self.parts if p.get("call_id") == ev.call_id), None)
+                if card is not None:
+                    card.setdefault("progress", []).append(ev.text)  # a live answer's parts are its own
+            elif ev.type == "usage":
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
-            elif t == "warning":
+            elif ev.type == "warning":
                 self.warnings.append((ev.message, ev.code))
                 if ev.code in ("truncated", "compacted"):
                     self.parts.append({"type": "marker", "marker": ev.code})
 
 
-def tool_part(ev) -> dict:
+def tool_part(ev: ToolCall) -> dict:
     return {"type": "tool_call", "part_id": ev.part_id, "call_id": ev.call_id, "name": ev.name,
             "state": str(ev.state), "args": ev.args, "result": ev.result, "effect": ev.effect}
 
@@ -99,7 +105,7 @@ class AssistantItem(QWidget):
         self.message = message
         self.can_retry = retry
         self.chat = chat  # a chat's answer: no turn details; a failed one offers another model for the chat
-        lay = QVBoxLayout(self)
+        lay = self.outer = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
         if marker:
@@ -128,9 +134,9 @@ class AssistantItem(QWidget):
         row.addWidget(self.retry)
         lay.addLayout(row)
         self.banner: Banner | None = None
-        self._banner_key = None
+        self._banner_key: tuple[str | None, str, bool] | None = None
         self.waiting_now = False
-        self._meta_key = None  # what the footer, banner and cards last showed (see show_meta)
+        self._meta_key: tuple | None = None  # what the footer, banner and cards last showed (see show_meta)
         self.goes_on = False  # a Continue carried this answer on in the next item
         self.earlier: AssistantItem | None = None  # the answer this one carries on
         self.refresh(can_continue=False)
@@ -152,20 +158,19 @@ class AssistantItem(QWidget):
                                    "context window. They are still here.")
         self.set_meta(can_continue)
 
-    def apply(self, items: list) -> None:
+    def apply(self, items: list[Batched]) -> None:
         """A frame's live events, applied to the widgets incrementally."""
         block = self.block
         for ev in items:
-            t = ev.type
-            if t in TEXT_KINDS:
-                block.add_delta(TEXT_KINDS[t], ev.part_id, ev.text)
-            elif t == "tool_call":
+            if ev.type in ("text_delta", "reasoning_delta"):
+                block.add_delta(TEXT_KINDS[ev.type], ev.part_id, ev.text)
+            elif ev.type == "tool_call":
                 block.update_tool(tool_part(ev))
-            elif t == "tool_progress":
+            elif ev.type == "tool_progress":
                 block.add_progress(ev.call_id, ev.text)
-            elif t == "usage":
+            elif ev.type == "usage":
                 self.set_meta(False)
-            elif t == "warning":
+            elif ev.type == "warning":
                 block.add_warning(ev.message, ev.code)
         block.render()
 
@@ -174,7 +179,8 @@ class AssistantItem(QWidget):
 
     def copy_text(self) -> str:
         """This answer's text, from where it began before any Continue."""
-        texts, item = [], self
+        texts: list[str] = []
+        item: AssistantItem | None = self
         while item is not None:
             texts.append(item.block.copy_text())
             item = item.earlier
@@ -239,4 +245,4 @@ class AssistantItem(QWidget):
             self.banner.continue_clicked.connect(self.continue_clicked)
             self.banner.settings_clicked.connect(lambda: self.settings_clicked.emit(""))
             self.banner.fork_clicked.connect(self.fork_clicked)
-            self.layout().addWidget(self.banner)
+            self.outer.addWidget(self.banner)

@@ -33,6 +33,8 @@ from .waiting import WaitingBox
 if TYPE_CHECKING:
     from runtime.api import TaskInfo
 
+    from .bridge import Batched
+
 PHASES = {
     "agent_building": "Preparing the agent…",
     "context_building": "Reading the conversation…",
@@ -169,23 +171,22 @@ class TaskPanel(FeedPanel, QWidget):
             self.title.setText(title)
             self.title_changed.emit(title)
 
-    def show_phases(self, events: list) -> None:
+    def show_phases(self, events: list[Batched]) -> None:
         for ev in events:
-            t = ev.type
-            if t == "status":
+            if ev.type == "status":
                 self._show_phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
-            elif t == "text_delta":
+            elif ev.type == "text_delta":
                 self._show_phase("Writing…")
-            elif t == "reasoning_delta":
+            elif ev.type == "reasoning_delta":
                 self._show_phase("Thinking…")
-            elif t == "tool_call":
+            elif ev.type == "tool_call":
                 state = str(ev.state)
                 self._show_phase(f"Running {ev.name}…" if state == "running" else "Thinking…")
-            elif t == "aborted":
+            elif ev.type == "aborted":
                 self._show_phase("Stopping…")
-            elif t == "todos":
+            elif ev.type == "todos":
                 self.todo_box.set_todos(ev.todos)
-            elif t == "turn_ended":
+            elif ev.type == "turn_ended":
                 self.phase.hide()
 
     def _show_phase(self, text: str) -> None:

@@ -11,8 +11,9 @@ into a task" (`to_task`) starts a task whose history is the chat's messages.
 
 from __future__ import annotations
 
+import builtins  # `Chats.list` hides the builtin in the annotations below it
 import uuid
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -136,13 +137,13 @@ class Chats:
         return await self.get(chat_id)
 
     async def messages(self, chat_id: str, *, before: int | None = None, after: int | None = None,
-                       limit: int | None = None) -> list[MessageInfo]:
+                       limit: int | None = None) -> builtins.list[MessageInfo]:
         """As `Runtime.messages`; a model change is a message with role "event"."""
         await self._row(chat_id)
         rows = await self.store.messages(chat_id, before=before, after=after, limit=limit)
         return [MessageInfo.model_validate(r) for r in rows]
 
-    async def turns(self, chat_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+    async def turns(self, chat_id: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
         """As `Runtime.turns`: turn rows (reason, error, usage, times)."""
         await self._row(chat_id)
         return await self.store.turns(chat_id, None if turn_ids is None else list(turn_ids))
@@ -187,6 +188,6 @@ class Chats:
         return chat_id in self._rt.aborts
 
     def subscribe(self, chat_id: str, after_seq: int = 0, turn_id: str | None = None, follow: bool = False,
-                  deltas: bool = True) -> AsyncIterator[Event]:
+                  deltas: bool = True) -> AsyncGenerator[Event, None]:
         """As `Runtime.subscribe`; the events' `task_id` is the chat's id."""
         return self.host.subscribe(chat_id, after_seq, turn_id, follow, deltas)

@@ -51,6 +51,7 @@ from .redact import redact
 
 if TYPE_CHECKING:
     from .api import Runtime
+    from .events import Event, TurnEnded
 
 EXIT_OK, EXIT_USAGE, EXIT_PROVIDER, EXIT_WAITING, EXIT_BUSY, EXIT_STOPPED = 0, 2, 3, 4, 5, 130
 EXIT_DISK_FULL, EXIT_CORRUPT, EXIT_STORAGE = 6, 7, 8
@@ -150,7 +151,7 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     if ended.reason == EndReason.waiting:
         req = (await rt.get_task(task_id)).pending_request or {}
         how = {"approval": "--approve or --deny", "plan": '--approve, or --text "what to change"'}.get(
-            req.get("kind"), '--text "..."')
+            req.get("kind", ""), '--text "..."')
         if req.get("network_offer"):
             how += " (--approve --network: this one command may use the network)"
         print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
@@ -158,10 +159,10 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     return EXIT_OK
 
 
-async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
+async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None) -> TurnEnded | None:
     """Print the task's events across its queued turns; the last `turn_ended`, once the task is idle."""
-    events = aiter(rt.subscribe(task_id, turn_id=turn_id, follow=True))
-    ended = None
+    events = rt.subscribe(task_id, turn_id=turn_id, follow=True)
+    ended: TurnEnded | None = None
     status = StatusLine()
     idle = asyncio.ensure_future(rt.wait_idle(task_id))
     try:
@@ -184,7 +185,7 @@ async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None):
         await events.aclose()
 
 
-def _print_event(ev) -> str:
+def _print_event(ev: Event) -> str:
     """Print what the person follows of an event; returns what was printed."""
     if ev.type == "text_delta":
         sys.stdout.write(ev.text)

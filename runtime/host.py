@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .abort import TurnSlot
@@ -234,7 +234,7 @@ class TurnHost:
             await asyncio.shield(slot.done)
 
     async def subscribe(self, owner_id: str, after_seq: int = 0, turn_id: str | None = None,
-                        follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:
+                        follow: bool = False, deltas: bool = True) -> AsyncGenerator[Event, None]:
         """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
         event; ends at once when nothing is in memory (read the messages then). With `follow=True` it goes on
         with every later turn (each from seq 1) until the runtime closes. `deltas=False` leaves text and

@@ -5,7 +5,7 @@ plans, the queue, Stop, subscriptions (runtime/api.py). The owner-generic part i
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -133,14 +133,14 @@ class TurnsMixin:
         await self.task_turns.wait_idle(task_id)
 
     def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
-                  follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:
+                  follow: bool = False, deltas: bool = True) -> AsyncGenerator[Event, None]:
         """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
         event; ends at once when nothing is in memory (read `messages()` then). With `follow=True` it goes on
         with every later turn of the task (each from seq 1) until the runtime closes. `deltas=False` leaves
         text and reasoning deltas out (cheap for a status view)."""
         return self.task_turns.subscribe(task_id, after_seq, turn_id, follow, deltas)
 
-    async def events(self) -> AsyncIterator[Event]:
+    async def events(self) -> AsyncGenerator[Event, None]:
         """Every task's and chat's events except text deltas, from now on, until the runtime closes: what a task
         list, a tray or notifications follow (one subscription for all, nothing polled). An event's `task_id`
         is its owner's id: a task's, or a chat's."""
