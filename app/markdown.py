@@ -123,8 +123,6 @@ def highlight_spans(code: str, lang: str) -> list[tuple[int, int, str, bool]]:
 class MarkdownView(QTextBrowser):
     """A read-only Markdown block that grows with its content."""
 
-    MIN_RENDER_GAP = 0.0
-
     def __init__(self, text: str = "", *, muted: bool = False, cached: bool = False, parent=None):
         super().__init__(parent)
         self.cached = cached  # shows saved text: its render is kept and reused (module docstring)

@@ -210,9 +210,6 @@ class TeamPanel(QWidget):
             item.setForeground(2, QColor(colors[color]) if color else QColor(colors["muted"]))
         self._show_selected()
 
-    def status_of(self, key: str) -> str:
-        return next(a.status for a in self.info.assignments if a.key == key)
-
     # -- the selected assignment --
 
     def select(self, key: str) -> None:

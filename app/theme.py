@@ -10,8 +10,6 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
 
-THEMES = ("system", "light", "dark")
-
 LIGHT = {
     "window": "#f6f5f3", "base": "#ffffff", "text": "#1f2328", "muted": "#6b6f76", "border": "#e0ddd8",
     "sidebar": "#eeebe6", "selected": "#e3ddd5", "hover": "#e8e4de", "accent": "#c8561f", "accent_text": "#ffffff",

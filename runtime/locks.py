@@ -61,16 +61,6 @@ class DataFolderLock:
             os.close(fd)  # closing drops the lock
 
 
-def holder(home: Path) -> int | None:
-    """The pid of the process that owns `home`, or None when nobody does."""
-    try:
-        lock = DataFolderLock.acquire(home)
-    except DataFolderBusy as busy:
-        return busy.pid or -1
-    lock.release()
-    return None
-
-
 def _read_pid(fd: int) -> int | None:
     try:
         os.lseek(fd, 0, os.SEEK_SET)

@@ -67,10 +67,6 @@ def redact(text: str) -> str:
     return _SHAPES.sub(_shape, redact_known(text))
 
 
-def redact_optional(text: str | None) -> str | None:
-    return None if text is None else redact(text)
-
-
 # -- logs --
 
 _installed = False

@@ -102,11 +102,6 @@ class Store(Conversations, RulesRepo):
 
     # -- turns --
 
-    async def get_turn(self, turn_id: str) -> dict[str, Any] | None:
-        async with self.engine.connect() as conn:
-            r = (await conn.execute(select(TurnRow.__table__).where(TurnRow.id == turn_id))).first()
-        return _row(r) if r else None
-
     async def steps(self, turn_id: str) -> list[dict[str, Any]]:
         async with self.engine.connect() as conn:
             rows = await conn.execute(
