@@ -73,6 +73,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued()))
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.details_clicked.connect(self.show_details)
         self.conversation.fork_clicked.connect(self.choose_model)
         lay.addWidget(self.conversation, 1)
 

@@ -18,6 +18,7 @@ from PySide6.QtCore import Qt
 
 from .bridge import RuntimeBridge, TaskObserver
 from .conversation import PAGE, ConversationView
+from .details import DetailsDialog
 from .message_item import Message
 
 if TYPE_CHECKING:
@@ -244,6 +245,10 @@ class ConversationFeed:
             await self._refresh_queued()  # a queued turn that ran meanwhile may not have been seen starting
 
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         self._closed = True
         if self.observer is not None:
@@ -259,6 +264,7 @@ class FeedPanel:
     feed: ConversationFeed
     conversation: ConversationView
     composer: Composer
+    details_dialog: DetailsDialog | None = None
 
     @property
     def loaded(self) -> asyncio.Event:
@@ -285,6 +291,18 @@ class FeedPanel:
 
     def turn_text(self, turn_id: str) -> str:
         return self.conversation.turn_text(turn_id)
+
+    def show_details(self, turn_id: str) -> None:
+        """A turn's Details: its model steps, and the helpers a task's turn ran."""
+        feed = self.feed
+
+        async def go() -> None:
+            details = await feed.source.turn_details(turn_id)
+            if not feed.closed:
+                self.details_dialog = DetailsDialog(details, self.conversation)
+                self.details_dialog.show()
+
+        feed.bridge.run(go())
 
     def view_state(self) -> tuple:
         anchor, offset = self.conversation.view_state()

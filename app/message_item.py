@@ -104,7 +104,7 @@ class AssistantItem(QWidget):
         super().__init__(parent)
         self.message = message
         self.can_retry = retry
-        self.chat = chat  # a chat's answer: no turn details; a failed one offers another model for the chat
+        self.chat = chat  # a chat's answer: a failed one offers another model for the chat
         lay = self.outer = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(6)
@@ -204,7 +204,7 @@ class AssistantItem(QWidget):
         self.footer.setVisible(not self.goes_on)
         self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on)
         self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
-        self.details.setVisible(not m.live and m.turn is not None and not self.chat and not self.goes_on)
+        self.details.setVisible(not m.live and m.turn is not None and not self.goes_on)
         stopped = (m.turn or {}).get("reason") == "aborted" and not m.truncated
         self.go_on.setVisible(stopped and can_continue and not m.live and not self.goes_on)
         if self.goes_on:

@@ -27,6 +27,9 @@ class TaskSource:
     async def turns(self, turn_ids: Iterable[str]) -> list[dict]:
         return await self.bridge.turns(self.id, turn_ids)
 
+    async def turn_details(self, turn_id: str) -> dict:
+        return await self.bridge.turn_details(self.id, turn_id)
+
     def observe(self) -> TaskObserver:
         return self.bridge.observe(self.id)
 
@@ -51,6 +54,9 @@ class ChatSource:
 
     async def turns(self, turn_ids: Iterable[str]) -> list[dict]:
         return await self.chats.turns(self.id, turn_ids)
+
+    async def turn_details(self, turn_id: str) -> dict:
+        return await self.chats.turn_details(self.id, turn_id)
 
     def observe(self) -> TaskObserver:
         return TaskObserver(self.bridge, self.id, self.chats.subscribe)

@@ -23,7 +23,6 @@ from .bridge import RuntimeBridge, TaskObserver
 from .composer import Composer
 from .conversation import ConversationView
 from .conversation_feed import ConversationFeed, FeedPanel
-from .details import DetailsDialog
 from .model_picker import ModelDialog
 from .sources import TaskSource
 from .task_commands import CommandSettings
@@ -278,15 +277,6 @@ class TaskPanel(FeedPanel, QWidget):
         dlg.show()
         self.model_dialog = dlg
         return dlg
-
-    def show_details(self, turn_id: str) -> None:
-        async def go():
-            details = await self.bridge.turn_details(self.task_id, turn_id)
-            if not self._closed:
-                self.details_dialog = DetailsDialog(details, self)
-                self.details_dialog.show()
-
-        self.bridge.run(go())
 
     def _fork(self, model: str) -> None:
         async def go():

@@ -148,6 +148,11 @@ class Chats:
         await self._row(chat_id)
         return await self.store.turns(chat_id, None if turn_ids is None else list(turn_ids))
 
+    async def turn_details(self, chat_id: str, turn_id: str) -> dict:
+        """As `Runtime.turn_details`: the turn's model steps (a chat runs no helpers)."""
+        await self._row(chat_id)
+        return {"steps": await self.store.steps(chat_id, turn_id), "subagents": []}
+
     async def to_task(self, chat_id: str, title: str | None = None, approval: str = "ask") -> TaskInfo:
         """A new task on the chat's model whose history is the chat's messages (the chat stays as it is)."""
         chat = await self._row(chat_id)

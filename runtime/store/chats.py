@@ -1,7 +1,7 @@
 """Chats in SQLite: their rows, and (through `Conversations`) their messages, turns and checkpoints.
 
 A chat turn runs on the same engine as a task's (`turn.run_turn`), so this store answers the same storage port
-(ports.TurnStorage); what a chat does not have — a todo list, permission rules, per-step records — is empty.
+(ports.TurnStorage); what a chat does not have — a todo list, permission rules, helpers — is empty.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord
 from .conversations import Conversations, Tables, row_dict
-from .models import ChatCheckpointRow, ChatMessageRow, ChatRow, ChatTurnRow
+from .models import ChatCheckpointRow, ChatMessageRow, ChatRow, ChatStepRow, ChatTurnRow
 
 CHAT_TABLES = Tables(ChatRow.__table__, ChatMessageRow.__table__, ChatTurnRow.__table__,
                      ChatCheckpointRow.__table__, "chat_id")
@@ -58,16 +58,29 @@ class ChatStore(Conversations):
 
     async def delete_chat(self, chat_id: str) -> None:
         async with self.engine.begin() as conn:
+            turn_ids = select(ChatTurnRow.id).where(ChatTurnRow.chat_id == chat_id)
+            await conn.execute(delete(ChatStepRow).where(ChatStepRow.turn_id.in_(turn_ids)))
             for table in (ChatCheckpointRow, ChatTurnRow, ChatMessageRow):
                 await conn.execute(delete(table).where(table.chat_id == chat_id))
             await conn.execute(delete(ChatRow).where(ChatRow.id == chat_id))
 
+    async def write_turn_records(self, rec: FinalRecord) -> None:
+        """A chat turn's model steps (a chat has no usage anchor and runs no helpers)."""
+        if rec["steps"]:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(ChatStepRow), [dict(s, turn_id=rec["turn_id"]) for s in rec["steps"]])
+
+    async def steps(self, chat_id: str, turn_id: str) -> list[dict[str, Any]]:
+        """The model steps of one of this chat's turns, in order (none for another chat's turn)."""
+        own = select(ChatTurnRow.id).where(ChatTurnRow.id == turn_id, ChatTurnRow.chat_id == chat_id)
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(ChatStepRow.__table__).where(ChatStepRow.turn_id.in_(own))
+                                      .order_by(ChatStepRow.step_index))
+            return [row_dict(r) for r in rows]
+
     # -- the rest of the turn's storage port: a chat keeps none of these --
 
     async def set_todos(self, chat_id: str, todos: list[dict]) -> None:
-        return None
-
-    async def write_turn_records(self, rec: FinalRecord) -> None:
         return None
 
     async def permission_rules(self, chat_id: str) -> list[dict[str, Any]]:

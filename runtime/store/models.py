@@ -309,6 +309,24 @@ class ChatTurnRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
+class ChatStepRow(Base):
+    """One model request of a chat turn (as steps for tasks): what a chat answer's Details shows."""
+
+    __tablename__ = "chat_steps"
+    __table_args__ = (Index("ix_chat_steps_turn", "turn_id", "step_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    turn_id: Mapped[str] = mapped_column(ForeignKey("chat_turns.id", ondelete="CASCADE"))
+    step_index: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    started_at: Mapped[float] = mapped_column(Float)
+    first_token_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    tool_calls: Mapped[list] = mapped_column(JSON, default=list)
+
+
 class ChatCheckpointRow(Base):
     """A summary of a chat's older history (as context_checkpoints for tasks)."""
 

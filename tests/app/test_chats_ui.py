@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QLabel, QPushButton
 from app.chat_panel import ChatPanel
 from app.message_widgets import EventLine
 from app.task_panel import TaskPanel
-from runtime.providers.scripted import Delay, ScriptedModel
+from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, type_and_send, until
 
 
@@ -110,3 +110,18 @@ async def test_stop_closing_and_reopening_and_turning_into_a_task(launch):
     assert window.sidebar.mode == "tasks"
     task_messages = await ctl.rt.messages(window.panel.task_id)
     assert [m.text for m in task_messages][:2] == ["Take your time", "Thinking slowly "]
+
+
+async def test_a_chat_answer_has_details_with_its_model_steps(launch):
+    ctl = await launch(ScriptedModel([[Call("memory", {"command": "view"})], ["Nothing saved yet."]]))
+    await _default_model(ctl)
+    panel = await _new_chat(ctl)
+    type_and_send(panel, "What do you remember about me?")
+    await until(lambda: panel.settled and panel.conversation.assistant_items(), what="the answer")
+    item = panel.conversation.assistant_items()[-1]
+    await until(lambda: item.details.isVisibleTo(panel), what="Details shown")
+    QTest.mouseClick(item.details, Qt.MouseButton.LeftButton)
+    await until(lambda: panel.details_dialog is not None, what="the details dialog")
+    dialog = panel.details_dialog
+    assert dialog.steps.rowCount() == 2 and dialog.steps.item(0, 5).text() == "memory"
+    assert dialog.helpers.isHidden()  # a chat runs no helpers

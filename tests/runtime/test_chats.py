@@ -233,3 +233,27 @@ async def test_a_chat_searches_the_whole_library_read_only_and_follows_the_memor
         assert {t["function"]["name"] for t in model.requests[2].tools} == {"search_knowledge"}
     finally:
         await rt.aclose()
+
+
+async def test_a_chat_turn_keeps_its_model_steps_for_details_until_the_chat_is_deleted(home):
+    model = ScriptedModel([[Call("memory", {"command": "view"})], ["Nothing saved yet."]])
+    rt = await open_runtime(home, model)
+    try:
+        chat = await rt.chats.create(model=MODEL)
+        await rt.chats.send(chat.id, "What do you remember about me?")
+        await rt.chats.wait_idle(chat.id)
+        [answer] = [m for m in await rt.chats.messages(chat.id) if m.role == "assistant"]
+        details = await rt.chats.turn_details(chat.id, answer.turn_id)
+        steps = details["steps"]
+        assert [s["step_index"] for s in steps] == [0, 1] and details["subagents"] == []
+        assert steps[0]["tool_calls"] == ["memory"] and steps[1]["tool_calls"] == []
+        assert all(s["started_at"] <= s["ended_at"] for s in steps)
+        other = await rt.chats.create(model=MODEL)
+        assert (await rt.chats.turn_details(other.id, answer.turn_id))["steps"] == []  # not another chat's
+        with pytest.raises(ChatNotFound):
+            await rt.chats.turn_details("no-such-chat", answer.turn_id)
+        assert _count(home, "select count(*) from steps") == 0  # a task's steps table holds none of them
+        await rt.chats.delete(chat.id)
+    finally:
+        await rt.aclose()
+    assert _count(home, "select count(*) from chat_steps") == 0
