@@ -256,6 +256,13 @@ async def chat_shot(ctl, out: Path) -> None:
     win.open_chat(chat.id)
     await _settle(0.8)
     win.grab().save(str(out / "22-chat.png"))
+    panel = win.panel
+    panel.show_details(panel.conversation.assistant_items()[-1].message.turn_id)
+    while panel.details_dialog is None:
+        await asyncio.sleep(0.02)
+    await _settle(0.3)
+    panel.details_dialog.grab().save(str(out / "31-chat-details.png"))
+    panel.details_dialog.close()
 
 
 def team_models() -> dict[str, ScriptedModel]:
