@@ -8,7 +8,10 @@
   - plain llama-cpp-python in a fresh process: `Llama(bundled GGUF)` + `create_chat_completion(stream=True)`
     with the same question as the only message (no system prompt, no tools), printing the first token.
 
-    python tests/benchmarks/bench_first_token.py [--rounds 5]
+    python tests/benchmarks/bench_first_token.py [--rounds 5] [--frozen]
+
+`--frozen` runs the installer's bundle (`build/dist/hearth/hearth`, packaging/build.sh) instead of
+`python -m runtime.cli`: its first run restores the prompt-prefix state the bundle ships.
 
 Runs alternate between the two, so load from other processes on the machine hits both alike; medians are
 reported with every run, and the machine's load average before and after.
@@ -58,11 +61,13 @@ def first_byte(argv: list[str]) -> tuple[float, float, str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--frozen", action="store_true", help="run the bundle's hearth (packaging/build.sh)")
     args = ap.parse_args()
     py = sys.executable
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="bench-first-token-") as home:
-        hearth = [py, "-m", "runtime.cli", "--home", home, "run", PROMPT]
+        cli = [str(ROOT / "build" / "dist" / "hearth" / "hearth")] if args.frozen else [py, "-m", "runtime.cli"]
+        hearth = [*cli, "--home", home, "run", PROMPT]
         plain = [py, "-c", PLAIN, PROMPT]
         first_plain = first_byte(plain)  # also warms the page cache with the model file
         first_hearth = first_byte(hearth)  # empty folder: evaluates and saves the prefix
@@ -78,7 +83,8 @@ def main() -> None:
         wall = statistics.median(r[1] for r in runs)
         return f"{name:44} {ttfb:7.2f} {wall:8.2f}    runs: {', '.join(f'{r[0]:.2f}' for r in runs)}"
 
-    print(f"prompt {PROMPT!r}, bundled SmolLM2-135M, {args.rounds} later runs each (medians)")
+    print(f"prompt {PROMPT!r}, bundled SmolLM2-135M, {args.rounds} later runs each (medians)"
+          + (", hearth from the installer's bundle" if args.frozen else ""))
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores)\n")
     print(f"{'':44} {'TTFB s':>7} {'exit s':>8}")
     print(line("hearth run, first (empty data folder)", [first_hearth]))
