@@ -206,6 +206,24 @@ async def test_hearth_runs_preload_starts_the_model_load_before_importing_the_re
     assert proc.returncode == 0 and out.decode() == "load began before the imports: True\n"
 
 
+def test_loading_a_model_runs_no_python_for_llama_cpps_log_lines(fresh):
+    # Each Python log callback takes the GIL back from the imports running beside the load (a 2,000-line log).
+    from runtime.providers.llama_models import bundled_model_path, load_sync
+
+    called: list[str] = []
+
+    def profile(frame, event, _arg):
+        if event == "call" and frame.f_code.co_name == "llama_log_callback":  # llama_cpp/_logger.py
+            called.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)  # callbacks from C into Python on this thread are profiled too
+    try:
+        load_sync((str(bundled_model_path()), 2048, None, 1))
+    finally:
+        sys.setprofile(None)
+    assert called == []
+
+
 async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
     import json
 
