@@ -35,6 +35,11 @@ def match_any(words: list[str]) -> str | None:
     return " OR ".join(f'"{w}"' for w in words) or None
 
 
+def match_all(words: list[str]) -> str:
+    """An FTS5 query matching passages that hold every one of `words` (each quoted)."""
+    return " AND ".join(f'"{w}"' for w in words)
+
+
 def match_query(text: str) -> str | None:
     """An FTS5 query matching any of the text's words, or None when nothing is left."""
     return match_any(query_words(text))

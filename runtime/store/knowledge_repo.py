@@ -14,11 +14,13 @@ from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import faults
-from .fts import match_any
+from .fts import match_all, match_any
 from .models import DocumentRow, PassageRow
 
 COMMON = 0.05  # of the library's passages: a word in more of them is left out of a query with rarer words
 COMMON_FLOOR = 2000  # passages: a smaller library matches every word of a query
+RANK_BUDGET = 3000  # passages one FTS5 query ranks: BM25 costs ~3.5 µs for each match (its length is read)
+_LAST_ROWID = 2**63 - 1
 
 _COLUMNS = "p.id, p.document_id, p.seq, p.text, p.heading, p.page, p.line_start, p.line_end"
 
@@ -105,7 +107,10 @@ class KnowledgeRepo:
         BM25's weight of a word falls with the share of passages holding it while its cost grows with it (a
         word in most of 100,000 passages: ~100 ms, a rare one: ~1 ms): words in more than half of the passages
         are left out (BM25 gives them no weight), the rarer words (in at most COMMON of them) are matched with
-        OR; when only common words are left they must all occur (AND), and failing that the rarest one.
+        OR; when only common words are left they must all occur (AND), and failing that the rarest one. Each
+        query ranks at most RANK_BUDGET passages (~10 ms): rare words are ORed rarest first while their passages
+        fit in it (a passage holding every one of them comes first), and a query matching more ranks the
+        earliest-indexed RANK_BUDGET of its passages, or all of them when those hold too few of the task's.
 
         Its statements run on a connection of its own in one worker thread, one hop for the whole search (through
         the async engine each of them would be one: a search on a busy machine took twice as long)."""
@@ -146,18 +151,32 @@ class KnowledgeRepo:
 
 
 _BM25 = (f"SELECT {_COLUMNS}, passages_fts.rank AS score FROM passages_fts "
-         "JOIN passages p ON p.id = passages_fts.rowid WHERE passages_fts MATCH ? AND p.document_id IN ({ids}) "
-         "ORDER BY passages_fts.rank LIMIT ?")
+         "JOIN passages p ON p.id = passages_fts.rowid WHERE passages_fts MATCH ? AND passages_fts.rowid <= ? "
+         "AND p.document_id IN ({ids}) ORDER BY passages_fts.rank LIMIT ?")
+_EDGE = "SELECT rowid FROM passages_fts WHERE passages_fts MATCH ? LIMIT 1 OFFSET ?"  # walks rowids: no ranking
 
 
 def _bm25(db: sqlite3.Connection, words: list[str], doc_ids: list[int], limit: int, counts: dict,
           generation: int) -> list[dict[str, Any]]:
     query = _BM25.format(ids=", ".join("?" * len(doc_ids)))
+    rows: dict[int, dict[str, Any]] = {}
     for match in _matches(db, words, counts, generation):
-        rows = [dict(r) for r in db.execute(query, (match, *doc_ids, limit))]
-        if rows:
+        for row in _ranked(db, query, match, doc_ids, limit):
+            rows.setdefault(row["id"], row)
+        if len(rows) >= limit:
+            break
+    return list(rows.values())[:limit]
+
+
+def _ranked(db: sqlite3.Connection, query: str, match: str, doc_ids: list[int], limit: int) -> list[dict[str, Any]]:
+    """The best `limit` of the task's passages for one FTS5 query, ranking at most RANK_BUDGET passages when
+    they hold enough of the task's (FTS5 walks a rowid range without ranking what lies outside it)."""
+    edge = db.execute(_EDGE, (match, RANK_BUDGET - 1)).fetchone()
+    if edge is not None:
+        rows = [dict(r) for r in db.execute(query, (match, edge[0], *doc_ids, limit))]
+        if len(rows) >= limit:
             return rows
-    return []
+    return [dict(r) for r in db.execute(query, (match, _LAST_ROWID, *doc_ids, limit))]
 
 
 def _matches(db: sqlite3.Connection, words: list[str], counts: dict, generation: int) -> list[str]:
@@ -177,10 +196,22 @@ def _matches(db: sqlite3.Connection, words: list[str], counts: dict, generation:
     if total < COMMON_FLOOR:
         return [match_any(list(found))] if found else []
     found = {w: n for w, n in found.items() if n <= total / 2}
-    rare = [w for w, n in found.items() if n <= COMMON * total]
+    rare = sorted((w for w, n in found.items() if n <= COMMON * total), key=found.__getitem__)
     if rare:
-        return [match_any(rare)]
+        kept = _within_budget(rare, found)
+        return [match_all(rare), match_any(kept)] if len(kept) < len(rare) else [match_any(kept)]
     if not found:
         return []
-    rarest = match_any([min(found, key=found.get)])
-    return [" AND ".join(f'"{w}"' for w in found), rarest] if len(found) > 1 else [rarest]
+    rarest = match_any([min(found, key=found.__getitem__)])
+    return [match_all(list(found)), rarest] if len(found) > 1 else [rarest]
+
+
+def _within_budget(rare: list[str], counts: dict[str, int]) -> list[str]:
+    """The rarest words (at least one) whose passages together fit in RANK_BUDGET."""
+    kept, passages = rare[:1], counts[rare[0]]
+    for word in rare[1:]:
+        passages += counts[word]
+        if passages > RANK_BUDGET:
+            break
+        kept.append(word)
+    return kept
