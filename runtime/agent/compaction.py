@@ -22,8 +22,8 @@ from .context import (
     THRESHOLD,
     build_context,
     chars_per_token,
+    chat_chars,
     compact,
-    message_chars,
     over,
     system_message,
     trim_old_tool_outputs,
@@ -88,7 +88,7 @@ class Compactor:
                 self.summary)
         if over(ctx.chat_chars, ratio, self.window):  # still too big (or no summary): drop the oldest
             ctx.chat = compact(ctx.chat, int(THRESHOLD * self.window), ratio)
-            ctx.chat_chars = sum(message_chars(m) for m in ctx.chat)
+            ctx.chat_chars = chat_chars(ctx.chat)
 
     async def fit(self, ctx: TurnContext, ratio: float) -> None:
         """Mid-turn, after a step's tool results: trim old tool outputs, then summarize the history before this
@@ -100,10 +100,10 @@ class Compactor:
         if over(ctx.chat_chars, ratio, self.window) and history > 1:
             if await self._summarize(ctx, ctx.chat[1:history], upto=ctx.input_message_id - 1):
                 ctx.chat[:history] = [system_message(self.system_prompt, self.summary)]
-                ctx.chat_chars = sum(message_chars(m) for m in ctx.chat)
+                ctx.chat_chars = chat_chars(ctx.chat)
         if over(ctx.chat_chars, ratio, self.window):
             ctx.chat[:] = compact(ctx.chat, int(THRESHOLD * self.window), ratio)
-            ctx.chat_chars = sum(message_chars(m) for m in ctx.chat)
+            ctx.chat_chars = chat_chars(ctx.chat)
 
     async def _summarize(self, ctx: TurnContext, history: list[dict], upto: int) -> bool:
         """Summarize `history` (with the current summary) into a new checkpoint; False when it failed."""

@@ -162,8 +162,14 @@ def message_chars(message: dict) -> int:
     return len(json.dumps(message))
 
 
+def chat_chars(chat: list[dict]) -> int:
+    """The sum of `message_chars` over `chat`, in one encoding of the list ("[" and "]", ", " between items):
+    a call per message costs ~5 µs, which a 2,000-message task paid on every turn."""
+    return len(json.dumps(chat)) - 2 * len(chat) if chat else 0
+
+
 def estimate_tokens(chat: list[dict], chars_per_token: float = CHARS_PER_TOKEN) -> int:
-    return int(sum(message_chars(m) for m in chat) / chars_per_token)
+    return int(chat_chars(chat) / chars_per_token)
 
 
 def compact(chat: list[dict], budget_tokens: int, chars_per_token: float = CHARS_PER_TOKEN) -> list[dict]:
@@ -242,7 +248,7 @@ def build_context(system_prompt: str, messages: list[dict], current_input_id: in
             msg["parts"] = json.loads(msg["parts"])
     chat = build_chat(system_prompt, messages, current_input_id, tool_cap(window))
     chat[0] = system_message(system_prompt, summary)
-    chars = sum(message_chars(m) for m in chat)
+    chars = chat_chars(chat)
     if over(chars, chars_per_token(anchor), window):
         last_step = max((i for i, m in enumerate(chat) if m["role"] == "assistant"), default=len(chat))
         chars -= trim_old_tool_outputs(chat, last_step)

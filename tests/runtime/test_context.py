@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from runtime.agent.context import build_chat, build_context, compact, estimate_tokens, tool_message
+from runtime.agent.context import (
+    build_chat,
+    build_context,
+    chat_chars,
+    compact,
+    estimate_tokens,
+    message_chars,
+    tool_message,
+)
 from runtime.events import EndReason
 from runtime.parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
 from runtime.providers.scripted import Call, ScriptedModel, StepUsage
@@ -124,6 +132,13 @@ def test_compact_is_linear(monkeypatch):
     chat = build_chat(SYSTEM, _history(2000), None)
     compact(chat, 1000)
     assert calls <= len(chat) + 1  # each message measured once (plus the note)
+
+
+def test_a_chat_is_measured_in_one_encoding_exactly_as_message_by_message():
+    chat = build_chat(SYSTEM, _history(50), None)
+    chat.append({"role": "user", "content": "naïve “quotes” \\ \n 日本 🙂"})
+    for part in ([], chat[:1], chat):
+        assert chat_chars(part) == sum(message_chars(m) for m in part)
 
 
 def test_build_context_decodes_stored_json_and_reports_its_size():
