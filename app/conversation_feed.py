@@ -26,12 +26,12 @@ if TYPE_CHECKING:
 
     from .bridge import Batched
     from .composer import Composer
-    from .sources import ChatSource, TaskSource
+    from .sources import AssignmentSource, ChatSource, TaskSource
 
 
 class ConversationFeed:
-    def __init__(self, bridge: RuntimeBridge, source: TaskSource | ChatSource, conversation: ConversationView,
-                 panel, view_state=None):
+    def __init__(self, bridge: RuntimeBridge, source: TaskSource | ChatSource | AssignmentSource,
+                 conversation: ConversationView, panel, view_state=None):
         self.bridge = bridge
         self.source = source
         self.conversation = conversation
@@ -257,14 +257,35 @@ class ConversationFeed:
             self.observer = None
 
 
-class FeedPanel:
+class TurnDetails:
+    """An answer's Details (its turn's model steps, and the helpers a task's turn ran), for the task and chat
+    panels and a team's board: mixed in before QWidget. It owns `feed` (None while a board shows no assignment)
+    and `conversation`."""
+
+    feed: ConversationFeed | None
+    conversation: ConversationView
+    details_dialog: DetailsDialog | None = None
+
+    def show_details(self, turn_id: str) -> None:
+        feed = self.feed
+        if feed is None:
+            return
+
+        async def go() -> None:
+            details = await feed.source.turn_details(turn_id)
+            if not feed.closed:
+                self.details_dialog = DetailsDialog(details, self.conversation)
+                self.details_dialog.show()
+
+        feed.bridge.run(go())
+
+
+class FeedPanel(TurnDetails):
     """What a panel with a composer over a feed answers alike (task and chat panels): mixed in before QWidget.
     It owns `feed`, `conversation` and `composer`."""
 
     feed: ConversationFeed
-    conversation: ConversationView
     composer: Composer
-    details_dialog: DetailsDialog | None = None
 
     @property
     def loaded(self) -> asyncio.Event:
@@ -292,17 +313,6 @@ class FeedPanel:
     def turn_text(self, turn_id: str) -> str:
         return self.conversation.turn_text(turn_id)
 
-    def show_details(self, turn_id: str) -> None:
-        """A turn's Details: its model steps, and the helpers a task's turn ran."""
-        feed = self.feed
-
-        async def go() -> None:
-            details = await feed.source.turn_details(turn_id)
-            if not feed.closed:
-                self.details_dialog = DetailsDialog(details, self.conversation)
-                self.details_dialog.show()
-
-        feed.bridge.run(go())
 
     def view_state(self) -> tuple:
         anchor, offset = self.conversation.view_state()

@@ -118,6 +118,9 @@ class AssignmentSource:
     async def turns(self, turn_ids: Iterable[str]) -> list[dict]:
         return await self.teams.turn_rows(self.team_id, self.key, turn_ids)
 
+    async def turn_details(self, turn_id: str) -> dict:
+        return await self.teams.turn_details(self.team_id, self.key, turn_id)
+
     def observe(self) -> TaskObserver:
         return TaskObserver(self.bridge, self.id,
                             lambda _id, follow: self.teams.subscribe(self.team_id, self.key, follow=follow))

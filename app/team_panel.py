@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from . import theme
 from .bridge import RuntimeBridge
 from .conversation import ConversationView
-from .conversation_feed import ConversationFeed
+from .conversation_feed import ConversationFeed, TurnDetails
 from .sidebar import team_badge
 from .sources import AssignmentSource
 from .waiting import WaitingBox
@@ -55,7 +55,7 @@ def team_word(info) -> str:
     return word
 
 
-class TeamPanel(QWidget):
+class TeamPanel(TurnDetails, QWidget):
     settings_requested = Signal(str)  # the Settings page to show, "" for the first
 
     def __init__(self, bridge: RuntimeBridge, info, parent=None):
@@ -130,6 +130,7 @@ class TeamPanel(QWidget):
         self.conversation.continue_clicked.connect(lambda: self._act(self.teams.run(self.team_id)))
         self.conversation.retry_clicked.connect(lambda: self._assignment_action("Retry"))
         self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.details_clicked.connect(self.show_details)
         self.conversation.older_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.load_older()))
         self.conversation.newer_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.load_newer()))
         self.conversation.latest_wanted.connect(lambda: self.feed and self.bridge.run(self.feed.open_page()))
@@ -192,8 +193,7 @@ class TeamPanel(QWidget):
         self.members.setText("Members: " + "  ·  ".join(
             f"{m.name} ({m.model}{', ' + m.approval if m.approval != 'ask' else ''})" for m in info.members))
         colors = theme.colors()
-        items = {self.board.topLevelItem(i).data(0, Qt.ItemDataRole.UserRole): self.board.topLevelItem(i)
-                 for i in range(self.board.topLevelItemCount())}
+        items = {item.data(0, Qt.ItemDataRole.UserRole): item for item in self._items()}
         for a in info.assignments:
             item = items.get(a.key)
             if item is None:
@@ -213,11 +213,14 @@ class TeamPanel(QWidget):
     # -- the selected assignment --
 
     def select(self, key: str) -> None:
-        for i in range(self.board.topLevelItemCount()):
-            item = self.board.topLevelItem(i)
+        for item in self._items():
             if item.data(0, Qt.ItemDataRole.UserRole) == key:
                 self.board.setCurrentItem(item)
                 return
+
+    def _items(self) -> list[QTreeWidgetItem]:
+        """The board's rows (one per assignment)."""
+        return [item for i in range(self.board.topLevelItemCount()) if (item := self.board.topLevelItem(i))]
 
     def _picked(self, item: QTreeWidgetItem | None, _previous) -> None:
         key = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
@@ -261,6 +264,8 @@ class TeamPanel(QWidget):
             self.waiting_slot.addWidget(self.waiting)
 
     def _answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
+        if self.selected is None:  # the box belongs to the selected assignment
+            return
         self._act(self.teams.answer(self.team_id, self.selected, request_id, answer))
 
     def _assignment_action(self, name: str) -> None:

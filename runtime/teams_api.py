@@ -289,6 +289,11 @@ class Teams:
         row = await self._assignment(team_id, key)
         return await self.store.turns(row["id"], None if turn_ids is None else list(turn_ids))
 
+    async def turn_details(self, team_id: str, key: str, turn_id: str) -> dict:
+        """As `Runtime.turn_details`, for one assignment's turn: its model steps (helpers are not kept)."""
+        row = await self._assignment(team_id, key)
+        return {"steps": await self.store.steps(row["id"], turn_id), "subagents": []}
+
     async def wait_assignment(self, team_id: str, key: str) -> None:
         """Until the assignment's running turn (if any) is over and the plan has taken it in."""
         row = await self._assignment(team_id, key)

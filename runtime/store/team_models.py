@@ -1,5 +1,5 @@
 """The team tables (teams_api.py, store/teams.py): teams, their members, and the assignments with their own
-messages, turns and checkpoints. On the same `Base` as the rest of the schema (models.py); the migration
+messages, turns, steps and checkpoints. On the same `Base` as the rest of the schema (models.py); the migration
 environment and the exact-schema test import both modules.
 """
 
@@ -103,6 +103,24 @@ class AssignmentTurnRow(Base):
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class AssignmentStepRow(Base):
+    """One model request of an assignment's turn (as steps for tasks): what its answer's Details shows."""
+
+    __tablename__ = "assignment_steps"
+    __table_args__ = (Index("ix_assignment_steps_turn", "turn_id", "step_index"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    turn_id: Mapped[str] = mapped_column(ForeignKey("assignment_turns.id", ondelete="CASCADE"))
+    step_index: Mapped[int] = mapped_column(Integer)
+    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
+    started_at: Mapped[float] = mapped_column(Float)
+    first_token_at: Mapped[float | None] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    finish_reason: Mapped[str | None] = mapped_column(String(32))
+    tool_calls: Mapped[list] = mapped_column(JSON, default=list)
 
 
 class AssignmentCheckpointRow(Base):

@@ -1,5 +1,5 @@
 """Teams in SQLite: teams, their members, the plan's assignments, and (through `Conversations`) each
-assignment's messages, turns and checkpoints.
+assignment's messages, turns, model steps (an answer's Details) and checkpoints.
 
 An assignment is the owner of its conversation, as a chat is (its `state`, `last_reason`… are its turn's), so its
 turns run on the shared engine and answer the same storage port; its place in the plan is `status`. Permission
@@ -22,6 +22,7 @@ from .team_models import (
     AssignmentCheckpointRow,
     AssignmentMessageRow,
     AssignmentRow,
+    AssignmentStepRow,
     AssignmentTurnRow,
     TeamMemberRow,
     TeamRow,
@@ -78,6 +79,8 @@ class TeamStore(Conversations, RulesRepo):
         """The team and all it holds, in one transaction."""
         owned = select(A.c.id).where(A.c.team_id == team_id)
         async with self.engine.begin() as conn:
+            turn_ids = select(AssignmentTurnRow.id).where(AssignmentTurnRow.assignment_id.in_(owned))
+            await conn.execute(delete(AssignmentStepRow).where(AssignmentStepRow.turn_id.in_(turn_ids)))
             for table in (AssignmentCheckpointRow, AssignmentTurnRow, AssignmentMessageRow):
                 await conn.execute(delete(table).where(table.assignment_id.in_(owned)))
             await conn.execute(delete(A).where(A.c.team_id == team_id))
@@ -158,12 +161,25 @@ class TeamStore(Conversations, RulesRepo):
                     state="done" if finished(plan) else "idle"))
         return recovered
 
+    async def write_turn_records(self, rec: FinalRecord) -> None:
+        """An assignment turn's model steps (its helpers' records and usage anchor are not kept)."""
+        if rec["steps"]:
+            async with self.engine.begin() as conn:
+                await conn.execute(insert(AssignmentStepRow),
+                                   [dict(s, turn_id=rec["turn_id"]) for s in rec["steps"]])
+
+    async def steps(self, assignment_id: str, turn_id: str) -> list[dict[str, Any]]:
+        """The model steps of one of this assignment's turns, in order (none for another's turn)."""
+        own = select(AssignmentTurnRow.id).where(AssignmentTurnRow.id == turn_id,
+                                                 AssignmentTurnRow.assignment_id == assignment_id)
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(AssignmentStepRow.__table__).where(AssignmentStepRow.turn_id.in_(own))
+                                      .order_by(AssignmentStepRow.step_index))
+            return [row_dict(r) for r in rows]
+
     # -- the rest of the turn's storage port: an assignment keeps none of these --
 
     async def set_todos(self, assignment_id: str, todos: list[dict]) -> None:
-        return None
-
-    async def write_turn_records(self, rec: FinalRecord) -> None:
         return None
 
 

@@ -81,6 +81,11 @@ async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(
     await until(lambda: "Merged: a fine essay." in [m.text for m in panel.conversation.messages],
                 what="D's answer on the board")
     assert panel.state.text() == "done"
+    item = panel.conversation.assistant_items()[-1]  # D's answer has Details, as a task's does
+    await until(lambda: item.details.isVisibleTo(panel), what="Details shown")
+    QTest.mouseClick(item.details, Qt.MouseButton.LeftButton)
+    await until(lambda: panel.details_dialog is not None, what="D's details")
+    assert panel.details_dialog.steps.rowCount() == 1 and panel.details_dialog.helpers.isHidden()
 
 
 async def test_stop_team_ends_the_running_assignments_and_d_never_starts(launch):

@@ -87,7 +87,9 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
                           first | {"permission_rules", "context_checkpoints"},
                           first | {"permission_rules", "context_checkpoints"} | FIFTH,
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH,
-                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH), k
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH,
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
+                          | {"chat_steps"}), k
         store = await Store.open(home)
         await store.aclose()
         assert _version(home / DB_NAME) == [head]

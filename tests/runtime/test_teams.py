@@ -199,6 +199,31 @@ async def test_a_member_asking_approval_waits_and_its_answer_moves_the_plan_on(h
         await rt.aclose()
 
 
+async def test_an_assignment_turn_keeps_its_model_steps_for_details_until_the_team_is_deleted(home):
+    writer = [[Call("write_file", {"path": "draft.md", "content": "Draft."})], ["Draft written."]]
+    providers = models([["Outline."], ["Merged."]], writer, [["Critique."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Write an essay", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        [answer] = [m for m in await rt.teams.messages(team.id, "B") if m.role == "assistant"]
+        details = await rt.teams.turn_details(team.id, "B", answer.turn_id)
+        steps = details["steps"]
+        assert [s["step_index"] for s in steps] == [0, 1] and details["subagents"] == []
+        assert steps[0]["tool_calls"] == ["write_file"] and steps[1]["tool_calls"] == []
+        assert all(s["started_at"] <= s["ended_at"] for s in steps)
+        assert (await rt.teams.turn_details(team.id, "C", answer.turn_id))["steps"] == []  # not C's turn
+        with pytest.raises(TeamNotFound):
+            await rt.teams.turn_details("no-such-team", "B", answer.turn_id)
+        await rt.teams.delete(team.id)
+    finally:
+        await rt.aclose()
+    db = sqlite3.connect(home / DB_NAME)
+    assert db.execute("select count(*) from assignment_steps").fetchone()[0] == 0
+    assert db.execute("select count(*) from steps").fetchone()[0] == 0  # a task's steps table held none of them
+
+
 async def test_a_plan_with_a_cycle_or_unknown_names_is_refused(home):
     rt = await Runtime.open(home, providers=models([], [], []))
     try:
