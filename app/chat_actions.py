@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import dialogs
 from .chat_panel import ChatPanel
 
+if TYPE_CHECKING:
+    from .window_host import WindowHost
+else:
+    WindowHost = object  # see window_host.py
 
-class ChatActions:
+
+class ChatActions(WindowHost):
     """Mixed into MainWindow: it owns `panel`, `sidebar`, `stack`, `bridge`, `ctl` and `close_panel`."""
-
-    chats: dict[str, object]
 
     def new_chat(self) -> ChatPanel | None:
         """A chat on the default model, open and ready to type into: no dialog, nothing to choose first."""
@@ -34,7 +39,7 @@ class ChatActions:
         self.close_panel(select_none=False)
         self.sidebar.select(None)
         panel = self.panel = ChatPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(chat_id))
-        panel.title_changed.connect(lambda _t: (self._reload.start(), self.show_title()))
+        panel.title_changed.connect(self._panel_title_changed)
         panel.settings_requested.connect(self.ctl.open_settings)
         panel.became_task.connect(self._chat_became_task)
         self.stack.addWidget(panel)
@@ -51,8 +56,7 @@ class ChatActions:
         self.bridge.run(self._open_new(task_id))
 
     def rename_chat(self, chat_id: str | None):
-        info = self.chats.get(chat_id) if chat_id else None
-        if info is None:
+        if not chat_id or (info := self.chats.get(chat_id)) is None:
             return None
 
         async def rename(title: str) -> None:
@@ -63,8 +67,7 @@ class ChatActions:
                                 lambda title: self.bridge.run(rename(title)))
 
     def delete_chat(self, chat_id: str | None):
-        info = self.chats.get(chat_id) if chat_id else None
-        if info is None:
+        if not chat_id or (info := self.chats.get(chat_id)) is None:
             return None
 
         async def delete() -> None:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 
-def confirm(parent: QWidget | None, title: str, text: str, accept: str, on_accept: Callable[[], None],
+def confirm(parent: QWidget | None, title: str, text: str, accept: str, on_accept: Callable[[], object],
             informative: str = "", danger: bool = False) -> QMessageBox:
     box = QMessageBox(parent)
     box.setWindowTitle(title)
@@ -71,7 +71,7 @@ def choose(parent: QWidget | None, title: str, text: str, choices: list[tuple[st
 
 
 def ask_text(parent: QWidget | None, title: str, label: str, value: str,
-             on_done: Callable[[str], None]) -> QInputDialog:
+             on_done: Callable[[str], object]) -> QInputDialog:
     dlg = QInputDialog(parent)
     dlg.setWindowTitle(title)
     dlg.setLabelText(label)

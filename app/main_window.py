@@ -8,6 +8,7 @@ quitting). It paints before the runtime is even imported, then `attach()` brings
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
@@ -26,6 +27,9 @@ from .team_actions import TeamActions
 from .team_panel import TeamPanel
 from .welcome import WelcomePage
 
+if TYPE_CHECKING:
+    from runtime.api import ChatInfo, TaskInfo, TeamInfo
+
 
 class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
     painted = Signal()
@@ -35,9 +39,9 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self.ctl = ctl
         self.bridge = None
         self.panel: TaskPanel | ChatPanel | TeamPanel | None = None
-        self.tasks: dict[str, object] = {}
-        self.chats: dict[str, object] = {}
-        self.teams: dict[str, object] = {}
+        self.tasks: dict[str, TaskInfo] = {}
+        self.chats: dict[str, ChatInfo] = {}
+        self.teams: dict[str, TeamInfo] = {}
         self._painted = False
         self.disposed = False
         self.setWindowTitle("Hearth")
@@ -266,7 +270,7 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
             return None
         self.close_panel(select_none=False)
         self.panel = TaskPanel(self.bridge, info, self.ctl.prefs.enter_sends, self.ctl.view_states.get(task_id))
-        self.panel.title_changed.connect(lambda _t: (self._reload.start(), self.show_title()))
+        self.panel.title_changed.connect(self._panel_title_changed)
         self.panel.settings_requested.connect(self.ctl.open_settings)
         self.panel.task_forked.connect(lambda tid: self.bridge.run(self._open_new(tid)))
         self.stack.addWidget(self.panel)
@@ -285,6 +289,10 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         shown = self.stack.currentWidget()
         text = shown.title.text() if isinstance(shown, TaskPanel | ChatPanel | TeamPanel) else ""
         self.setWindowTitle(f"{text} — Hearth" if text else "Hearth")
+
+    def _panel_title_changed(self, _title: str) -> None:
+        self._reload.start()  # the sidebar shows it
+        self.show_title()
 
     def close_panel(self, select_none: bool = True) -> None:
         """Dispose the panel; its turn keeps running."""

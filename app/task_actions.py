@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog
@@ -13,8 +14,13 @@ from . import dialogs, export
 from .new_task_dialog import NewTaskDialog
 from .task_panel import TaskPanel
 
+if TYPE_CHECKING:
+    from .window_host import WindowHost
+else:
+    WindowHost = object  # see window_host.py
 
-class TaskActions:
+
+class TaskActions(WindowHost):
     """Mixed into MainWindow: it owns `panel`, `tasks`, `bridge`, `reload_tasks`, `open_task` and `close_panel`."""
 
     def new_task(self, goal: str = "") -> NewTaskDialog | None:
@@ -47,9 +53,8 @@ class TaskActions:
         self.open_task(task_id)
 
     def rename_task(self, task_id: str | None):
-        info = self.tasks.get(task_id) if task_id else None
-        if info is None:
-            return
+        if not task_id or (info := self.tasks.get(task_id)) is None:
+            return None
 
         def done(title: str) -> None:
             self.bridge.run(self._rename(task_id, title))
@@ -59,12 +64,11 @@ class TaskActions:
     async def _rename(self, task_id: str, title: str) -> None:
         await self.bridge.rename(task_id, title)
         await self.reload_tasks()
-        if self.panel is not None and self.panel.task_id == task_id:
+        if isinstance(self.panel, TaskPanel) and self.panel.task_id == task_id:
             await self.panel.sync()
 
     def delete_task(self, task_id: str | None):
-        info = self.tasks.get(task_id) if task_id else None
-        if info is None:
+        if not task_id or (info := self.tasks.get(task_id)) is None:
             return None
         running = self.bridge.is_running(task_id)
         extra = " Its running turn will be stopped." if running else ""

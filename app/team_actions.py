@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from . import dialogs
 from .team_dialog import NewTeamDialog
 from .team_panel import TeamPanel
 
+if TYPE_CHECKING:
+    from .window_host import WindowHost
+else:
+    WindowHost = object  # see window_host.py
 
-class TeamActions:
+
+class TeamActions(WindowHost):
     """Mixed into MainWindow: it owns `panel`, `sidebar`, `stack`, `bridge` and `close_panel`."""
-
-    teams: dict[str, object]
 
     def new_team(self) -> NewTeamDialog | None:
         if not self._ready():
@@ -56,8 +61,7 @@ class TeamActions:
             self.panel.changed(owner_id, turn_ended=ev.type == "turn_ended")
 
     def delete_team(self, team_id: str | None):
-        info = self.teams.get(team_id) if team_id else None
-        if info is None:
+        if not team_id or (info := self.teams.get(team_id)) is None:
             return None
         if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:
             info = self.panel.info  # the board's copy follows the plan
