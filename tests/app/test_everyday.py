@@ -190,6 +190,24 @@ async def test_copy_an_answer_and_empty_input_cannot_be_sent(launch):
     assert QApplication.clipboard().text() == "# Plan\n\n**Step one.**"
 
 
+async def test_the_composer_grows_with_the_text_up_to_a_third_of_the_window(launch):
+    ctl = await launch(ScriptedModel([]))
+    task = await ctl.bridge.create_task(title="Typing", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    edit = panel.composer.edit
+    one_line = edit.height()
+    edit.setPlainText("first line\nsecond line\nthird line")
+    three_lines = edit.height()
+    assert three_lines > one_line
+    edit.setPlainText("\n".join(f"line {i}" for i in range(200)))
+    tallest = edit.height()
+    assert three_lines < tallest <= edit.window().height() // 3 + 12  # then it scrolls
+    edit.setPlainText("\n".join(f"line {i}" for i in range(400)))
+    assert edit.height() == tallest
+    edit.clear()
+    assert edit.height() == one_line
+
+
 async def test_a_long_paste_becomes_an_attachment_whose_text_reaches_the_model(launch):
     model = ScriptedModel([["Got it."]])
     model.context_tokens = 100_000

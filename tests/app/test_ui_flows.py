@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import QMimeData, QPoint, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
+from PySide6.QtWidgets import QApplication, QDialog, QFileDialog, QMessageBox
 
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -95,6 +96,26 @@ async def test_attachments_by_drop_are_sent_and_copied(launch, tmp_path):
     info = await ctl.rt.get_task(task.id)
     assert (Path(info.workspace) / "note.txt").read_text() == "hello"
     assert panel.composer.attachments == []
+
+
+async def test_attach_opens_in_the_home_folder_and_adds_the_chosen_files(launch, tmp_path, monkeypatch):
+    person = tmp_path / "person"  # a home that is surely not the folder the tests run from
+    person.mkdir()
+    (person / "plan.txt").write_text("the plan")
+    monkeypatch.setenv("HOME", str(person))
+    ctl = await launch(ScriptedModel([]))
+    task = await ctl.bridge.create_task(title="Files", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    panel.composer.attach.click()
+    (dialog,) = panel.composer.findChildren(QFileDialog)
+    try:
+        assert dialog.isVisible() and Path(dialog.directory().absolutePath()) == person
+        dialog.selectFile("plan.txt")
+        dialog.accept()
+        await until(lambda: panel.composer.attachments == [str(person / "plan.txt")], what="the chosen file")
+    finally:
+        if shiboken6.isValid(dialog):
+            dialog.close()
 
 
 async def test_new_task_dialog_creates_the_task_with_fixed_settings(launch):

@@ -14,7 +14,7 @@ import pytest
 from runtime.api import ConfigError, Runtime, TaskNotFound
 from runtime.cli import EXIT_WAITING
 from runtime.cli_tasks import resolve_task
-from runtime.providers.scripted import ScriptedModel
+from runtime.providers.scripted import Delay, ScriptedModel
 from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import ECHO, MODEL, collect, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -65,6 +65,19 @@ async def test_tasks_and_show_speak_plainly_and_take_an_id_prefix(home):
 
     code, _, err = await _result(await _cli("show", "zzzz", home=home))
     assert code == 2 and "Traceback" not in err and "zzzz" in err
+
+
+async def test_show_marks_an_answer_hearth_closed_while_it_ran(home):
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel([["Once upon a time ", Delay(30), "the end."]])})
+    task = await rt.create_task(title="A story", model=MODEL)
+    await rt.send(task.id, "A story, please.")
+    async for ev in rt.subscribe(task.id):
+        if ev.type == "text_delta":
+            await rt.aclose()  # a quit while it writes: the turn ends interrupted
+            break
+    code, out, err = await _result(await _cli("show", task.id[:10], home=home))
+    assert code == 0, err
+    assert "Once upon a time" in out and "[interrupted: Hearth closed while it ran]" in out
 
 
 async def test_show_steps_lists_the_helpers_a_delegate_turn_ran(home):

@@ -63,6 +63,24 @@ async def test_list_test_and_save_providers(home):
             await rt.aclose()
 
 
+async def test_the_picker_offers_recent_models_and_reuses_a_fresh_list(home):
+    async with OpenAIServer(models=["m1", "m2", "m3"]) as server:
+        write_settings(home, server.base_url, default_model="local/m1")
+        rt = await Runtime.open(home)
+        try:
+            await rt.create_task(model="local/m3")
+            choices = await rt.model_choices()
+            assert [(c["ref"], c["group"]) for c in choices] == [
+                ("local/m1", "default"), ("local/m3", "recent"), ("local/m2", "local")]
+            listed = sum(r.path == "/v1/models" for r in server.log)
+            await rt.model_choices()  # a picker opened again within a minute: the list is reused
+            assert sum(r.path == "/v1/models" for r in server.log) == listed
+            await rt.model_choices(max_age=0)  # an older list is asked again
+            assert sum(r.path == "/v1/models" for r in server.log) == listed + 1
+        finally:
+            await rt.aclose()
+
+
 async def test_cli_models_lists_configured_models(home):
     async with OpenAIServer(models=["tiny"]) as server:
         write_settings(home, server.base_url)
