@@ -74,7 +74,9 @@ def test_tool_card_truncates_long_output_with_show_all():
     card.update_part({"call_id": "c1", "name": "run_shell", "args": {"command": "seq 500"}, "state": "done",
                       "result": long})
     assert card.state == "done" and not card.toggle.isHidden() and card.shown_result == ""
+    assert card.result_view is None  # the result's widgets are made when it is first opened
     card.toggle.setChecked(True)  # expand the result
+    assert card.result_view is not None
     shown = card.shown_result
     assert shown.startswith("line 0") and shown.endswith("…") and len(shown) < len(long)
     assert not card.more.isHidden()
