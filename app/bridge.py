@@ -141,7 +141,8 @@ class RuntimeBridge(QObject):
 
     def report(self, exc: BaseException) -> None:
         typed = self.api.HearthError
-        log.warning("action failed: %s", exc, exc_info=not isinstance(exc, typed))
+        # The exception itself, not True: this runs in a done-callback, outside any `except`.
+        log.warning("action failed: %s", exc, exc_info=None if isinstance(exc, typed) else exc)
         if isinstance(exc, self.api.StorageError):
             self.storage_fault.emit(exc)
         else:

@@ -2,6 +2,8 @@
 
 The file is `hearth.log` in the platform's user log folder (platformdirs), or in `logs/` inside the data folder
 when one is given with --home or $HEARTH_HOME, so a test's or a second profile's log stays with its data.
+No key reaches it: `Runtime.open` makes every record of the process redacted (runtime/redact.py), before the
+runtime knows any key; the app cannot install that here without loading the runtime before its first paint.
 """
 
 from __future__ import annotations

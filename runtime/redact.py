@@ -4,8 +4,8 @@
 values of the environment variables the settings point to, MCP servers' credentials) and anything that looks
 like a credential whatever its value (`Bearer <token>`, `sk-…` keys, `api_key=…`) with `[redacted]`. It is
 applied where a text is stored, published or shown: turn errors (finalize), warnings, background job errors,
-model-list errors, the CLI's output, and every log record of the `runtime` logger tree. Tool results get
-`redact_known()`, which only removes the known values: a file the model reads may legitimately say
+model-list errors, the CLI's output, and every log record of the process (`install_log_redaction`). Tool
+results get `redact_known()`, which only removes the known values: a file the model reads may legitimately say
 `password=...`, and mangling it would break the edits that follow.
 
 The known values are kept per process (a runtime, its CLI and its logs share them); values shorter than
@@ -72,28 +72,33 @@ def redact(text: str) -> str:
 _installed = False
 
 
-def install_log_redaction(tree: str = "runtime") -> None:
-    """Redact every log record of the `tree` logger and its children, message and traceback, before any handler
-    sees it. (A `logging.Filter` on the `runtime` logger would not do: filters of a logger only apply to
-    records logged on that logger itself, not to those its children propagate.) Idempotent."""
+def install_log_redaction() -> None:
+    """Redact every log record of this process, message and traceback, before any handler sees it: the
+    runtime's, and those of whatever hosts it (the app's `hearth.log`, the CLI) and of libraries (an HTTP
+    client's URL, asyncio's "exception was never retrieved"), since the known secrets are the process's. A
+    `logging.Filter` would not do: a logger's filters only apply to records logged on that logger itself, not to
+    those its children propagate. A record without a secret is left as it is (its `args` too: some formatters
+    read them). Idempotent."""
     global _installed
     with _lock:
         if _installed:
             return
         _installed = True
     make_record = logging.getLogRecordFactory()
-    prefix = tree + "."
     formatter = logging.Formatter()
 
     def redacting_factory(*args, **kwargs) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
-        if record.name == tree or record.name.startswith(prefix):
-            try:
-                record.msg, record.args = redact(record.getMessage()), None
-            except Exception:  # a broken format string: logging reports it when the record is emitted
-                pass
-            if record.exc_info and record.exc_info[1] is not None:
-                record.exc_text = redact(formatter.formatException(record.exc_info))
+        try:
+            message = record.getMessage()
+        except Exception:  # a broken format string: logging reports it when the record is emitted
+            message = None
+        if message is not None and (clean := redact(message)) != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[1] is not None:
+            trace = formatter.formatException(record.exc_info)
+            if (clean := redact(trace)) != trace:
+                record.exc_text = clean
         return record
 
     logging.setLogRecordFactory(redacting_factory)

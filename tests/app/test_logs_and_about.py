@@ -4,12 +4,14 @@ the version in About, and a startup report that names the tasks it found (the in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import json
 import logging
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import platformdirs
@@ -62,14 +64,13 @@ async def test_an_explicit_data_folder_keeps_its_log_and_the_report_names_its_ta
     assert "starting" in (tmp_path / "logs" / "hearth.log").read_text()
 
 
-def test_the_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path):
+@contextlib.contextmanager
+def _app_logging(home: Path):
+    """The app's logging set up as `hearth-app --home HOME` does, undone afterwards; yields the log file."""
     root = logging.getLogger()
     saved = (root.level, list(root.handlers), sys.excepthook)
     try:
-        path = setup_logging(False, tmp_path)
-        line = "x" * 1000
-        for _ in range(LOG_BYTES * (LOG_BACKUPS + 2) // len(line)):
-            logging.getLogger("app.test").info(line)
+        yield setup_logging(False, home)
     finally:
         for handler in root.handlers[:]:
             if handler not in saved[1]:
@@ -77,6 +78,13 @@ def test_the_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path):
                 handler.close()
         root.setLevel(saved[0])
         sys.excepthook = saved[2]
+
+
+def test_the_log_rotates_and_keeps_a_bounded_number_of_files(tmp_path):
+    with _app_logging(tmp_path) as path:
+        line = "x" * 1000
+        for _ in range(LOG_BYTES * (LOG_BACKUPS + 2) // len(line)):
+            logging.getLogger("app.test").info(line)
     files = sorted(p.name for p in path.parent.iterdir())
     assert files == ["hearth.log", *(f"hearth.log.{i}" for i in range(1, LOG_BACKUPS + 1))]
     assert all(p.stat().st_size <= LOG_BYTES for p in path.parent.iterdir())
@@ -94,3 +102,31 @@ async def test_about_shows_the_installed_version_and_the_folders(launch):
     finally:
         boxes[0].close()
     assert dialogs.app_version() == importlib.metadata.version("hearth")
+
+
+async def test_a_configured_key_in_an_error_the_app_logs_never_reaches_the_log_file(launch, home, monkeypatch):
+    # A provider key under a name no filter would guess, configured the way a person does it.
+    key_var, key = f"ZQ{uuid.uuid4().hex[:6].upper()}_AUTH", f"cnry{uuid.uuid4().hex}"
+    monkeypatch.setenv(key_var, key)
+    (home / "settings.json").write_text(json.dumps({"providers": [
+        {"id": "remote", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "api_key_ref": f"env:{key_var}"}]}))
+    with _app_logging(home) as path:
+        ctl = await launch()
+
+        # Any unexpected failure whose text carries the key (here: a client error quoting the request URL)
+        # takes the bridge's path (message and traceback), and so does an uncaught exception in a Qt slot.
+        async def failing_action() -> None:
+            raise RuntimeError(f"GET http://127.0.0.1:9/v1/models?key={key} failed")
+
+        await asyncio.gather(ctl.bridge.run(failing_action()), return_exceptions=True)
+        try:
+            raise ValueError(f"slot failed with {key}")
+        except ValueError as exc:
+            sys.excepthook(type(exc), exc, exc.__traceback__)
+
+    text = path.read_text()
+    assert path == home / "logs" / "hearth.log"
+    assert key not in text
+    assert text.count("models?key=[redacted] failed") == 2  # the bridge's message and the action's traceback
+    assert "in failing_action" in text
+    assert "uncaught exception" in text and "ValueError: slot failed with [redacted]" in text
