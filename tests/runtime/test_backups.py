@@ -16,6 +16,7 @@ from runtime.providers.scripted import ScriptedModel
 from runtime.store.backup import AUTO_EVERY, KEEP_AUTO
 from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result
+from tests.runtime.test_knowledge import indexed
 from tests.support.disks import damage_table, tmpfs
 
 MODEL = "scripted/x"
@@ -81,7 +82,6 @@ async def test_check_summarizes_and_finds_damage(home):
     assert report.ok and report.problems == [] and (report.tasks, report.messages) == (1, 2)
     assert report.size_bytes == (home / DB_NAME).stat().st_size and report.backups == 1
     assert report.last_backup is not None and abs(report.last_backup.created_at - time.time()) < 60
-
     await asyncio.to_thread(damage_table, home / DB_NAME, "messages")
     report = await Runtime.check(home)
     assert not report.ok and report.problems and report.tasks is None
@@ -137,17 +137,28 @@ async def test_the_automatic_backup_runs_once_a_day_and_keeps_the_last_seven(hom
     assert Path(manual.path).exists()
 
 
-async def test_restore_the_latest_backup_after_damage_keeps_the_broken_file_and_the_workspaces(home):
+async def test_restore_the_latest_backup_after_damage_keeps_the_broken_file_workspaces_memory_and_knowledge(
+    home, tmp_path
+):
     rt = await _open(home)
     kept = await rt.create_task(model=MODEL, title="in the backup")
     await rt.aclose()
     rt = await _open(home)
     await _drain_backup(rt)  # the day's automatic backup
     newer = await rt.create_task(model=MODEL, title="after the backup")
+    # Files written after the backup: a memory (in the data folder) and a document added to the library.
+    memory = await rt.save_memory("garden.md", "# Waters the tomatoes at dawn\nEvery day before work.")
+    document = tmp_path / "library" / "harvest.md"
+    document.parent.mkdir()
+    document.write_text("# Harvest\n\nThe tomatoes ripened in August.\n")
+    await rt.knowledge_add([document])
+    await indexed(rt)
     await rt.aclose()
     [good] = await Runtime.list_backups(home)
     Path(newer.workspace).mkdir(parents=True, exist_ok=True)
     (Path(newer.workspace) / "notes.txt").write_text("mine")
+    memory_file = rt.memory_folder / memory
+    after = {path: path.read_bytes() for path in (memory_file, document)}
     (home / DB_NAME).write_bytes(os.urandom(8192))
     broken = (home / DB_NAME).read_bytes()
     with pytest.raises(StorageCorrupt):
@@ -157,9 +168,16 @@ async def test_restore_the_latest_backup_after_damage_keeps_the_broken_file_and_
     assert done.backup.path == good.path and done.previous is not None
     assert Path(done.previous).name.startswith(f"{DB_NAME}.broken-") and Path(done.previous).read_bytes() == broken
     assert (Path(newer.workspace) / "notes.txt").read_text() == "mine"
+    assert {path: path.read_bytes() for path in after} == after  # restore only moved the database aside
     rt = await _open(home)
     try:
         assert [t.id for t in await rt.list_tasks()] == [kept.id]
+        # The memory file is the truth: the restored database takes it up again; the document can be re-added.
+        assert [m["name"] for m in await rt.memories()] == [memory]
+        assert await rt.memory_text(memory) == after[memory_file].decode()
+        assert await rt.knowledge_list() == []  # the library is the backup's
+        await rt.knowledge_add([document])
+        assert (await indexed(rt))["harvest.md"]["status"] == "ready"
     finally:
         await rt.aclose()
 
