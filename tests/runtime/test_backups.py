@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import sqlite3
 import time
@@ -82,6 +83,13 @@ async def test_check_summarizes_and_finds_damage(home):
     assert report.ok and report.problems == [] and (report.tasks, report.messages) == (1, 2)
     assert report.size_bytes == (home / DB_NAME).stat().st_size and report.backups == 1
     assert report.last_backup is not None and abs(report.last_backup.created_at - time.time()) < 60
+    code, out, err = await _result(await _cli("check", home=home))
+    assert (code, err) == (0, ""), err
+    database, *summary = out.splitlines()
+    assert re.fullmatch(rf"Database: {re.escape(report.database)} \((\d+ kB|\d+\.\d MB)\)", database), database
+    backed_up = time.strftime("%Y-%m-%d %H:%M", time.localtime(report.last_backup.created_at))
+    assert summary == ["Integrity: ok", "Tasks: 1, messages: 2", f"Last backup: {backed_up}, 1 kept"]
+
     await asyncio.to_thread(damage_table, home / DB_NAME, "messages")
     report = await Runtime.check(home)
     assert not report.ok and report.problems and report.tasks is None
