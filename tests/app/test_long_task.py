@@ -43,6 +43,31 @@ async def test_a_2000_message_task_opens_at_its_last_page_with_the_saved_text(la
     assert bar.value() == bar.maximum()  # the newest message is in view
 
 
+async def test_turns_queued_turns_and_switching_tasks_never_read_a_long_task_whole(launch):
+    ctl = await launch(ScriptedModel([["Working on it ", Delay(0.5), "done."]] * 4))
+    task_id = await seed_long_task(ctl.rt, 2000)
+    other = await ctl.bridge.create_task(title="Other", model=MODEL)
+    reads = []
+    read_messages = ctl.bridge.messages
+
+    async def counted(owner_id, **page):
+        reads.append(page)
+        return await read_messages(owner_id, **page)
+
+    ctl.bridge.messages = counted
+    panel = await open_task(ctl, task_id)
+    type_and_send(panel, "first")
+    await until(lambda: ctl.rt.is_running(task_id), what="the first turn running")
+    type_and_send(panel, "second")  # queued behind it
+    await until(lambda: panel.settled and not ctl.rt.is_running(task_id)
+                and [m.text for m in panel.conversation.messages[-4::2]] == ["first", "second"], what="both turns")
+    panel = await open_task(ctl, other.id)
+    panel = await open_task(ctl, task_id)
+    saved = await ctl.rt.messages(task_id)
+    assert [m.text for m in panel.conversation.messages[-4:]] == [m.text for m in saved[-4:]]
+    assert reads and all(page.get("limit") or page.get("after") for page in reads), reads
+
+
 async def test_the_first_message_of_a_long_task_is_one_step_away(launch):
     ctl = await launch()
     task_id = await seed_long_task(ctl.rt, 2000)
