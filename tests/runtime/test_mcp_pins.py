@@ -137,3 +137,71 @@ def test_pins_are_kept_by_the_consents_file(home):
     assert consents.check_tools("calc", {**_tools("a"), "wipe": _tools("x")["add"]}) is None
     consents.approve("calc", MCPServerConfig(command="srv", args=["--other"]))  # a new command line: pinned afresh
     assert consents.pinned_tools("calc") == {}
+
+
+# Each way a server can change a tool other than its description: (what the test server does, the change per tool,
+# the warning's words, a line of the shown difference, the call the model makes once the change is approved, the
+# calculator tools offered then).
+OTHER_CHANGES = [
+    pytest.param("schema", [("add", "changed", ["input_schema"])], "tool 'add': input_schema changed",
+                 '+      "note": {', [Call("calc__add", {"a": 4, "b": 4, "note": "n"})], {"calc__add"}, id="schema"),
+    pytest.param("removed", [("add", "removed", ["description", "input_schema", "title"])], "tool 'add' removed",
+                 '-  "description": "Add two integers.",', [], set(), id="removed"),
+    pytest.param("renamed", [("add", "removed", ["description", "input_schema", "title"]),
+                             ("sum", "added", ["description", "input_schema", "title"])],
+                 "tool 'add' removed; tool 'sum' added", '+  "description": "Add two integers.",',
+                 [Call("calc__sum", {"a": 4, "b": 4})], {"calc__sum"}, id="renamed"),
+]
+
+
+@pytest.mark.parametrize(("change", "expected", "words", "shown", "call_after", "adders_after"), OTHER_CHANGES)
+async def test_a_server_whose_tool_schema_or_name_changes_is_paused_until_the_change_is_approved(
+        home, tmp_path, change, expected, words, shown, call_after, adders_after):
+    changed, launches = tmp_path / "change.txt", tmp_path / "pids.txt"
+    server = {"command": sys.executable, "args": ["-m", "tests.support.mcp_server"], "cwd": str(Path.cwd()),
+              "env": {"MCP_TEST_ADD_CHANGE_FILE": str(changed), "MCP_TEST_PID_FILE": str(launches)}}
+
+    def launched() -> int:
+        return len(launches.read_text().split()) if launches.exists() else 0
+
+    def adders(request) -> set[str]:
+        return {t["name"] for t in _calc_tools(request) if t["name"] in ("calc__add", "calc__sum")}
+
+    (home / "settings.json").write_text(json.dumps({"mcpServers": {"calc": server}, "mcp_connect_timeout": 20}))
+    model = ScriptedModel()
+    model.add_steps([Call("calc__add", {"a": 2, "b": 3})], ["It is 5."], ["No calculator."], ["Still none."],
+                    *([call_after, ["It is 8."]] if call_after else [["No adder."]]))
+    rt = await open_runtime(home, model)
+    try:
+        rt.approve_mcp_server("calc")
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        await rt.send(task.id, "add")
+        events = await collect(rt, task.id)
+        await rt.wait_idle(task.id)
+        assert [e.result for e in events if e.type == "tool_call" and e.state == "done"] == ["5"]
+        assert adders(model.requests[0]) == {"calc__add"} and rt.mcp_tool_changes() == [] and launched() == 1
+
+        changed.write_text(change)  # the same command line now offers other tools
+        for text, launches_after in (("add again", 2), ("and again", 2)):  # once paused, it is not launched again
+            await rt.send(task.id, text)
+            events = await collect(rt, task.id)
+            await rt.wait_idle(task.id)
+            warnings = [e.message for e in events if e.type == "warning"]
+            assert len(warnings) == 1 and "'calc' is paused" in warnings[0] and words in warnings[0]
+            assert _calc_tools(model.requests[-1]) == [] and events[-1].reason == EndReason.completed
+            assert launched() == launches_after
+        pending, = rt.mcp_tool_changes()
+        assert [(c["tool"], c["change"], c["fields"]) for c in pending.changes] == expected
+        assert any(shown in c["text"].splitlines() for c in pending.changes)
+
+        rt.approve_mcp_tools("calc")
+        assert rt.mcp_tool_changes() == []
+        await rt.send(task.id, "add now")
+        events = await collect(rt, task.id)
+        await rt.wait_idle(task.id)
+        assert not [e for e in events if e.type == "warning"] and launched() == 3  # approved: launched again
+        assert adders(model.requests[-1]) == adders_after and _calc_tools(model.requests[-1])
+        assert [e.result for e in events if e.type == "tool_call" and e.state == "done"] == (
+            ["8"] if call_after else [])
+    finally:
+        await rt.aclose()
