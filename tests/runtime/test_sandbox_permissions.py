@@ -1,6 +1,6 @@
 """The sandbox and permission rules in real turns: Settings' plain words, the unsandboxed fallback (bwrap made
-unavailable by configuration, by PATH, or failing like a system without user namespaces), the network per task and
-per command, and rules per task and global through the facade."""
+unavailable by configuration, by PATH, or failing like a system without user namespaces; Windows), the network per
+task and per command, and rules per task and global through the facade."""
 
 from __future__ import annotations
 
@@ -93,6 +93,45 @@ async def test_full_auto_asks_before_each_unsandboxed_command_unless_the_risk_is
         events = await _turn(rt, task.id, "again")
         assert not any(e.type == "input_requested" for e in events) and events[-1].reason == EndReason.completed
         assert outside.read_text() == "one\ntwo\n"
+    finally:
+        await rt.aclose()
+
+
+async def test_on_windows_settings_say_there_is_no_sandbox_and_full_auto_asks_before_each_command(
+        home, tmp_path, monkeypatch, model):
+    monkeypatch.setattr(sys, "platform", "win32")  # bwrap is installed here: only the platform says "none"
+    outside = tmp_path / "outside.txt"
+
+    def written() -> str:
+        return outside.read_text() if outside.exists() else ""
+
+    model.add_steps([Call("run_shell", {"command": f"echo one > {outside}"})], ["ran"],
+                    [Call("run_shell", {"command": f"echo two >> {outside}"})], ["ran again"],
+                    [Call("run_shell", {"command": f"echo three >> {outside}"})], ["ran once more"])
+    rt = await open_runtime(home, model)
+    try:
+        status = await rt.sandbox_status()
+        assert not status.available and status.mechanism is None
+        assert status.message == (
+            "Commands are not sandboxed: Windows has no sandbox Hearth can use yet, so a command could do anything "
+            "your account can. Tasks in full auto therefore ask before each command, unless you accept the risk "
+            "for a task; every approval says whether the command runs in a sandbox.")
+
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        for text, before, after in (("go", "", "one\n"), ("again", "one\n", "one\ntwo\n")):  # each time
+            events = await _turn(rt, task.id, text)
+            assert events[-1].reason == EndReason.waiting and written() == before  # asked first, nothing ran
+            request = (await rt.get_task(task.id)).pending_request
+            assert request["sandboxed"] is False
+            assert "WITHOUT a sandbox (Windows has no sandbox Hearth can use yet)" in request["sandbox_note"]
+            await rt.answer(task.id, request["request_id"], "approve")
+            assert (await collect(rt, task.id))[-1].reason == EndReason.completed
+            assert written() == after
+
+        await rt.set_task_sandbox(task.id, unsandboxed_ok=True)  # the person accepts the risk for this task
+        events = await _turn(rt, task.id, "once more")
+        assert not any(e.type == "input_requested" for e in events) and events[-1].reason == EndReason.completed
+        assert written() == "one\ntwo\nthree\n"
     finally:
         await rt.aclose()
 
