@@ -3,8 +3,8 @@
 The world lives under /var/tmp, outside the sandbox's private /tmp, so that what the sandbox hides is hidden by
 its rules and not merely by the private /tmp: a data folder (a real SQLite database, a key file, memory, another
 task's workspace), a home with SSH/GPG/cloud/keyring secrets and ordinary files, and a folder outside both. Every
-case checks that nothing outside the workspace changed (a snapshot of every file before and after) and that no
-secret reached the command's output.
+case, and every network and process test, checks that nothing outside the workspace changed (a snapshot of every
+file before and after); the cases also check that no secret reached the command's output.
 """
 
 from __future__ import annotations
@@ -210,10 +210,12 @@ CONNECT = (f"{PY} -c \"import socket; s = socket.create_connection(('127.0.0.1',
 
 async def test_a_loopback_listener_outside_is_unreachable(sandbox, world, listener):
     port, accepted = listener
+    before = world.snapshot()
     out = await run(sandbox, world, CONNECT.format(port=port))
     assert "hello from the host" not in out and "Connection refused" in out
     await asyncio.sleep(0.1)
     assert accepted == []
+    assert world.snapshot() == before, out
 
 
 async def test_udp_ipv6_and_abstract_sockets_outside_are_unreachable(sandbox, world, listener):
@@ -234,8 +236,10 @@ async def test_udp_ipv6_and_abstract_sockets_outside_are_unreachable(sandbox, wo
                 f"try:\n    socket.create_connection(('::1', {listener[0]}), timeout=2); print('V6 CONNECTED')\n"
                 f"except OSError as e: print(e)\n")
         (world.ws / "probe.py").write_text(code)
+        before = world.snapshot()
         out = await run(sandbox, world, f"{PY} probe.py")
         assert "CONNECTED" not in out, out
+        assert world.snapshot() == before, out
         with pytest.raises(BlockingIOError):
             udp.recvfrom(10)
         with pytest.raises(BlockingIOError):
@@ -247,9 +251,11 @@ async def test_udp_ipv6_and_abstract_sockets_outside_are_unreachable(sandbox, wo
 
 async def test_the_listener_is_reached_when_the_task_allows_the_network(sandbox, world, listener):
     port, accepted = listener
+    before = world.snapshot()
     out = await run(sandbox, world, CONNECT.format(port=port), network=True)
     assert "hello from the host" in out
     assert accepted == [1]
+    assert world.snapshot() == before, out  # the network opens, the files stay closed
 
 
 # -- processes --
@@ -285,6 +291,7 @@ async def _watch(token: str, peak: list[int], stop: asyncio.Event) -> None:
 async def test_a_fork_bomb_is_bounded_by_the_process_limit_and_cleaned_up(sandbox, world):
     token = f"bomb{uuid.uuid4().hex[:8]}"
     peak, stop = [0], asyncio.Event()
+    before = world.snapshot()
     watcher = asyncio.create_task(_watch(token, peak, stop))
     result = await shell(sandbox, world).run(
         {"command": f"b() {{ b | b & }}; b # {token}", "timeout_seconds": 4}, ctx(world))
@@ -293,27 +300,33 @@ async def test_a_fork_bomb_is_bounded_by_the_process_limit_and_cleaned_up(sandbo
     assert peak[0] <= 256 + 2, f"{peak[0]} processes at once"
     assert _processes(token) == []
     assert "exit code" in result.output or "Timed out" in result.output
+    assert world.snapshot() == before, result.output
 
 
 async def test_more_processes_than_the_limit_fail_to_start(sandbox, world):
     token = _sleep_token()
+    before = world.snapshot()
     out = await run(sandbox, world, f"i=0; while [ $i -lt 400 ]; do sleep {token} & i=$((i+1)); done; echo all")
     assert "all" not in out.splitlines() and "fork" in out.lower(), out
     assert _processes(token) == []
+    assert world.snapshot() == before, out
 
 
 async def test_daemons_that_leave_the_process_group_are_killed_with_the_sandbox(sandbox, world):
     token = _sleep_token()
     cmd = (f"(setsid sleep {token} &); nohup sleep {token} >/dev/null 2>&1 & "
            f"setsid sh -c 'exec sleep {token}' </dev/null >/dev/null 2>&1 & echo started")
+    before = world.snapshot()
     out = await run(sandbox, world, cmd)
     assert out.startswith("started")
     assert _processes(token) == []
+    assert world.snapshot() == before, out
 
 
 async def test_stop_kills_every_process_of_a_running_sandboxed_command(sandbox, world):
     token = _sleep_token()
     cmd = f"(setsid sleep {token} &); sleep {token} & echo up > up.txt; sleep {token}"
+    before = world.snapshot()
     task = asyncio.create_task(shell(sandbox, world).run({"command": cmd}, ctx(world)))
     for _ in range(250):
         if (world.ws / "up.txt").exists() and len(_processes(token)) >= 3:
@@ -324,14 +337,17 @@ async def test_stop_kills_every_process_of_a_running_sandboxed_command(sandbox, 
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _processes(token) == []
+    assert world.snapshot() == before
 
 
 async def test_the_environment_of_processes_outside_cannot_be_read(sandbox, world):
     # Hearth's own process holds provider keys in its environment; here a stand-in started with a secret in its.
     holder = await asyncio.create_subprocess_exec("sleep", "1000", env={**os.environ, "SOME_KEY": SECRETS["env"]})
     try:
+        before = world.snapshot()
         out = await run(sandbox, world, f"cat /proc/{holder.pid}/environ; cat /proc/*/environ | tr '\\0' '\\n'; env")
         assert SECRETS["env"] not in out
+        assert world.snapshot() == before, out
     finally:
         holder.kill()
         await holder.wait()
@@ -340,8 +356,9 @@ async def test_the_environment_of_processes_outside_cannot_be_read(sandbox, worl
 async def test_processes_outside_cannot_be_seen_or_signalled(sandbox, world):
     victim = await asyncio.create_subprocess_exec("sleep", "1000")
     try:
+        before = world.snapshot()
         out = await run(sandbox, world, f"kill -9 {victim.pid}; cat /proc/{victim.pid}/cmdline; ls /proc | wc -l")
-        assert "No such" in out
+        assert "No such" in out and world.snapshot() == before, out
         assert victim.returncode is None
         await asyncio.sleep(0.1)
         assert victim.returncode is None and Path(f"/proc/{victim.pid}").exists()
