@@ -3,7 +3,8 @@
 A server's tools (name, title, description, input schema) are what the model reads and trusts when it picks a
 tool, so a changed description can steer it as well as a changed program. Decisions:
 - Trust on first use: the first tool list a server offers after its command line was approved is pinned (the
-  person approved that server; Settings shows the pinned tools). Re-approving the same command line keeps the pin.
+  person approved that server; its tools cannot be listed without running it). Re-approving the same command line
+  keeps the pin.
 - Any later difference (a tool added, removed, renamed, or its title, description or schema changed) pauses the
   server: its tools are not offered, the turn warns, and the change waits in `mcp_consents.json` until the person
   approves it (`MCPConsents.approve_tools`), which pins the new list; until then every turn pauses it again
