@@ -21,7 +21,8 @@ class TeamActions(WindowHost):
         if not self._ready():
             return None
         self.sidebar.set_mode("teams")
-        dlg = NewTeamDialog(self.bridge.settings.default_model, self)
+        settings = self.bridge.settings
+        dlg = NewTeamDialog(settings.default_model, settings.team_max_parallel, self)
         dlg.create_requested.connect(lambda spec: self.bridge.run(self._create_team(dlg, spec)))
         dlg.show()
         self.new_team_dialog = dlg

@@ -33,7 +33,7 @@ BY_ME = "Me: the assignments below"
 class NewTeamDialog(QDialog):
     create_requested = Signal(dict)  # the keyword arguments of rt.teams.create
 
-    def __init__(self, default_model: str, parent=None):
+    def __init__(self, default_model: str, max_parallel: int, parent=None):
         super().__init__(parent)
         self.setWindowTitle("New team")
         self.setModal(False)
@@ -45,8 +45,8 @@ class NewTeamDialog(QDialog):
         self.goal.setPlaceholderText("What the team works toward, e.g. Write and review a blog post about our trip")
         form.addRow("Goal", self.goal)
         self.parallel = QSpinBox()
-        self.parallel.setRange(1, 8)
-        self.parallel.setValue(2)
+        self.parallel.setRange(1, max(8, max_parallel))  # a larger setting must not be cut down here
+        self.parallel.setValue(max_parallel)  # the runtime's team_max_parallel, the person's default
         self.parallel.setToolTip("How many assignments may run at the same time")
         form.addRow("At once", self.parallel)
         lay.addLayout(form)

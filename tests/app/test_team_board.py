@@ -1,7 +1,8 @@
 """The team board as a person uses it, offscreen with real widgets and a real data folder: a team made in the New
-team dialog (a bad plan is refused with the reason, nothing typed lost), the diamond A → B, A → C, B + C → D run
-from the board with B and C at once, a failure that keeps D blocked with the reason until Retry, the selected
-assignment's conversation, and Stop team ending both running assignments while D never starts."""
+team dialog (its "At once" starts from settings.team_max_parallel; a bad plan is refused with the reason, nothing
+typed lost), the diamond A → B, A → C, B + C → D run from the board with B and C at once, a failure that keeps D
+blocked with the reason until Retry, the selected assignment's conversation, and Stop team ending both running
+assignments while D never starts."""
 
 from __future__ import annotations
 
@@ -86,6 +87,21 @@ async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(
     QTest.mouseClick(item.details, Qt.MouseButton.LeftButton)
     await until(lambda: panel.details_dialog is not None, what="D's details")
     assert panel.details_dialog.steps.rowCount() == 1 and panel.details_dialog.helpers.isHidden()
+
+
+async def test_the_new_team_dialog_starts_from_the_team_max_parallel_setting(launch):
+    ctl = await launch(lead=ScriptedModel(), writer=ScriptedModel(), critic=ScriptedModel())
+    window = ctl.window
+    settings = ctl.rt.settings.model_dump(mode="json", by_alias=True, exclude_none=True)
+    await ctl.rt.save_settings({**settings, "team_max_parallel": 3})
+    dlg = window.new_team()
+    assert dlg.parallel.value() == 3
+    _fill(dlg, "Three at once")
+    dlg.create.click()
+    await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+    assert (await ctl.rt.teams.get(window.panel.team_id)).max_parallel == 3
+    await ctl.rt.save_settings({**settings, "team_max_parallel": 12})  # above the dialog's usual top of 8
+    assert window.new_team().parallel.value() == 12
 
 
 async def test_stop_team_ends_the_running_assignments_and_d_never_starts(launch):
