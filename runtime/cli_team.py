@@ -20,8 +20,10 @@ turning the goal into assignments. In the JSON file, members and assignments are
 assignments continue; `--retry` / `--skip` first deal with a failed one), waits until nothing runs and prints the
 board: exit 0 when every assignment is done or skipped, 4 when one waits for an approval or an answer (`answer`
 gives it and goes on like `run`), 3 when one failed, 130 on Ctrl-C (which stops the team: running assignments
-end aborted). A team runs in the process that runs it, so `stop` in another process only marks the team
-stopped; Ctrl-C is how to stop a running `hearth team run`.
+end aborted). A team runs only in the process that runs it, so Ctrl-C is how to stop a running `hearth team
+run`. `stop` cannot reach into that process: while another process owns the data folder (a `hearth team run`,
+or the app) it is refused with exit 5 like every command that changes something; otherwise nothing of the team
+is running, and `stop` says so and prints the board.
 """
 
 from __future__ import annotations
@@ -92,12 +94,7 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
     if args.team_command == "show":
         return await _show(rt, args)
     if args.team_command == "stop":
-        if args.assignment:
-            await rt.teams.stop_assignment(args.team_id, args.assignment)
-        else:
-            await rt.teams.stop(args.team_id)
-        print(board(await rt.teams.get(args.team_id)))
-        return EXIT_OK
+        return await _stop(rt, args)
     if args.team_command == "delete":
         team = await rt.teams.get(args.team_id)
         await rt.teams.delete(team.id)
@@ -107,6 +104,21 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
         await _answer(rt, args)
         return await _follow(rt, args.team_id)
     return await _run(rt, args)
+
+
+async def _stop(rt: Runtime, args: argparse.Namespace) -> int:
+    """This process owns the data folder (another owner refuses the command), so nothing of the team runs here:
+    the stop finds nothing to end, and the person is told where a running team is stopped instead."""
+    if args.assignment:
+        await rt.teams.stop_assignment(args.team_id, args.assignment)
+        print(f"Assignment {args.assignment} of team {args.team_id} is not running: a team runs only in the "
+              "process that runs it, and Ctrl-C there stops it.")
+    else:
+        await rt.teams.stop(args.team_id)
+        print(f"Nothing of team {args.team_id} is running: a team runs only in the process that runs it, and "
+              "Ctrl-C there stops it.")
+    print(board(await rt.teams.get(args.team_id)))
+    return EXIT_OK
 
 
 async def _answer(rt: Runtime, args: argparse.Namespace) -> None:

@@ -404,3 +404,85 @@ async def test_the_cli_answers_an_approval_and_goes_on(home):
         assert code == 0 and "A      done" in out, err
         code, _, err = await _result(await _cli("team", "answer", team_id, "A", "--approve", home=home))
         assert code == 2 and "not waiting" in err
+
+
+async def _cli_team(home, *assignments: str) -> str:
+    """A team of one member made with `hearth team create`; each assignment is "KEY INSTRUCTIONS [DEPS]"."""
+    words = []
+    for spec in assignments:
+        key, instructions, *deps = spec.split(" ", 2)
+        words += ["--assign", key, "writer", instructions, *deps]
+    code, out, err = await _result(await _cli(
+        "team", "create", "Notes", "--member", "writer", "local/test-model", *words, "--max-parallel", "2",
+        "--approval", "full_auto", home=home))
+    assert code == 0, err
+    return out.splitlines()[0]
+
+
+async def test_the_cli_stop_on_a_team_that_is_not_running_says_so_and_changes_nothing(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        team_id = await _cli_team(home, "A Outline.", "B Draft. A")
+        code, out, err = await _result(await _cli("team", "stop", team_id, home=home))
+        assert code == 0, err
+        lines = out.splitlines()
+        assert lines[0] == (f"Nothing of team {team_id} is running: a team runs only in the process that runs "
+                            "it, and Ctrl-C there stops it.")
+        assert "A      ready" in out and "B      blocked" in out
+        code, out, err = await _result(await _cli("team", "stop", team_id, "--assignment", "A", home=home))
+        assert code == 0, err
+        assert out.splitlines()[0].startswith(f"Assignment A of team {team_id} is not running: ")
+        assert "A      ready" in out
+        code, _, err = await _result(await _cli("team", "stop", team_id, "--assignment", "Z", home=home))
+        assert code == 2 and err == f"hearth: Team {team_id!r} has no assignment 'Z'.\n"
+        code, _, err = await _result(await _cli("team", "stop", "nope", home=home))
+        assert code == 2 and err == "hearth: No team with id 'nope'.\n"
+        assert server.chat_requests == []  # nothing was started by a stop
+        server.script(Reply(chunks=["An outline."]), Reply(chunks=["A draft."]))
+        code, out, err = await _result(await _cli("team", "run", team_id, home=home))
+        assert code == 0 and "A      done" in out and "B      done" in out, err  # the plan was left as it was
+
+
+def _processes_using(home) -> list[str]:
+    """The command lines of the processes that name the data folder (a `hearth` left behind would)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # it ended meanwhile
+            continue
+        if str(home) in cmdline:
+            found.append(cmdline)
+    return found
+
+
+async def test_ctrl_c_stops_a_running_team_and_exits_130(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        team_id = await _cli_team(home, "A Outline.", "B Notes.", "C Merge. A,B")
+        server.script(Reply.many(5000, "x", delay=0.01), Reply.many(5000, "y", delay=0.01))
+        proc = await _cli("team", "run", team_id, home=home)
+        try:
+            for _ in range(1500):  # A and B both asked their model
+                if len(server.chat_requests) == 2 or proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.02)
+            assert len(server.chat_requests) == 2
+            # Another process cannot stop it: the folder is owned, so `stop` is refused.
+            code, _, err = await _result(await _cli("team", "stop", team_id, home=home))
+            assert code == 5 and "already running with the data folder" in err
+            proc.send_signal(signal.SIGINT)
+            code, out, err = await _result(proc)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        assert code == 130, err
+        assert "A      aborted" in out and "B      aborted" in out and "C      blocked" in out
+        assert len(server.chat_requests) == 2  # C never started
+        assert not _processes_using(home)
+        # The folder is free again and the stop was saved.
+        code, out, err = await _result(await _cli("team", "stop", team_id, home=home))
+        assert code == 0 and "A      aborted" in out and "B      aborted" in out, err
+
