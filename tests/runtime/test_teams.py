@@ -486,3 +486,29 @@ async def test_ctrl_c_stops_a_running_team_and_exits_130(home):
         code, out, err = await _result(await _cli("team", "stop", team_id, home=home))
         assert code == 0 and "A      aborted" in out and "B      aborted" in out, err
 
+
+async def test_a_member_asking_a_question_waits_and_its_answer_moves_the_plan_on(home):
+    lead = [[Call("ask_user", {"question": "Which city is the essay about?"})], ["Outline: Lisbon in three parts."],
+            ["Merged."]]
+    providers = models(lead, [["Draft."]], [["Critique."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == {"A": "waiting", "B": "blocked", "C": "blocked", "D": "blocked"}
+        request = team.assignments[0].pending_request
+        assert request["kind"] == "question" and request["prompt"] == "Which city is the essay about?"
+        assert team.assignments[1].reason == "waiting for A" and team.state == "idle"
+        assert providers["writer"].requests == [] and providers["critic"].requests == []
+        await rt.teams.answer(team.id, "A", request["request_id"], "Lisbon")
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done") and team.state == "done"
+        assert "Lisbon" in providers["lead"].requests[1].messages[-1]["content"]  # the answer reached the model
+        assert team.assignments[0].output == "Outline: Lisbon in three parts."
+        assert "Outline: Lisbon in three parts." in last_input(providers["writer"])
+        assert "Outline: Lisbon in three parts." in last_input(providers["critic"])
+    finally:
+        await rt.aclose()
