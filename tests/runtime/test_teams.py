@@ -512,3 +512,35 @@ async def test_a_member_asking_a_question_waits_and_its_answer_moves_the_plan_on
         assert "Outline: Lisbon in three parts." in last_input(providers["critic"])
     finally:
         await rt.aclose()
+
+
+async def test_two_runs_and_a_retry_at_once_start_each_assignment_once(home):
+    """Run twice (a double click, the CLI beside the board) and Retry, all at once, on a stopped A: the team's lock
+    lets one of them start A and the others see it running, so every member's model gets one request per
+    assignment."""
+    providers = models([[Delay(30), "never"], ["A, again."], ["D."]], [["B."]], [["C."]])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND)
+        await rt.teams.run(team.id)
+
+        async def a_asked():
+            return len(providers["lead"].requests) == 1
+
+        await wait_for(a_asked)
+        await rt.teams.stop_assignment(team.id, "A")
+        await rt.teams.wait_idle(team.id)
+        assert statuses(await rt.teams.get(team.id))["A"] == "aborted"
+        results = await asyncio.gather(rt.teams.run(team.id), rt.teams.run(team.id), rt.teams.retry(team.id, "A"),
+                                       return_exceptions=True)
+        # Retry either started A or found it already running again: never an error of another kind.
+        assert all(not isinstance(r, Exception) or "only a failed" in str(r) for r in results), results
+        await rt.teams.wait_idle(team.id)
+        team = await rt.teams.get(team.id)
+        assert statuses(team) == dict.fromkeys("ABCD", "done")
+        # The lead: A's stopped request, A once again, D. The writer and the critic: B and C, once each.
+        assert len(providers["lead"].requests) == 3
+        assert len(providers["writer"].requests) == 1 and len(providers["critic"].requests) == 1
+        assert team.assignments[0].output.endswith("A, again.")
+    finally:
+        await rt.aclose()
