@@ -12,7 +12,9 @@ Decisions:
   the top of the folder; `INDEX.md` is the runtime's own.
 - Nothing that looks like a secret is ever written (`looks_secret`): credentials by shape (`redact.py`'s
   patterns and the keys the runtime knows), "my password is …"-style statements, long random-looking tokens,
-  private keys, card numbers. A write that would hold one is refused as a whole.
+  private keys, card numbers. A write that would hold one is refused as a whole, and so is one that repeats
+  a word `scrub` cut out of what the writer saw (`hidden_in`: the person's input for the extraction job, the
+  turn's conversation with its tool results for the memory tool), whatever its shape.
 - At a turn's setup the model gets the index and the memories relevant to the input (FTS5 match on the input
   and the task's title), within `NOTE_CHARS`, framed as the person's saved memories: data, not instructions.
 """
@@ -76,6 +78,11 @@ def scrub(text: str) -> str:
     text = _SECRET_TALK.sub(lambda m: m.group(0) + " [redacted]", redact(text))
     text = re.sub(r"(\[redacted\])\s*\S+", r"\1", text)
     return _LONG_TOKEN.sub(lambda m: "[redacted]" if looks_secret(m.group(0)) else m.group(0), text)
+
+
+def hidden_in(text: str) -> set[str]:
+    """The words (4 characters or more) `scrub` cuts out of `text`: secrets it showed, never to be kept."""
+    return {w for w in _words(text) - _words(scrub(text)) if len(w) >= 4}
 
 
 def summary_of(text: str) -> str:
@@ -192,9 +199,13 @@ class Memory:
     # -- writing --
 
     async def write(self, name: str, text: str, *, origin: str, task_id: str | None = None,
-                    turn_id: str | None = None, create: bool | None = None) -> str:
+                    turn_id: str | None = None, create: bool | None = None, seen: str = "") -> str:
         """Create or replace a memory file (`create` True: it must be new; False: it must exist). Returns its
-        name. ToolError when the name, the size or a secret in it makes it impossible."""
+        name. ToolError when the name, the size or a secret in it makes it impossible; `seen` is what the writer
+        read before (a turn's conversation, the person's input): a word scrub cuts out of it is refused."""
+        if any(h in name or h in text for h in hidden_in(seen)):
+            raise ToolError("That repeats a secret from this conversation (a password, key or token that Hearth "
+                            "hid); memories never hold secrets, so leave it out.")
         path = self.path(name, for_write=True)
         text = text.strip() + "\n"
         if len(text) > MAX_MEMORY_CHARS:
@@ -240,6 +251,10 @@ def _found(name: str, mtime: float) -> dict:
     """The record of a file found on disk that has none yet (read-only: it is not written)."""
     return {"name": name, "origin": "file", "source_task_id": None, "source_turn_id": None, "content_hash": "",
             "mtime": mtime, "created_at": mtime, "updated_at": mtime, "last_used_at": None}
+
+
+def _words(text: str) -> set[str]:
+    return {w.strip(".,;:!?()[]{}\"'") for w in text.split()}
 
 
 def _digest(text: str) -> str:

@@ -64,12 +64,10 @@ async def extract(memory: Memory, provider: Any, model: str, task_id: str, said:
     turn_id = await memory.repo.last_ended_turn(task_id)
     entries = await memory.sync()
     index = "\n".join(f"- {e['name']}: {e['summary']}" for e in entries) or "(no memories yet)"
-    clean = scrub(said)
-    hidden = {w for w in _words(said) - _words(clean) if len(w) >= 4}  # what scrub cut out: never to be kept
-    said = clean[:INPUT_CHARS]
+    clean = scrub(said)[:INPUT_CHARS]  # what scrub cuts out is never kept either (Memory.write's `seen`)
     request = ModelRequest(model=model, max_tokens=ANSWER_TOKENS, temperature=0.0, messages=[
         {"role": "system", "content": PROMPT},
-        {"role": "user", "content": f"Current memory index:\n{index}\n\nWhat the person said:\n{said}"},
+        {"role": "user", "content": f"Current memory index:\n{index}\n\nWhat the person said:\n{clean}"},
     ])
     answer = []
     async for item in provider.stream(request):
@@ -78,15 +76,14 @@ async def extract(memory: Memory, provider: Any, model: str, task_id: str, said:
     existing = {e["name"]: e["summary"] for e in entries}
     applied = []
     for change in proposals("".join(answer), existing):
-        if any(h in change.text for h in hidden):
-            continue
         try:
             if change.action == "delete":
                 await memory.delete(change.name)
             else:
-                await memory.write(change.name, change.text, origin="extraction", task_id=task_id, turn_id=turn_id)
+                await memory.write(change.name, change.text, origin="extraction", task_id=task_id, turn_id=turn_id,
+                                   seen=said)
         except ToolError:
-            continue  # one bad proposal (a name the gate refuses, a vanished file) does not cost the others
+            continue  # one bad proposal (a hidden word, a name the gate refuses, a vanished file) costs no others
         applied.append(change)
     return applied
 
@@ -136,10 +133,6 @@ def _json_object(answer: str) -> dict:
     if not isinstance(data, dict):
         raise ProviderError("the model's answer is not a JSON object")
     return data
-
-
-def _words(text: str) -> set[str]:
-    return {w.strip(".,;:!?()[]{}\"'") for w in text.split()}
 
 
 def _norm(text: str) -> str:

@@ -2,7 +2,9 @@
 
 The files and their rules (names confined to the memory folder by the workspace gate, no secrets, provenance)
 are `runtime/memory.py`'s; this is the model's handle on them. Viewing changes nothing; every other command
-is a write and follows the task's approval mode like a workspace write (`effect_for`).
+is a write and follows the task's approval mode like a workspace write (`effect_for`). A write may not repeat
+what Hearth hid as a secret anywhere in the turn's conversation (the person's words, tool results): the model
+saw those words, so it could copy them into a memory (`Memory.write`'s `seen`, as the extraction job does).
 """
 
 from __future__ import annotations
@@ -63,5 +65,11 @@ class MemoryTool:
         if not isinstance(content, str) or not content.strip():
             raise ToolError(f"'{command}' needs the content of the file.")
         name = await self._memory.write(path, content, origin="tool", task_id=ctx.task_id, turn_id=ctx.turn_id,
-                                        create=command == "create")
+                                        create=command == "create", seen=_seen(ctx))
         return ToolResult(f"{'Saved' if command == 'create' else 'Updated'} the memory '{name}'.")
+
+
+def _seen(ctx: ToolContext) -> str:
+    """Everything the turn's model has read: its conversation, with the person's input and the tool results."""
+    chat = getattr(ctx.extra.get("turn"), "chat", None) or ()
+    return "\n\n".join(m["content"] for m in chat if isinstance(m.get("content"), str))

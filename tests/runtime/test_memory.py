@@ -7,12 +7,13 @@ import asyncio
 import json
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 
 from runtime.api import ConfigError, Runtime
 from runtime.errors import ToolError
-from runtime.memory import Memory
+from runtime.memory import Memory, looks_secret
 from runtime.providers.scripted import Call, ScriptedModel
 from runtime.store.memory_repo import MemoryRepo
 from runtime.store.repo import DB_NAME, Store
@@ -267,3 +268,43 @@ async def test_hearth_jobs_lists_background_work_and_why_one_failed(rt, server, 
     assert code == 0 and out.count("failed:") == 1
     code, _, err = await _result(await _cli("jobs", "--limit", "0", home=home))
     assert code == 2 and err.strip() == "hearth: --limit must be at least 1."
+
+
+
+@pytest.mark.parametrize("seen_in", ["a tool result", "the input"])
+async def test_the_memory_tool_never_saves_a_secret_the_turn_saw(home, seen_in):
+    canary = "canary-5521-hunter"
+    note = f"# Login\nUses {canary} to log in."
+    assert not looks_secret(note)  # by its shape alone it would pass
+    said = f"My password is {canary}, keep it safe." if seen_in == "the input" else "Log me in to the bank site."
+    model = ScriptedModel([
+        [Call("read_file", {"path": "vault.txt"})],
+        [Call("memory", {"command": "create", "path": "login.md", "content": note})],
+        [Call("memory", {"command": "create", "path": f"{canary}.md", "content": "# Login\nThe usual one."})],
+        ["Done."],
+    ])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model="scripted/test", approval="full_auto")
+        (Path(task.workspace) / "vault.txt").write_text(
+            f"bank login\npassword: {canary}\n" if seen_in == "a tool result" else "bank login\n")
+        await rt.send(task.id, said)
+        events = await collect(rt, task.id)
+        await rt.wait_idle(task.id)
+        assert events[-1].reason == "completed"
+        shown, *refusals = [m["content"] for m in model.requests[-1].messages if m["role"] == "tool"]
+        assert (canary in shown) == (seen_in == "a tool result")  # the model read it there, or in the input
+        assert len(refusals) == 2
+        for refusal in refusals:
+            assert "repeats a secret from this conversation" in refusal and "memories never hold secrets" in refusal
+        folder = rt.memory_folder
+        assert all(canary not in p.name and canary not in p.read_text() for p in folder.iterdir())
+        assert await rt.memories() == []
+        db = sqlite3.connect(home / DB_NAME)
+        try:
+            assert db.execute("select count(*) from memory_fts where summary || body like ?",
+                              (f"%{canary}%",)).fetchone()[0] == 0
+        finally:
+            db.close()
+    finally:
+        await rt.aclose()
