@@ -98,6 +98,39 @@ def bad_inputs(bad) -> None:
     word.save(bad / "manual.docx")
 
 
+HARBOUR_PAGE = """<!doctype html>
+<html><head><title>Harbour guide</title>
+<style>.beacon { color: red }</style>
+<script>var beacon = "flashing script";</script>
+</head><body>
+<h1>Harbour</h1>
+<p>Boats come in at noon &amp; leave at dawn.</p>
+<h2>Lighthouse</h2>
+<p>The lighthouse keeper climbs the tower at dusk and lights the great lamp.</p>
+<ul><li>Spare lamps are kept in the shed.</li></ul>
+</body></html>
+"""
+
+
+async def test_an_html_page_is_indexed_by_heading_and_line(home, tmp_path):
+    page = tmp_path / "guide.html"
+    page.write_text(HARBOUR_PAGE)
+    rt = await open_runtime(home)
+    try:
+        task = await rt.create_task(knowledge=[str(page)])
+        assert (await indexed(rt))["guide.html"]["status"] == "ready"
+        [hit] = await rt.search_knowledge(task.id, "lighthouse lamp")
+        assert (hit["kind"], hit["heading"], hit["line_start"], hit["line_end"]) == ("html", "Lighthouse", 9, 10)
+        assert hit["where"] == "lines 9–10, “Lighthouse”"
+        assert hit["text"] == LIGHTHOUSE + "\n\nSpare lamps are kept in the shed."
+        [harbour] = await rt.search_knowledge(task.id, "boats")
+        assert (harbour["heading"], harbour["line_start"]) == ("Harbour", 7)
+        assert harbour["text"] == "Boats come in at noon & leave at dawn."  # entities decoded
+        assert await rt.search_knowledge(task.id, "beacon flashing") == []  # style and script are not text
+    finally:
+        await rt.aclose()
+
+
 async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
     bad = tmp_path / "bad"
     await asyncio.to_thread(bad_inputs, bad)
