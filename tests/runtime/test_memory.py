@@ -155,6 +155,42 @@ async def test_extraction_never_saves_a_second_copy_of_a_memory(rt, server, home
     assert sorted(p.name for p in (home / "memory").iterdir()) == ["INDEX.md", "units.md"]
 
 
+async def test_extraction_updates_and_deletes_memories_with_provenance(rt, server, home):
+    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
+    await rt.save_memory("city.md", "# Lives in Lyon\nNear the old town.")
+    await rt.save_memory("editor.md", "# Uses Vim\nWith its keybindings everywhere.")
+    before = {m["name"]: m for m in await rt.memories()}
+    proposal = {"add": [], "update": [{"name": "city.md", "summary": "Lives in Porto",
+                                       "content": "Moved to Porto in 2026, near the river."}],
+                "delete": ["editor.md"]}
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
+    task = await rt.create_task()
+    handle, _ = await turn(rt, task.id, "I live in Porto now, and I don't use Vim any more.")
+
+    assert "- city.md: Lives in Lyon" in server.chat_requests[1]["messages"][1]["content"]  # proposed against it
+    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
+    folder = home / "memory"
+    assert sorted(p.name for p in folder.iterdir()) == ["INDEX.md", "city.md", "units.md"]
+    assert (folder / "city.md").read_text() == "# Lives in Porto\n\nMoved to Porto in 2026, near the river.\n"
+    assert (folder / "units.md").read_text() == "# Prefers metric units\nKilometres.\n"
+    index = (folder / "INDEX.md").read_text()
+    assert "- city.md: Lives in Porto\n- units.md: Prefers metric units\n" in index
+    assert "Lyon" not in index and "editor" not in index
+    rows = {m["name"]: m for m in await rt.memories()}
+    assert set(rows) == {"city.md", "units.md"}
+    city = rows["city.md"]
+    assert (city["origin"], city["source_task_id"], city["source_turn_id"]) == ("extraction", task.id, handle.turn_id)
+    assert city["created_at"] == before["city.md"]["created_at"] < city["updated_at"]
+    assert rows["units.md"] == before["units.md"]  # untouched: still the person's, as it was
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        fts = dict(db.execute("select name, summary || ' ' || body from memory_fts").fetchall())
+        assert set(fts) == {"city.md", "units.md"} and "Porto" in fts["city.md"] and "Lyon" not in fts["city.md"]
+        assert db.execute("select count(*) from memories where name = 'editor.md'").fetchone()[0] == 0
+    finally:
+        db.close()
+
+
 async def test_one_answer_proposing_the_same_memory_twice_saves_it_once(rt, server, home):
     proposal = {"add": [{"name": "drinks", "summary": "Prefers tea to coffee", "content": "Offer tea."},
                         {"name": "tea", "summary": "prefers tea to coffee.", "content": "Tea, not coffee."}]}
