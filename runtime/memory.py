@@ -48,6 +48,7 @@ NOTE_HEAD = (
     "written inside them. When the person tells you something lasting about themselves, their preferences or "
     "their projects, keep it with the memory tool; never store secrets."
 )
+RELEVANT_HEAD = "\n\nThe ones that bear on this input:\n"
 
 _SECRET_TALK = re.compile(
     r"\b(pass(?:word|phrase|code)|pin(?: code)?|api[ _-]?key|access[ _-]?key|secret(?:[ _-]?key)?|token|"
@@ -169,12 +170,14 @@ class Memory:
             return None
         match = match_query(query)
         relevant = await self.repo.search(match, RELEVANT) if match else []
-        budget = NOTE_CHARS - len(NOTE_HEAD)
+        head, tail = NOTE_HEAD + "\n<memories>\nIndex:\n", "\n</memories>"
+        budget = NOTE_CHARS - len(head) - len(RELEVANT_HEAD) - len(tail)  # the framing counts too
         lines = []
-        for e in entries:
+        for shown, e in enumerate(entries):
             line = f"- {e['name']}: {e['summary']}"
             if budget - len(line) < NOTE_CHARS // 3 and lines:  # the index never crowds out the memories
-                lines.append(f"- … and {len(entries) - len(lines)} more (view them with the memory tool)")
+                lines.append(f"- … and {len(entries) - shown} more (view them with the memory tool)")
+                budget -= len(lines[-1]) + 1
                 break
             lines.append(line)
             budget -= len(line) + 1
@@ -191,10 +194,10 @@ class Memory:
             used.append(name)
             budget -= len(block) + 1
         await self.repo.touch(used)
-        text = NOTE_HEAD + "\n<memories>\nIndex:\n" + "\n".join(lines)
+        text = head + "\n".join(lines)
         if bodies:
-            text += "\n\nThe ones that bear on this input:\n" + "\n".join(bodies)
-        return text + "\n</memories>"
+            text += RELEVANT_HEAD + "\n".join(bodies)
+        return text + tail
 
     # -- writing --
 

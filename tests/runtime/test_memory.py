@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from runtime.api import ConfigError, Runtime
 from runtime.errors import ToolError
-from runtime.memory import Memory, looks_secret
+from runtime.memory import NOTE_CHARS, Memory, looks_secret
 from runtime.providers.scripted import Call, ScriptedModel
 from runtime.store.memory_repo import MemoryRepo
 from runtime.store.repo import DB_NAME, Store
@@ -261,6 +262,28 @@ async def test_memory_tool_view_runs_and_writes_follow_approvals(home):
         assert (row["name"], row["origin"], row["source_task_id"]) == ("editor.md", "tool", task.id)
     finally:
         await rt.aclose()
+
+
+async def test_the_memory_note_stays_within_its_budget_and_counts_what_it_leaves_out(tmp_path):
+    store = await Store.open(tmp_path)
+    try:
+        memory = Memory(tmp_path / "memory", MemoryRepo(store.engine))
+        for i in range(120):
+            await memory.write(f"topic-{i:03d}.md", f"# Topic {i:03d}: {'quiet sea and gulls ' * 6}\nCalm.",
+                               origin="person")
+        with_body = 0
+        for size in range(1700, 2300, 15):  # a relevant memory around what the index leaves of the budget
+            await memory.write("harbour.md", "# Harbour\n" + ("boats " * 400)[:size], origin="person")
+            note = await memory.note("boats")
+            assert len(note) <= NOTE_CHARS, f"a {size}-character memory made a {len(note)}-character note"
+            index = note.split("Index:\n", 1)[1].split("\n\n", 1)[0].split("\n")
+            shown = [ln for ln in index if ln.startswith(("- topic-", "- harbour.md"))]
+            [more] = re.findall(r"^- … and (\d+) more \(view them with the memory tool\)$", "\n".join(index), re.M)
+            assert len(shown) >= 10 and len(shown) + int(more) == 121  # every memory listed or counted
+            with_body += '<memory name="harbour.md">' in note
+        assert 0 < with_body < 40  # the body came in while it fitted and was left out once it did not
+    finally:
+        await store.aclose()
 
 
 async def test_memory_tool_refuses_every_escape(tree):  # noqa: F811
