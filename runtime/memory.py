@@ -206,7 +206,8 @@ class Memory:
         """Create or replace a memory file (`create` True: it must be new; False: it must exist). Returns its
         name. ToolError when the name, the size or a secret in it makes it impossible; `seen` is what the writer
         read before (a turn's conversation, the person's input): a word scrub cuts out of it is refused."""
-        if any(h in name or h in text for h in hidden_in(seen)):
+        hidden = await asyncio.to_thread(hidden_in, seen) if seen else ()  # a long conversation: off the loop
+        if any(h in name or h in text for h in hidden):
             raise ToolError("That repeats a secret from this conversation (a password, key or token that Hearth "
                             "hid); memories never hold secrets, so leave it out.")
         path = self.path(name, for_write=True)
