@@ -25,6 +25,7 @@ import asyncio
 import hashlib
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,7 +83,8 @@ def scrub(text: str) -> str:
 
 
 def hidden_in(text: str) -> set[str]:
-    """The words (4 characters or more) `scrub` cuts out of `text`: secrets it showed, never to be kept."""
+    """The words (4 characters or more) `scrub` cuts out of `text`: secrets it showed, never to be kept. Counted,
+    so a secret cut out in one place and left in another (where nothing said it was one) is still found."""
     return {w for w in _words(text) - _words(scrub(text)) if len(w) >= 4}
 
 
@@ -257,8 +259,8 @@ def _found(name: str, mtime: float) -> dict:
             "mtime": mtime, "created_at": mtime, "updated_at": mtime, "last_used_at": None}
 
 
-def _words(text: str) -> set[str]:
-    return {w.strip(".,;:!?()[]{}\"'") for w in text.split()}
+def _words(text: str) -> Counter[str]:
+    return Counter(w.strip(".,;:!?()[]{}\"'") for w in text.split())
 
 
 def _digest(text: str) -> str:

@@ -338,7 +338,8 @@ async def test_the_memory_tool_never_saves_a_secret_the_turn_saw(home, seen_in):
     said = f"My password is {canary}, keep it safe." if seen_in == "the input" else "Log me in to the bank site."
     model = ScriptedModel([
         [Call("read_file", {"path": "vault.txt"})],
-        [Call("memory", {"command": "create", "path": "login.md", "content": note})],
+        [f"Logging in with {canary} works.", Call("memory", {"command": "create", "path": "login.md",
+                                                             "content": note})],
         [Call("memory", {"command": "create", "path": f"{canary}.md", "content": "# Login\nThe usual one."})],
         ["Done."],
     ])
