@@ -28,6 +28,7 @@ from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
 from .finalize import finalize
 from .tools.approvals import rule_from_row
+from .tools.base import tool_spec
 
 if TYPE_CHECKING:
     from .abort import TurnSlot
@@ -109,6 +110,9 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     ctx.compactor = Compactor(services.storage, window, SYSTEM_PROMPT)
     ctx.tool_cap = tool_cap(window)
     ctx.ratio = chars_per_token(inputs.anchor)
+    # The built-ins' schemas go with every request, so the start-of-turn estimate counts them; MCP tools join
+    # once their servers answer (offer_tools below), and the loop's check before each request counts those.
+    ctx.tool_specs = [tool_spec(t) for t in prepared.tools.values()]
     await ctx.compactor.build(ctx, inputs)
     del inputs
 

@@ -1,7 +1,8 @@
 """Keeping a turn's model input inside the model's context window (runtime/ARCHITECTURE.md, "Context").
 
-When the next request would pass `THRESHOLD` of the window — at the start of a turn, or mid-turn after a step's
-tool results — in this order:
+When the next request — its messages, tool schemas and notes (TurnContext.request_chars) — would pass `THRESHOLD`
+of the window, at the start of a turn or before any later request (mid-turn, after a step's tool results), in
+this order:
 1. tool outputs of older steps are trimmed (every tool message before the newest step keeps its start and end);
 2. the older history is summarized by the task's own model into a checkpoint persisted in SQLite: the messages
    up to a message id are replaced by the summary in every later model input (they stay in the database and on
@@ -71,39 +72,40 @@ class Compactor:
         self.summary: str | None = None  # the checkpoint this turn's input starts from
 
     async def build(self, ctx: TurnContext, inputs) -> None:
-        """The turn's starting input: rebuilt from what is saved, summarized further when it does not fit."""
+        """The turn's starting input: rebuilt from what is saved, summarized further when it does not fit. The
+        estimate counts the whole request (ctx.extra_chars: the schemas of the tools known so far, the notes)."""
         cp = inputs.checkpoint
         self.summary = cp["summary"] if cp else None
         ratio = chars_per_token(inputs.anchor)
+        extra = ctx.extra_chars()
         ctx.chat, ctx.chat_chars = await asyncio.to_thread(
             build_context, self.system_prompt, inputs.messages, ctx.input_message_id, self.window, inputs.anchor,
-            self.summary)
-        if not over(ctx.chat_chars, ratio, self.window):
+            self.summary, extra)
+        if not over(ctx.chat_chars + extra, ratio, self.window):
             return
         history = _before_input(ctx.chat)
         if history > 1 and await self._summarize(ctx, ctx.chat[1:history], upto=ctx.input_message_id - 1):
             rest = [m for m in inputs.messages if m["id"] >= ctx.input_message_id]
             ctx.chat, ctx.chat_chars = await asyncio.to_thread(
                 build_context, self.system_prompt, rest, ctx.input_message_id, self.window, inputs.anchor,
-                self.summary)
-        if over(ctx.chat_chars, ratio, self.window):  # still too big (or no summary): drop the oldest
-            ctx.chat = compact(ctx.chat, int(THRESHOLD * self.window), ratio)
-            ctx.chat_chars = chat_chars(ctx.chat)
+                self.summary, extra)
+        if over(ctx.chat_chars + extra, ratio, self.window):  # still too big (or no summary): drop the oldest
+            ctx.chat, ctx.chat_chars = _drop_oldest(ctx.chat, self.window, extra, ratio)
 
     async def fit(self, ctx: TurnContext, ratio: float) -> None:
-        """Mid-turn, after a step's tool results: trim old tool outputs, then summarize the history before this
-        turn's input, then drop the oldest, until the next request fits."""
-        if not over(ctx.chat_chars, ratio, self.window):
+        """Before each request (mid-turn: after a step's tool results): trim old tool outputs, then summarize the
+        history before this turn's input, then drop the oldest, until the whole request fits."""
+        extra = ctx.extra_chars()
+        if not over(ctx.chat_chars + extra, ratio, self.window):
             return
         ctx.chat_chars -= trim_old_tool_outputs(ctx.chat, _last_step(ctx.chat))
         history = _before_input(ctx.chat)
-        if over(ctx.chat_chars, ratio, self.window) and history > 1:
+        if over(ctx.chat_chars + extra, ratio, self.window) and history > 1:
             if await self._summarize(ctx, ctx.chat[1:history], upto=ctx.input_message_id - 1):
                 ctx.chat[:history] = [system_message(self.system_prompt, self.summary)]
                 ctx.chat_chars = chat_chars(ctx.chat)
-        if over(ctx.chat_chars, ratio, self.window):
-            ctx.chat[:] = compact(ctx.chat, int(THRESHOLD * self.window), ratio)
-            ctx.chat_chars = chat_chars(ctx.chat)
+        if over(ctx.chat_chars + extra, ratio, self.window):
+            ctx.chat[:], ctx.chat_chars = _drop_oldest(ctx.chat, self.window, extra, ratio)
 
     async def _summarize(self, ctx: TurnContext, history: list[dict], upto: int) -> bool:
         """Summarize `history` (with the current summary) into a new checkpoint; False when it failed."""
@@ -136,6 +138,12 @@ class Compactor:
             elif item[0] == USAGE:
                 ctx.usage = ctx.usage + item[1]
         return "".join(out)
+
+
+def _drop_oldest(chat: list[dict], window: int, extra: int, ratio: float) -> tuple[list[dict], int]:
+    """The chat with its oldest messages dropped so that it and `extra` fit THRESHOLD of the window, and its size."""
+    fitted = compact(chat, int(THRESHOLD * window - extra / ratio), ratio)
+    return fitted, chat_chars(fitted)
 
 
 def _before_input(chat: list[dict]) -> int:

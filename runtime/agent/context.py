@@ -239,17 +239,18 @@ def trim_old_tool_outputs(chat: list[dict], keep_from: int) -> int:
 
 
 def build_context(system_prompt: str, messages: list[dict], current_input_id: int | None, window: int,
-                  anchor: dict | None, summary: str | None = None) -> tuple[list[dict], int]:
+                  anchor: dict | None, summary: str | None = None, extra: int = 0) -> tuple[list[dict], int]:
     """The turn's starting chat and its size in characters: parts decoded (the store may hand them over as
-    JSON text), rebuilt after the checkpoint's `summary`, older tool outputs trimmed when it would not fit the
-    `window`. Pure (the same saved state gives the same chat); the turn runs it in a worker thread."""
+    JSON text), rebuilt after the checkpoint's `summary`, older tool outputs trimmed when it and the `extra`
+    characters every request carries (tool schemas, notes) would not fit the `window`. Pure (the same saved
+    state gives the same chat); the turn runs it in a worker thread."""
     for msg in messages:
         if isinstance(msg["parts"], str):
             msg["parts"] = json.loads(msg["parts"])
     chat = build_chat(system_prompt, messages, current_input_id, tool_cap(window))
     chat[0] = system_message(system_prompt, summary)
     chars = chat_chars(chat)
-    if over(chars, chars_per_token(anchor), window):
+    if over(chars + extra, chars_per_token(anchor), window):
         last_step = max((i for i, m in enumerate(chat) if m["role"] == "assistant"), default=len(chat))
         chars -= trim_old_tool_outputs(chat, last_step)
     return chat, chars

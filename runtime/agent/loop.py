@@ -31,7 +31,7 @@ from ..providers.base import (
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
 from ..tools.base import Effect, ToolContext
-from ..tools.planning import plan_steps, reminder, todo_lines
+from ..tools.planning import plan_steps, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
 from .subagents import PARALLEL
 
@@ -53,9 +53,12 @@ async def run_agent(ctx: TurnContext) -> None:
         # Until the first token the person sees what the turn waits for; the provider may say more (STATUS).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
         ctx.step = step
+        if ctx.compactor is not None:  # the last step's tool results, the MCP tools' schemas or the notes
+            await ctx.compactor.fit(ctx, ctx.ratio)  # may push this request over the window
+            ctx.check_abort()
         messages = outgoing_messages(with_notes(ctx), empty_tool_call_content=quirk)
         request = ModelRequest(model=ctx.model_name, messages=messages, tools=ctx.tool_specs)
-        request_chars = ctx.chat_chars
+        request_chars = ctx.request_chars()  # the whole request, as the window check measures it
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
             "finish_reason": None, "tool_calls": [], "input_tokens": 0, "output_tokens": 0,
@@ -122,8 +125,6 @@ async def run_agent(ctx: TurnContext) -> None:
         if ctx.pending_request is not None:
             return
         ctx.dirty = True
-        if ctx.compactor is not None:  # the step's tool results may push the next request over the window
-            await ctx.compactor.fit(ctx, ctx.ratio)
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
 
 
@@ -155,12 +156,12 @@ async def _together(ctx: TurnContext, group: list) -> None:
 
 
 def with_notes(ctx: TurnContext) -> list[dict]:
-    """The chat as sent this step: the system message also carries what this step must keep in mind (planning
-    mode, the open todo items). Built per step, never stored: the todo list may change between steps."""
-    notes = [*ctx.notes, *filter(None, [reminder(ctx.todos)])]
+    """The chat as sent this step: the system message also carries what this step must keep in mind
+    (TurnContext.step_notes)."""
+    notes = ctx.step_notes()
     if not notes:
         return ctx.chat
-    system = dict(ctx.chat[0], content=ctx.chat[0]["content"] + "\n\n" + "\n\n".join(notes))
+    system = dict(ctx.chat[0], content=ctx.chat[0]["content"] + notes)
     return [system, *ctx.chat[1:]]
 
 

@@ -7,6 +7,7 @@ work on the context is an append and a flag; JSON snapshots are only made by the
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from ..tools.approvals import decide
 from ..tools.base import tool_spec
 from ..tools.builtin import DEFAULT_WRAP_CAP
 from ..tools.discovery import offered
+from ..tools.planning import reminder
 from .context import message_chars
 
 if TYPE_CHECKING:
@@ -111,6 +113,25 @@ class TurnContext:
     def append_chat(self, message: dict) -> None:
         self.chat.append(message)
         self.chat_chars += message_chars(message)
+
+    def step_notes(self) -> str:
+        """What this step's system message adds to the chat's (agent.loop.with_notes): planning mode, skills, the
+        open todo items. Built per step, never stored: the todo list may change between steps."""
+        notes = [*self.notes, *filter(None, [reminder(self.todos)])]
+        return "\n\n" + "\n\n".join(notes) if notes else ""
+
+    def extra_chars(self) -> int:
+        """What every request carries beside the chat, in the chat's measure (JSON characters): the offered
+        tools' schemas (~1,500 tokens for 10 tools) and this step's notes. The window check and the usage
+        anchor both count it, so the characters-per-token ratio is measured on the same thing it predicts."""
+        notes = self.step_notes()
+        # Appending to a string adds the JSON encoding of the appended text, less its two quotes.
+        return (len(json.dumps(self.tool_specs)) if self.tool_specs else 0) + \
+            (len(json.dumps(notes)) - 2 if notes else 0)
+
+    def request_chars(self) -> int:
+        """The size of the next request as sent: the chat, the tool schemas and this step's notes."""
+        return self.chat_chars + self.extra_chars()
 
     def resolve_model(self, ref: str):
         """(provider, model name) for a `provider_id/model` reference."""

@@ -12,12 +12,15 @@ from runtime.events import EndReason, Usage
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
 from runtime.tools.base import Effect, FunctionTool
 
-WINDOW = 2000  # tokens; the fake model counts 4 characters a token
+# Tokens; the fake model counts 4 characters a token of the whole request, messages and tool schemas. The
+# built-in tools' schemas alone take ~1,500 tokens: a 2,000-token window would leave the chat nothing under the
+# 80% threshold, so the window is 4,000 tokens (the history of the long test is still many windows long).
+WINDOW = 4000
 
 
 class SmallModel:
-    """A model with a 2,000-token window that refuses bigger requests. Asked to summarize, it keeps every
-    "FACT:" line it is shown (a faithful summarizer); otherwise it answers with a paragraph, or calls a tool
+    """A model with a 4,000-token window that notes every request bigger than that. Asked to summarize, it keeps
+    every "FACT:" line it is shown (a faithful summarizer); otherwise it answers with a paragraph, or calls a tool
     when the input asks for one."""
 
     id = "small"
@@ -27,14 +30,18 @@ class SmallModel:
         self.requests: list[list[dict]] = []
         self.summaries = 0
         self.too_big: list[int] = []
+        self.sizes: list[int] = []  # each request's messages (one by one) and tool schemas, in JSON characters
+        self.reports_usage = True
 
     async def stream(self, request, *, on_queued=None):
         if request.purpose == "title":  # the title job's request is not part of the conversation
             return
-        size = len(json.dumps(request.messages)) // 4
+        size = (len(json.dumps(request.messages)) + len(json.dumps(request.tools or []))) // 4
         if size > WINDOW:
             self.too_big.append(size)
         self.requests.append(json.loads(json.dumps(request.messages)))
+        self.sizes.append(sum(len(json.dumps(m)) for m in request.messages)
+                          + (len(json.dumps(request.tools)) if request.tools else 0))
         if request.messages[0]["content"] == SUMMARIZE:
             self.summaries += 1
             facts = []
@@ -48,7 +55,8 @@ class SmallModel:
             yield (TOOL_CALLS, [ToolCallRequest(f"c{len(self.requests)}", "dump", "{}", {})])
         else:
             yield (TEXT, "Noted. " + "This is a fairly long answer that fills the context. " * 6)
-        yield (USAGE, Usage(input_tokens=size, output_tokens=50))
+        if self.reports_usage:
+            yield (USAGE, Usage(input_tokens=size, output_tokens=50))
         yield (FINISH, "stop")
 
     async def list_models(self):
@@ -59,7 +67,7 @@ class SmallModel:
 
 
 async def _dump(args, ctx):
-    return "\n".join(f"row {i}: " + "data " * 8 for i in range(300))  # ~14,000 characters
+    return "\n".join(f"row {i}: " + "data " * 8 for i in range(65))  # ~3,100 characters, under the tool cap
 
 
 DUMP = FunctionTool(name="dump", description="Prints a lot.", parameters={"type": "object", "properties": {}},
@@ -81,11 +89,15 @@ async def test_a_200_turn_task_stays_inside_the_window_and_keeps_an_early_fact(h
         assert await _turn(rt, task.id, text) == "completed"
     checkpoints = await rt.store.checkpoints(task.id)
     assert len(checkpoints) >= 3 and model.summaries >= 3
+    # The usage anchor pairs the last request's real tokens with that whole request's size, tool schemas included.
+    anchor = (await rt.store.context_inputs(task.id)).anchor
+    assert anchor["input_chars"] == model.sizes[-1] and anchor["input_tokens"] > 0
     assert all("FACT: my cat is called Miso." in c["summary"] for c in checkpoints)
     # A copy of the data folder as it is between two turns: the next request must not depend on the process.
     await Runtime.backup(home, tmp_path / "copy" / "hearth.sqlite3")
+    before = len(model.requests)
     assert await _turn(rt, task.id, "Message 150: and now?") == "completed"
-    same_process = model.requests[-1]
+    same_process = model.requests[before:]  # with the summary request, when this turn made one
     await rt.aclose()
     copy = tmp_path / "copy"
     shutil.copytree(home / "workspaces", copy / "workspaces")
@@ -93,7 +105,7 @@ async def test_a_200_turn_task_stays_inside_the_window_and_keeps_an_early_fact(h
     rt2 = await Runtime.open(copy, providers={"small": other})
     try:
         assert await _turn(rt2, task.id, "Message 150: and now?") == "completed"
-        assert json.dumps(other.requests[0]) == json.dumps(same_process)  # byte-identical after a restart
+        assert json.dumps(other.requests) == json.dumps(same_process)  # byte-identical after a restart
     finally:
         await rt2.aclose()
     rt = await Runtime.open(home, providers={"small": model})
@@ -121,13 +133,27 @@ async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_
             assert await _turn(rt, task.id, f"Step {i}: use the tool") == "completed"
         assert model.too_big == []
         tool_results = [m["content"] for m in model.requests[-1] if m["role"] == "tool"]
-        assert tool_results and all(len(c) < 3000 for c in tool_results)  # cut to their start and end
+        assert len(tool_results) >= 2 and len(tool_results[-1]) > 3000  # the newest output is whole ...
+        assert all(len(c) < 3000 for c in tool_results[:-1])  # ... older ones are cut to their start and end
         assert any("older tool output left out" in c for r in model.requests for m in r if m["role"] == "tool"
                    for c in [m.get("content") or ""])
         messages = await rt.messages(task.id)
         markers = [p for m in messages for p in m.parts if p.get("type") == "marker"]
         assert any(p["marker"] == "compacted" for p in markers)  # the conversation shows where it happened
         assert "FACT: the report is due Friday." in json.dumps(model.requests[-1])
+    finally:
+        await rt.aclose()
+
+
+async def test_the_tool_schemas_count_toward_the_window_when_the_server_reports_no_usage(home):
+    model = SmallModel()
+    model.reports_usage = False  # no anchor: the estimate is 4 characters a token of the whole request
+    rt = await Runtime.open(home, providers={"small": model})
+    try:
+        task = await rt.create_task(model="small/m")
+        for i in range(40):
+            assert await _turn(rt, task.id, f"Message {i}: tell me more about topic {i}, please.") == "completed"
+        assert model.summaries >= 1 and model.too_big == []
     finally:
         await rt.aclose()
 

@@ -213,6 +213,7 @@ async def test_the_usage_anchor_pairs_a_requests_real_tokens_with_that_same_requ
         tokens, chars = db.execute("select input_tokens, input_chars from usage_anchors").fetchone()
     finally:
         db.close()
-    first, second = (sum(len(json.dumps(m)) for m in r.messages) for r in model.requests)
+    # A request's size is all it carries: its messages and the tool schemas sent with them.
+    first, second = (sum(len(json.dumps(m)) for m in r.messages) + len(json.dumps(r.tools)) for r in model.requests)
     assert second - first > 60_000  # the tool output is in the second request only
     assert (tokens, chars) == (31_000, second)
