@@ -135,8 +135,14 @@ async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_
         tool_results = [m["content"] for m in model.requests[-1] if m["role"] == "tool"]
         assert len(tool_results) >= 2 and len(tool_results[-1]) > 3000  # the newest output is whole ...
         assert all(len(c) < 3000 for c in tool_results[:-1])  # ... older ones are cut to their start and end
-        assert any("older tool output left out" in c for r in model.requests for m in r if m["role"] == "tool"
-                   for c in [m.get("content") or ""])
+        trimmed = [i for i, r in enumerate(model.requests)
+                   if any("older tool output left out" in (m.get("content") or "") for m in r if m["role"] == "tool")]
+        summaries = [i for i, r in enumerate(model.requests) if r[0]["content"] == SUMMARIZE]
+        assert trimmed and summaries and trimmed[0] < summaries[0]  # trimming came before any summary
+        # Mid-turn: a summary request between a step that called the tool and that same turn's follow-up, which
+        # carries the call's result (the model names its calls after the request count).
+        assert any(_calls_tool(model.requests[i - 1]) and model.requests[i + 1][-1].get("tool_call_id") == f"c{i}"
+                   for i in summaries if 0 < i < len(model.requests) - 1)
         messages = await rt.messages(task.id)
         markers = [p for m in messages for p in m.parts if p.get("type") == "marker"]
         assert any(p["marker"] == "compacted" for p in markers)  # the conversation shows where it happened
@@ -156,6 +162,11 @@ async def test_the_tool_schemas_count_toward_the_window_when_the_server_reports_
         assert model.summaries >= 1 and model.too_big == []
     finally:
         await rt.aclose()
+
+
+def _calls_tool(request: list[dict]) -> bool:
+    """Whether SmallModel answered this request with a tool call (its last message asks for one)."""
+    return request[-1]["role"] == "user" and "use the tool" in request[-1]["content"]
 
 
 class BrokenSummarizer(SmallModel):
