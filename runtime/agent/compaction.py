@@ -90,22 +90,23 @@ class Compactor:
                 build_context, self.system_prompt, rest, ctx.input_message_id, self.window, inputs.anchor,
                 self.summary, extra)
         if over(ctx.chat_chars + extra, ratio, self.window):  # still too big (or no summary): drop the oldest
-            ctx.chat, ctx.chat_chars = _drop_oldest(ctx.chat, self.window, extra, ratio)
+            ctx.chat, ctx.chat_chars = await asyncio.to_thread(_drop_oldest, ctx.chat, self.window, extra, ratio)
 
     async def fit(self, ctx: TurnContext, ratio: float) -> None:
         """Before each request (mid-turn: after a step's tool results): trim old tool outputs, then summarize the
-        history before this turn's input, then drop the oldest, until the whole request fits."""
+        history before this turn's input, then drop the oldest, until the whole request fits. The O(history)
+        work runs in a worker thread, off the event loop."""
         extra = ctx.extra_chars()
         if not over(ctx.chat_chars + extra, ratio, self.window):
             return
-        ctx.chat_chars -= trim_old_tool_outputs(ctx.chat, _last_step(ctx.chat))
+        ctx.chat_chars -= await asyncio.to_thread(trim_old_tool_outputs, ctx.chat, _last_step(ctx.chat))
         history = _before_input(ctx.chat)
         if over(ctx.chat_chars + extra, ratio, self.window) and history > 1:
             if await self._summarize(ctx, ctx.chat[1:history], upto=ctx.input_message_id - 1):
                 ctx.chat[:history] = [system_message(self.system_prompt, self.summary)]
-                ctx.chat_chars = chat_chars(ctx.chat)
+                ctx.chat_chars = await asyncio.to_thread(chat_chars, ctx.chat)
         if over(ctx.chat_chars + extra, ratio, self.window):
-            ctx.chat[:], ctx.chat_chars = _drop_oldest(ctx.chat, self.window, extra, ratio)
+            ctx.chat[:], ctx.chat_chars = await asyncio.to_thread(_drop_oldest, ctx.chat, self.window, extra, ratio)
 
     async def _summarize(self, ctx: TurnContext, history: list[dict], upto: int) -> bool:
         """Summarize `history` (with the current summary) into a new checkpoint; False when it failed."""

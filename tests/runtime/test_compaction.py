@@ -3,9 +3,13 @@ mid-turn compaction, facts kept across summaries, and a rebuild that does not de
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 
+import pytest
+
+from runtime.agent import compaction
 from runtime.agent.compaction import SUMMARIZE
 from runtime.api import Runtime
 from runtime.events import EndReason, Usage
@@ -74,6 +78,28 @@ DUMP = FunctionTool(name="dump", description="Prints a lot.", parameters={"type"
                     effect=Effect.read_only, fn=_dump)
 
 
+@pytest.fixture
+def on_loop(monkeypatch):
+    """Every call of the compactor's O(history) helpers, each with whether it ran on the event loop's thread."""
+    calls: list[tuple[str, bool]] = []
+
+    def watch(name):
+        real = getattr(compaction, name)
+
+        def watched(*args, **kwargs):
+            try:
+                asyncio.get_running_loop()
+                calls.append((name, True))
+            except RuntimeError:  # a worker thread runs no event loop
+                calls.append((name, False))
+            return real(*args, **kwargs)
+        monkeypatch.setattr(compaction, name, watched)
+
+    for name in ("compact", "chat_chars", "trim_old_tool_outputs"):
+        watch(name)
+    return calls
+
+
 async def _turn(rt, task_id, text):
     await rt.send(task_id, text)
     await rt.wait_idle(task_id)
@@ -123,7 +149,7 @@ async def test_a_200_turn_task_stays_inside_the_window_and_keeps_an_early_fact(h
         await rt.aclose()
 
 
-async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_the_turn_going(home):
+async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_the_turn_going(home, on_loop):
     model = SmallModel()
     rt = await Runtime.open(home, providers={"small": model}, tools=[DUMP])
     try:
@@ -147,6 +173,8 @@ async def test_old_tool_outputs_are_trimmed_first_and_mid_turn_compaction_keeps_
         markers = [p for m in messages for p in m.parts if p.get("type") == "marker"]
         assert any(p["marker"] == "compacted" for p in markers)  # the conversation shows where it happened
         assert "FACT: the report is due Friday." in json.dumps(model.requests[-1])
+        assert {"trim_old_tool_outputs", "chat_chars"} <= {name for name, _ in on_loop}
+        assert not [name for name, loop in on_loop if loop]  # the O(history) work ran off the event loop
     finally:
         await rt.aclose()
 
@@ -178,7 +206,7 @@ class BrokenSummarizer(SmallModel):
             yield item
 
 
-async def test_a_failing_summary_falls_back_to_dropping_old_messages(home):
+async def test_a_failing_summary_falls_back_to_dropping_old_messages(home, on_loop):
     model = BrokenSummarizer()
     rt = await Runtime.open(home, providers={"small": model})
     try:
@@ -187,5 +215,7 @@ async def test_a_failing_summary_falls_back_to_dropping_old_messages(home):
             assert await _turn(rt, task.id, f"Message {i} about something or other.") == "completed"
         assert model.too_big == [] and await rt.store.checkpoints(task.id) == []
         assert "earlier messages were left out" in json.dumps(model.requests[-1])
+        assert "compact" in {name for name, _ in on_loop}
+        assert not [name for name, loop in on_loop if loop]  # dropping ran off the event loop
     finally:
         await rt.aclose()
