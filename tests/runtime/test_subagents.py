@@ -175,12 +175,15 @@ async def test_stop_cancels_every_helper_and_both_records_are_written(home):
     try:
         task = await rt.create_task(model=MODEL)
         await rt.send(task.id, "go")
+        endings = []
         async for ev in rt.subscribe(task.id):
             if ev.type == "tool_progress" and kid.active == 2:
                 await rt.stop(task.id)
             if ev.type == "turn_ended":
-                assert ev.reason == EndReason.aborted
+                endings.append(ev.reason)
         await rt.wait_idle(task.id)
+        assert endings == [EndReason.aborted]
+        assert (await rt.get_task(task.id)).last_reason == "aborted"  # the parent, as saved
         assert kid.active == 0
         turn = (await rt.turns(task.id))[-1]
         subs = (await rt.turn_details(task.id, turn["id"]))["subagents"]
