@@ -10,24 +10,32 @@ import pytest
 
 import runtime.tools.shell as shell_module
 from runtime.api import Runtime
+from runtime.errors import ToolError
 from runtime.events import EndReason
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 
 
-async def _swallows_cancel(args, ctx):
-    try:
-        await asyncio.sleep(30)
-    except asyncio.CancelledError:
-        return "finished anyway"  # a tool that swallows the cancellation and returns
-    return "slept"
+def _swallower(after_cancel) -> FunctionTool:
+    """A tool that swallows the cancellation: catches it, then does `after_cancel` (returns or raises)."""
+    async def run(args, ctx):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return after_cancel()
+        return "slept"
+
+    return FunctionTool(name="swallow", description="Ignores cancellation.",
+                        parameters={"type": "object", "properties": {}}, effect=Effect.read_only, fn=run)
 
 
-SWALLOWER = FunctionTool(
-    name="swallow", description="Ignores cancellation.", parameters={"type": "object", "properties": {}},
-    effect=Effect.read_only, fn=_swallows_cancel,
-)
+def _returns() -> str:
+    return "finished anyway"
+
+
+def _raises_tool_error() -> str:
+    raise ToolError("the tool broke while stopping")
 
 
 @pytest.fixture
@@ -36,24 +44,27 @@ async def server():
         yield server
 
 
-async def test_a_tool_that_swallows_stop_cannot_let_the_model_run_again(home, server):
+@pytest.mark.parametrize("after_cancel", [_returns, _raises_tool_error], ids=["returns", "raises_tool_error"])
+async def test_a_tool_that_swallows_stop_cannot_let_the_model_run_again(home, server, after_cancel):
     write_settings(home, server.base_url)
     server.script(
         Reply(chunks=["Working."], tool_calls=[("c1", "swallow", {})], finish="tool_calls"),
         Reply(chunks=["Done after stop."]),
     )
-    rt = await Runtime.open(home, tools=[SWALLOWER])
+    rt = await Runtime.open(home, tools=[_swallower(after_cancel)])
     try:
         task = await rt.create_task(approval="full_auto")
         await rt.send(task.id, "go")
         requests_at_stop = None
+        endings = []
         async for ev in rt.subscribe(task.id):
             if ev.type == "tool_call" and ev.state == "running":
                 requests_at_stop = len(server.chat_requests)
                 await rt.stop(task.id)
             if ev.type == "turn_ended":
-                assert ev.reason == EndReason.aborted
+                endings.append(ev.reason)
         await rt.wait_idle(task.id)
+        assert endings == [EndReason.aborted]
         await asyncio.sleep(0.1)
         assert requests_at_stop == 1
         assert len(server.chat_requests) == requests_at_stop, "the model was called again after Stop"
