@@ -114,12 +114,11 @@ class TurnRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-class StepRow(Base):
-    __tablename__ = "steps"
-    __table_args__ = (Index("ix_steps_turn", "turn_id", "step_index"),)
+class StepColumns:
+    """One model request of a turn: its tokens, times, finish reason and the tools it called (what a turn's Details
+    shows). The columns of `steps`, `chat_steps` and `assignment_steps`; each adds `turn_id` on its turns table."""
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
     step_index: Mapped[int] = mapped_column(Integer)
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
@@ -128,6 +127,13 @@ class StepRow(Base):
     ended_at: Mapped[float | None] = mapped_column(Float)
     finish_reason: Mapped[str | None] = mapped_column(String(32))
     tool_calls: Mapped[list] = mapped_column(JSON, default=list)
+
+
+class StepRow(StepColumns, Base):
+    __tablename__ = "steps"
+    __table_args__ = (Index("ix_steps_turn", "turn_id", "step_index"),)
+
+    turn_id: Mapped[str] = mapped_column(ForeignKey("turns.id", ondelete="CASCADE"))
 
 
 class SubagentRow(Base):
@@ -309,22 +315,13 @@ class ChatTurnRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-class ChatStepRow(Base):
+class ChatStepRow(StepColumns, Base):
     """One model request of a chat turn (as steps for tasks): what a chat answer's Details shows."""
 
     __tablename__ = "chat_steps"
     __table_args__ = (Index("ix_chat_steps_turn", "turn_id", "step_index"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("chat_turns.id", ondelete="CASCADE"))
-    step_index: Mapped[int] = mapped_column(Integer)
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    started_at: Mapped[float] = mapped_column(Float)
-    first_token_at: Mapped[float | None] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-    finish_reason: Mapped[str | None] = mapped_column(String(32))
-    tool_calls: Mapped[list] = mapped_column(JSON, default=list)
 
 
 class ChatCheckpointRow(Base):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .models import Base
+from .models import Base, StepColumns
 
 
 class TeamRow(Base):
@@ -105,22 +105,13 @@ class AssignmentTurnRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
 
 
-class AssignmentStepRow(Base):
+class AssignmentStepRow(StepColumns, Base):
     """One model request of an assignment's turn (as steps for tasks): what its answer's Details shows."""
 
     __tablename__ = "assignment_steps"
     __table_args__ = (Index("ix_assignment_steps_turn", "turn_id", "step_index"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     turn_id: Mapped[str] = mapped_column(ForeignKey("assignment_turns.id", ondelete="CASCADE"))
-    step_index: Mapped[int] = mapped_column(Integer)
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    started_at: Mapped[float] = mapped_column(Float)
-    first_token_at: Mapped[float | None] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-    finish_reason: Mapped[str | None] = mapped_column(String(32))
-    tool_calls: Mapped[list] = mapped_column(JSON, default=list)
 
 
 class AssignmentCheckpointRow(Base):
