@@ -3,7 +3,8 @@
 (a) a task's model input built from scratch (no checkpoint yet) at 2,000 and 10,000 messages: reading the rows,
     building and compacting (linear: 10,000 should cost about 5x 2,000), all off the event loop;
 (b) the rebuild of a later turn once a checkpoint summarizes the older history (goal <= 50 ms at 2,000);
-(c) the request's tool schemas with a 200-tool MCP loadout, with and without tool discovery.
+(c) the request's tool schemas with a 200-tool MCP loadout, with and without tool discovery, beside a 40-tool
+    loadout (the most that is sent whole).
 
     .venv/bin/python tests/benchmarks/bench_context.py [--reps 5]
 """
@@ -69,7 +70,7 @@ async def _builds(size: int, reps: int) -> str:
 def _tools() -> str:
     from runtime.tools.base import Effect, FunctionTool, tool_spec
     from runtime.tools.builtin import builtin_tools
-    from runtime.tools.discovery import offered
+    from runtime.tools.discovery import LIMIT, offered
     from runtime.tools.interactive import interactive_tools
 
     async def nothing(args, ctx):
@@ -86,8 +87,13 @@ def _tools() -> str:
     names, finder = offered(tools, set(builtins))
     shown = [tool_spec(tools[n]) for n in names] + [tool_spec(finder)]
     small = len(json.dumps(shown))
+    # The most a loadout sends whole (discovery starts past LIMIT tools): what 200 tools must not cost more than.
+    forty = dict(list(tools.items())[:LIMIT])
+    names, _ = offered(forty, set(builtins))
+    whole = len(json.dumps([tool_spec(forty[n]) for n in names]))
     return (f"(c) 200 MCP tools + {len(builtins)} built-ins: {every:,} characters of schemas sent without "
-            f"discovery, {small:,} with it ({len(shown)} schemas, {small / every:.0%})")
+            f"discovery, {small:,} with it ({len(shown)} schemas, {small / every:.0%}); a {LIMIT}-tool loadout, "
+            f"sent whole: {whole:,}")
 
 
 def main() -> None:
