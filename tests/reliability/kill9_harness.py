@@ -8,10 +8,11 @@ runs. It prints what it was told: `ACK <client id>` once `send()` returned, `RUN
 when a tool call started / finished, and `T <turn id> <chars> <time>` as its text grows. The parent kills it
 with SIGKILL at a random moment, reopens the folder and checks:
 - every acknowledged input is in the database (sent or still queued);
-- `PRAGMA integrity_check` is ok and no turn is left `running`;
+- `PRAGMA integrity_check` is ok, no turn is left `running` and no tool call `pending` or `running`;
 - every side-effecting call that had started and not finished is `interrupted` with "outcome unknown", and the
   next model request says "outcome unknown" for it — never "it had no effect", never missing;
-- the text lost (streamed but not persisted) is at most ~0.5 s of stream.
+- the text lost (streamed but not persisted) is at most ~0.5 s of stream;
+- one more input runs every input left queued first, in the order they were sent, and nothing stays queued.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ CHILD = textwrap.dedent(
             )
             await rt.send(task.id, f"input {turn}", client_msg_id=f"c{turn}")
             out("ACK", f"c{turn}")
-            await rt.send(task.id, f"queued {turn}", client_msg_id=f"q{turn}", queue=True)
-            out("ACK", f"q{turn}")
+            for k in "ab":
+                await rt.send(task.id, f"queued {turn}{k}", client_msg_id=f"q{turn}{k}", queue=True)
+                out("ACK", f"q{turn}{k}")
             await rt.wait_idle(task.id)
 
     asyncio.run(main())
@@ -87,9 +89,17 @@ def _read_db(db_path: Path) -> dict:
         running = db.execute("select count(*) from turns where status = 'running'").fetchone()[0]
         clients = {r[0] for r in db.execute("select client_msg_id from messages where client_msg_id is not null")}
         messages = [(r[0], r[1], json.loads(r[2])) for r in db.execute("select turn_id, role, parts from messages")]
+        inputs = [tuple(r) for r in db.execute(
+            "select client_msg_id, status from messages where role = 'user' and status != 'discarded' order by id")]
     finally:
         db.close()
-    return {"integrity": integrity, "running": running, "clients": clients, "messages": messages}
+    return {"integrity": integrity, "running": running, "clients": clients, "messages": messages, "inputs": inputs}
+
+
+def _send_order(client_id: str) -> tuple[int, str]:
+    # The child sends c0, q0a, q0b, c1, q1a, ...: the turn number, then the input's place in it.
+    kind, rest = client_id[0], client_id[1:]
+    return (int(rest.rstrip("ab")), "0" if kind == "c" else rest[-1])
 
 
 async def one_round(rng: random.Random, home: Path) -> dict:
@@ -137,6 +147,8 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
         if missing := acked - db["clients"]:
             problems.append(f"acknowledged inputs lost: {sorted(missing)}")
         parts = {p["call_id"]: p for _, _, ps in db["messages"] for p in ps if p.get("type") == "tool_call"}
+        if unsettled := sorted(c for c, p in parts.items() if p["state"] in ("pending", "running")):
+            problems.append(f"calls left unsettled after reopen: {unsettled}")
         for call_id in open_calls:
             part = parts.get(call_id)
             if part is None:
@@ -144,8 +156,14 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
             elif part["state"] == "interrupted" and "outcome unknown" not in part.get("note", ""):
                 problems.append(f"call {call_id} started but reads {part.get('note')!r}")
         # The next request tells the model about every interrupted side effect.
-        await rt.send(task_id, "continue")
+        await rt.send(task_id, "continue", client_msg_id="after")
         await rt.wait_idle(task_id)
+        ran = _read_db(home / "hearth.sqlite3")["inputs"]
+        if stuck := [c for c, status in ran if status != "complete"]:
+            problems.append(f"inputs still not run after the next send: {stuck}")
+        expected = [*sorted((c for c, _ in ran if c != "after"), key=_send_order), "after"]
+        if [c for c, _ in ran] != expected:
+            problems.append(f"inputs ran out of order: {[c for c, _ in ran]}")
         request = model.requests[0].messages
         told = {m["tool_call_id"]: m["content"] for m in request if m["role"] == "tool"}
         for call_id in open_calls:
