@@ -28,13 +28,14 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, ProviderError
 from .knowledge_text import DocumentReader, Unreadable, file_digest, kind_of
 from .store.knowledge_repo import KnowledgeRepo
+
+if TYPE_CHECKING:  # numpy is imported where vectors are made: `hearth run` and the window start without it
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,8 @@ class Embedder:
 
     async def vectors(self, texts: list[str]) -> np.ndarray:
         """Normalized float32 rows, one per text."""
+        import numpy as np
+
         rows = []
         for i in range(0, len(texts), EMBED_BATCH):
             rows.extend(await self.provider.embed(self.model, texts[i:i + EMBED_BATCH]))

@@ -19,13 +19,15 @@ import html
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .errors import ProviderError
 from .knowledge import Knowledge
 from .knowledge_text import location
 from .store.fts import query_words
+
+if TYPE_CHECKING:  # imported where vectors are used (see knowledge.py)
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +120,8 @@ async def _nearest(knowledge: Knowledge, docs: list[dict], query: str, embedder,
 
 
 def _matrix(pairs: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
     ids = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
     matrix = np.frombuffer(b"".join(p[1] for p in pairs), dtype=np.float32).reshape(len(pairs), -1) if pairs \
         else np.zeros((0, dim), dtype=np.float32)
@@ -125,6 +129,8 @@ def _matrix(pairs: list[tuple[int, bytes]], dim: int) -> tuple[np.ndarray, np.nd
 
 
 def _top(parts: list[tuple[np.ndarray, np.ndarray]], q: np.ndarray, depth: int) -> list[int]:
+    import numpy as np
+
     parts = [(ids, m) for ids, m in parts if len(ids) and m.shape[1] == q.shape[0]]
     if not parts:
         return []

@@ -32,3 +32,10 @@ def test_an_up_to_date_database_opens_without_alembic(home):
     assert opened.stdout.strip() == "True", opened.stderr  # a new folder: migrated by alembic
     again = subprocess.run([sys.executable, "-c", OPEN_AND_REPORT, str(home)], capture_output=True, text=True)
     assert again.stdout.strip() == "False", again.stderr  # at the head: alembic never imported, tasks work
+
+
+def test_starting_without_knowledge_vectors_does_not_import_numpy(home):
+    """numpy (~0.2 s of every start) is loaded only by knowledge search with embeddings."""
+    code = OPEN_AND_REPORT.replace('print("alembic" in sys.modules)', 'print("numpy" in sys.modules)')
+    opened = subprocess.run([sys.executable, "-c", code, str(home)], capture_output=True, text=True)
+    assert opened.stdout.strip() == "False", opened.stderr
