@@ -9,7 +9,8 @@ openai / mcp / llama_cpp stay unimported until a turn needs them (the runtime im
 Once the runtime is open and the task list shown, the default model loads in the background
 (`Runtime.preload_default_model`: a local model's file, and its prompt prefix evaluated or restored from disk),
 so the first send answers at once. A problem with it is only logged: the first send reports it with its turn.
-Shutdown cancels it first (the evaluation stops at its next piece).
+Shutdown cancels it first (the evaluation stops at its next piece). SQLite's check of the database starts in the
+background then too (`verify_database`, at most once a day): damage it finds shows the damaged-database page.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class HearthApp(StartupProblems, QObject):
             await self.window.loading
         if self.preload_model:  # after the first paint and the task list: it must delay neither
             self.model_preload = spawn(self.rt.preload_default_model(), long=True)
+        spawn(self.verify_database(self.rt))
         self.ready.set()
 
     # -- windows --

@@ -2,10 +2,11 @@
 settings.json, a full disk, a damaged database, a folder it cannot write). Each works without a runtime: they
 use only the runtime facade's static helpers, then try to open again. Mixed into `HearthApp`.
 
-The same faults during a session (`storage_fault`): a full disk or a database that cannot be reached now may
-pass, so a box says what happened and everything stays as it is (an input that could not be saved is back in
-its box). A damaged or read-only database cannot go on: the runtime closes (running turns end interrupted, as
-far as anything can be written) and the window shows the page with its ways out, as at start."""
+The same faults during a session (`storage_fault`), and damage that the database check after the start finds
+(`verify_database`): a full disk or a database that cannot be reached now may pass, so a box says what happened
+and everything stays as it is (an input that could not be saved is back in its box). A damaged or read-only
+database cannot go on: the runtime closes (running turns end interrupted, as far as anything can be written) and
+the window shows the page with its ways out, as at start."""
 
 from __future__ import annotations
 
@@ -87,6 +88,19 @@ class StartupProblems:
         box.show()
         self.fault_box = box
 
+    async def verify_database(self, rt) -> None:
+        """The runtime's check of the database just opened (off the event loop, at most once a day). Damage that
+        no query has met yet shows the same page as damage a query meets: restore the latest backup, or choose
+        another data folder; the runtime refuses every write from the moment the check finds it."""
+        try:
+            await rt.verify_database()
+        except Exception as exc:
+            api = self.bridge.api if self.bridge is not None else None
+            if self.rt is rt and api is not None and isinstance(exc, api.StorageError):
+                self.storage_fault(exc)
+            else:
+                log.error("the database check failed", exc_info=exc)
+
     async def _runtime_lost(self, api, exc) -> None:
         """Close the runtime that cannot go on and show the page with the ways out."""
         self._problem = (api, exc)
@@ -122,8 +136,9 @@ class StartupProblems:
             self.window.problem.buttons["Restore the latest backup"].setEnabled(False)
         else:
             when = time.strftime("%d %b %Y %H:%M", time.localtime(backups[0].created_at))
-            self.window.problem.say(f"The latest backup is from {when} ({len(backups)} kept). Restoring keeps "
-                                    "the damaged file next to it; workspace files stay where they are.")
+            self.window.problem.say(f"The latest backup is from {when} ({len(backups)} kept). Restoring brings "
+                                    "back your tasks as they were then; the damaged file, with anything saved "
+                                    "after that, is kept next to it, and workspace files stay where they are.")
 
     def restore_backup(self) -> None:
         async def go() -> None:

@@ -120,6 +120,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
                             self.models, memory=self.memory, knowledge=self.knowledge)
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
+        self._db_check = None  # verify_database's check while it runs
         self.task_turns = self._host(store, self.kit, self._task_row)
         self.chats = Chats(self, ChatStore(store.engine))
         self.teams = Teams(self, TeamStore(store.engine))
@@ -191,6 +192,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         if self._closed:
             return
         self._closed = True
+        self._stop_database_check()
         for slot in self.aborts.slots():
             slot.abort(EndReason.interrupted)
         while self._runs:

@@ -9,6 +9,11 @@
 - A restore needs the data folder to itself (the caller holds its lock). It checks the backup, moves the current
   database and its WAL aside as `hearth.sqlite3.broken-<time>` (nothing is deleted), and copies the backup in.
   Workspaces and every other file of the folder stay as they are.
+- `DatabaseCheck`: the app's check of the database it opened (`quick_check`, at most once a day: CHECK_EVERY,
+  remembered in CHECK_STAMP), on a connection of its own reading one snapshot, so writers never wait for it.
+  `quick_check` rather than `integrity_check`: it walks every page the same way and differs only in not matching
+  each index entry to its row, which costs 5x more (0.8 s against 0.16 s on a 193 MB database with its pages in
+  memory); `hearth check` runs the full one on demand.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ import logging
 import os
 import shutil
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import HearthError, StorageError
+from ..errors import HearthError, StorageCorrupt, StorageError
 from . import faults
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,8 @@ AUTO_EVERY = 24 * 3600.0  # seconds between automatic backups
 # The automatic backup leaves at least this much free beside twice the database, so it never fills the disk
 # the next input has to be saved on.
 AUTO_SPARE_BYTES = 16 << 20
+CHECK_EVERY = 24 * 3600.0  # seconds between the app's checks of the database
+CHECK_STAMP = "hearth.checked"  # in the data folder: when the database last passed that check (UNIX seconds)
 _STAMP = "%Y-%m-%d_%H-%M-%S"
 
 
@@ -224,6 +232,61 @@ def check(home: Path) -> CheckReport:
         report.ok = False
         report.problems.append(str(exc))
     return report
+
+
+class DatabaseCheck:
+    """SQLite's quick_check of the open database. `run()` (in a worker thread) returns what it found wrong, [] when
+    the database is sound, None when `stop()` (from any thread) interrupted it."""
+
+    def __init__(self, home: Path):
+        self.home = home
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._stopped = False
+
+    def run(self) -> list[str] | None:
+        try:
+            with faults.guard(self.home):
+                with self._lock:
+                    if self._stopped:
+                        return None
+                    self._conn = _connect(self.home / DB_NAME, read_only=False)
+                try:
+                    self._conn.execute("PRAGMA query_only=1")
+                    return [r[0] for r in self._conn.execute("PRAGMA quick_check(20)") if r[0] != "ok"]
+                finally:
+                    with self._lock:
+                        self._conn.close()
+                        self._conn = None
+        except StorageCorrupt as exc:  # a page so broken that the check itself stops
+            return [str(exc.__cause__ or exc)]
+        except sqlite3.OperationalError:
+            if self._stopped:
+                return None
+            raise
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._conn is not None:
+                self._conn.interrupt()
+
+
+def check_due(home: Path, now: float | None = None) -> bool:
+    """True when the database has not passed the app's check for CHECK_EVERY (or the clock went back)."""
+    now = time.time() if now is None else now
+    try:
+        last = float((home / CHECK_STAMP).read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return True
+    return not 0 <= now - last < CHECK_EVERY
+
+
+def remember_check(home: Path) -> None:
+    try:
+        (home / CHECK_STAMP).write_text(f"{time.time():.3f}\n", encoding="ascii")
+    except OSError as exc:  # the check runs again at the next start
+        log.warning("cannot note the database check in %s: %s", home, exc)
 
 
 def restore(home: Path, source: Path) -> str | None:

@@ -12,7 +12,7 @@ import errno
 import os
 import shutil
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,6 +34,11 @@ def full(home: Path) -> StorageFull:
 
 def corrupt(home: Path) -> StorageCorrupt:
     return StorageCorrupt(f"Hearth's database in {home} is damaged and cannot be read. Restore the latest "
+                          "backup, or choose another data folder.", str(home))
+
+
+def failed_check(home: Path) -> StorageCorrupt:
+    return StorageCorrupt(f"Hearth checked its database in {home} and found it damaged. Restore the latest "
                           "backup, or choose another data folder.", str(home))
 
 
@@ -97,6 +102,16 @@ def install(engine: AsyncEngine, home: Path) -> None:
         return storage_error(ctx.original_exception, home)
 
     event.listen(engine.sync_engine, "handle_error", translate)
+
+
+def refuse_commits(engine: AsyncEngine, error: Callable[[], StorageError]) -> None:
+    """From now on every commit of `engine` raises `error()` and its transaction rolls back: once the database
+    is known to be damaged nothing more goes into it, where a restore would set it aside unseen."""
+
+    def refuse(_conn) -> None:
+        raise error()
+
+    event.listen(engine.sync_engine, "commit", refuse)
 
 
 @contextmanager

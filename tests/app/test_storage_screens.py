@@ -12,7 +12,10 @@ import time
 from app.controller import HearthApp
 from runtime.api import Runtime
 from runtime.providers.scripted import ScriptedModel
+from runtime.store import backup as backups
+from runtime.store.backup import CHECK_STAMP
 from runtime.store.repo import DB_NAME
+from tests.runtime.test_database_check import damage_beyond_the_first_queries
 from tests.support.disks import damage_table, fill, remount, tmpfs
 from tests.support.qt_helpers import open_task, until
 
@@ -77,6 +80,41 @@ async def test_a_damaged_database_offers_the_latest_backup_and_restores_it(home)
         assert [t.title for t in window.tasks.values()] == ["Keep me"]
         assert task.id in window.tasks
         assert list(home.glob(f"{DB_NAME}.broken-*"))  # the damaged file is kept aside
+    finally:
+        await ctl.shutdown()
+
+
+async def test_damage_found_by_the_check_after_the_start_offers_the_latest_backup(home):
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    await rt.create_task(title="Keep me", model="scripted/x")
+    await rt.aclose()
+    await asyncio.to_thread(backups.backup, home, automatic=True)  # today's: the opens below make none
+    # It opens and lists its tasks: no query at the start meets the damage.
+    assert await damage_beyond_the_first_queries(home) == ["Keep me", "Long"]
+    ctl = await _start(home)
+    try:
+        await until(lambda: ctl.bridge is None and ctl.window is not None
+                    and ctl.window.stack.currentWidget() is ctl.window.problem, what="the damaged-database page")
+        window = ctl.window
+        assert window.problem.title.text() == "Hearth's database is damaged"
+        assert "found it damaged" in window.problem.text.text()
+        assert set(window.problem.buttons) == {"Restore the latest backup", "Choose another data folder…", "Quit"}
+        await until(lambda: "latest backup is from" in window.problem.note.text(), what="the backup described")
+        window.problem.buttons["Restore the latest backup"].click()
+        await until(lambda: ctl.bridge is not None, what="started from the backup")
+        await window.reload_tasks()
+        assert [t.title for t in window.tasks.values()] == ["Keep me"]  # the backup's data, from before "Long"
+        assert list(home.glob(f"{DB_NAME}.broken-*"))  # the damaged file is kept aside
+        assert await ctl.rt.verify_database(force=True)
+    finally:
+        await ctl.shutdown()
+
+
+async def test_a_sound_database_passes_the_check_after_the_start_and_no_page_shows(home):
+    ctl = await _start(home)
+    try:
+        await until(lambda: (home / CHECK_STAMP).exists(), what="the database checked")
+        assert ctl.bridge is not None and ctl.window.stack.currentWidget() is ctl.window.welcome
     finally:
         await ctl.shutdown()
 
