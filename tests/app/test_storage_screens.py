@@ -15,8 +15,7 @@ from runtime.providers.scripted import ScriptedModel
 from runtime.store import backup as backups
 from runtime.store.backup import CHECK_STAMP
 from runtime.store.repo import DB_NAME
-from tests.runtime.test_database_check import damage_beyond_the_first_queries
-from tests.support.disks import damage_table, fill, remount, tmpfs
+from tests.support.disks import damage_beyond_the_first_queries, damage_table, fill, remount, tmpfs
 from tests.support.qt_helpers import open_task, until
 
 

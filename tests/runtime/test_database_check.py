@@ -13,28 +13,13 @@ from runtime.api import Runtime, StorageCorrupt
 from runtime.providers.scripted import ScriptedModel
 from runtime.store.backup import CHECK_EVERY, CHECK_STAMP, DatabaseCheck
 from runtime.store.repo import DB_NAME
-from tests.support.disks import damage_table
-from tests.support.seed import seed_long_task
+from tests.support.disks import damage_beyond_the_first_queries
 
 MODEL = "scripted/x"
 
 
 async def _open(home: Path) -> Runtime:
     return await Runtime.open(home, providers={"scripted": ScriptedModel()})
-
-
-async def damage_beyond_the_first_queries(home: Path) -> list[str]:
-    """Add a long task, then turn the messages index to garbage: the folder still opens and lists its tasks
-    (returned), and only a check finds the damage."""
-    rt = await _open(home)
-    await seed_long_task(rt, 400, title="Long", model=MODEL)  # the index spans several pages
-    await rt.aclose()
-    damage_table(home / DB_NAME, "ix_messages_task_order")
-    rt = await _open(home)
-    try:
-        return sorted(t.title for t in await rt.list_tasks())
-    finally:
-        await rt.aclose()
 
 
 def _task_count(db: Path) -> int:

@@ -1,5 +1,5 @@
 """Real storage faults for tests: a small tmpfs that fills up, a read-only mount, an immutable folder, a damaged
-table.
+table, a damaged index that only a check finds.
 
 Mounting needs root (CI runs as root); where the kernel refuses, the fixture using it is skipped with the reason.
 """
@@ -15,6 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from runtime.api import Runtime
+from runtime.providers.scripted import ScriptedModel
+from runtime.store.repo import DB_NAME
+
+from .seed import seed_long_task
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess:
@@ -82,3 +88,17 @@ def damage_table(db_path: Path, table: str, page_size: int = 4096) -> None:
         for page in pages:
             f.seek((page - 1) * page_size)
             f.write(os.urandom(page_size))
+
+
+async def damage_beyond_the_first_queries(home: Path) -> list[str]:
+    """Add a long task, then turn the messages index to garbage: the folder still opens and lists its tasks
+    (returned), and only a check finds the damage."""
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    await seed_long_task(rt, 400, title="Long", model="scripted/x")  # the index spans several pages
+    await rt.aclose()
+    damage_table(home / DB_NAME, "ix_messages_task_order")
+    rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
+    try:
+        return sorted(t.title for t in await rt.list_tasks())
+    finally:
+        await rt.aclose()
