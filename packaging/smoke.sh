@@ -117,6 +117,7 @@ xdotool key Return
 wait_for 240 "the answer to be persisted" sh -c "hearth show $TASK >'$WORK/show.txt' && head -1 '$WORK/show.txt' \
   | grep -q '\[idle\]' && grep -q '^## assistant' '$WORK/show.txt'"
 hearth show "$TASK" | tee "$WORK/show1.txt"
+hearth models list | grep -q "qwen2.5-1.5b-instruct" || fail "the installed app lists no catalog models"
 [ "$(sed -n '/^## user/,/^## assistant/p' "$WORK/show1.txt" | grep -c "$MESSAGE")" = 1 ] \
   || fail "the typed message is not the task's input"
 [ -n "$(sed -n '/^## assistant/,$p' "$WORK/show1.txt" | tail -n +2 | tr -d '[:space:]')" ] \
@@ -164,7 +165,11 @@ left=$(find /opt /usr /etc /var/lib -xdev -newer "$marker" ! -type d ! -path '/v
   ! -path '/var/lib/apt/*' ! -name icon-theme.cache ! -name mimeinfo.cache 2>/dev/null \
   | while read -r f; do dpkg -S "$f" >/dev/null 2>&1 || echo "$f"; done)
 [ -z "$left" ] || fail "left after removal: $left"
-echo "removed: no file of the package left; the user's data stays in $DATA"
+# The person's home holds only the data folder, the log folder and fontconfig's cache (made by any Qt app).
+strays=$(find "$HOME" -xdev ! -type d ! -path "$DATA/*" ! -path "$HOME/.local/state/Hearth/*" \
+  ! -path "$HOME/.cache/fontconfig/*")
+[ -z "$strays" ] || fail "files the app wrote outside its data and log folders: $strays"
+echo "removed: no file of the package left; the user's data stays in $DATA, nothing else in their home"
 rm -rf "$WORK"
 echo
 echo "SMOKE PASSED"
