@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.conversation import MAX_ITEMS, PAGE
 from app.message_item import AssistantItem
@@ -25,6 +26,39 @@ async def _scroll_to_top_once(panel) -> None:
     first = _rendered_ids(panel)[0]
     conv.verticalScrollBar().setValue(0)
     await until(lambda: _rendered_ids(panel)[0] != first or not conv.has_older, what="an older page")
+
+
+def _shown(panel) -> list[tuple[int, str, str]]:
+    return [(m.id, m.role, m.text) for m in panel.conversation.messages]
+
+
+def _laid_out(conv) -> list[QWidget]:
+    """The message widgets in the order the conversation's layout places them on screen."""
+    lay = conv.lay
+    widgets = [lay.itemAt(i).widget() for i in range(lay.count())]
+    return [w for w in widgets if w is not None and w is not conv.older_note]
+
+
+def _wheel(conv, notches: int) -> None:
+    """Turn the mouse wheel over the conversation by `notches` (positive: up, towards older messages)."""
+    viewport = conv.viewport()
+    at = QPointF(viewport.width() / 2, viewport.height() / 2)
+    QApplication.sendEvent(viewport, QWheelEvent(
+        at, viewport.mapToGlobal(at), QPoint(), QPoint(0, 120 * notches), Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
+
+
+async def _wheel_up_a_page(panel) -> None:
+    """Wheel up to the top of what is loaded, as a person flicking the wheel does, until the page before
+    arrives."""
+    conv = panel.conversation
+    bar = conv.verticalScrollBar()
+    first = _rendered_ids(panel)[0]
+    while bar.value() > 0:
+        before = bar.value()
+        _wheel(conv, 3)
+        assert bar.value() < before, "the wheel did not scroll"
+    await until(lambda: _rendered_ids(panel)[0] != first, what="an older page")
 
 
 async def test_a_2000_message_task_opens_at_its_last_page_with_the_saved_text(launch):
@@ -89,23 +123,37 @@ async def test_the_first_message_of_a_long_task_is_one_step_away(launch):
     assert ctl.window.actions_by_name["Go to First Message"].shortcut().toString() == "Alt+Home"
 
 
-async def test_scrolling_up_reads_the_whole_task_in_order_and_keeps_the_window_small(launch):
+async def test_wheeling_up_a_2000_message_task_shows_every_message_once_in_order(launch):
     ctl = await launch()
-    task_id = await seed_long_task(ctl.rt, 400)
+    task_id = await seed_long_task(ctl.rt, 2000)
     panel = await open_task(ctl, task_id)
-    seen: list[int] = list(_rendered_ids(panel))
-    while panel.conversation.has_older:
-        await _scroll_to_top_once(panel)
-        ids = _rendered_ids(panel)
-        seen = [i for i in ids if i < seen[0]] + seen
-        assert len(panel.conversation.items) <= MAX_ITEMS
-    everything = [m.id for m in await ctl.rt.messages(task_id)]
-    assert seen == everything
+    conv = panel.conversation
+    everything = await ctl.rt.messages(task_id)
+    saved = [(m.id, m.role, m.text) for m in everything]
+    position = {m.id: i for i, m in enumerate(everything)}
+    seen = _shown(panel)
+    assert seen == saved[-len(seen):]
+    pages = 0
+    while conv.has_older:
+        first = seen[0][0]
+        await _wheel_up_a_page(panel)
+        pages += 1
+        shown = _shown(panel)
+        # The window is one unbroken stretch of the saved list, on screen in that order, each message once ...
+        start = position[shown[0][0]]
+        assert shown == saved[start:start + len(shown)]
+        assert _laid_out(conv) == [conv.items[m.id] for m in conv.messages]
+        assert len(conv.items) <= MAX_ITEMS
+        # ... that reaches just past where the person was: the page before it, joined without a gap.
+        assert first in [mid for mid, _, _ in shown]
+        seen = [m for m in shown if position[m[0]] < position[first]] + seen
+    assert seen == saved
+    assert pages == -(-(2000 - PAGE) // PAGE)  # one page read per wheel to the top, none twice
     # At the top, the newest messages are gone from the window; "jump to latest" brings them back.
-    assert panel.conversation.has_newer and panel.conversation.jump.isVisibleTo(panel.conversation)
-    panel.conversation.jump.click()
-    await until(lambda: _rendered_ids(panel)[-1] == everything[-1], what="back at the latest page")
-    assert not panel.conversation.has_newer
+    assert conv.has_newer and conv.jump.isVisibleTo(conv)
+    conv.jump.click()
+    await until(lambda: _rendered_ids(panel)[-1] == saved[-1][0], what="back at the latest page")
+    assert not conv.has_newer
 
 
 async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
