@@ -27,6 +27,7 @@ from PySide6.QtGui import (
     QDesktopServices,
     QFont,
     QFontDatabase,
+    QFontMetricsF,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
@@ -82,6 +83,42 @@ def with_copy_links(source: str) -> tuple[str, list[str]]:
     return "\n".join(out), blocks
 
 
+def _leading_tabs_expanded(line: str) -> str:
+    body = line.lstrip(" \t")
+    return line[:len(line) - len(body)].expandtabs(4) + body
+
+
+def keep_code_tabs(doc: QTextDocument, code_blocks: list[str]) -> None:
+    """Put back the tabs that Qt's Markdown importer turns into spaces at the start of fenced code lines (a
+    Makefile's recipe lines, Go code): code on screen, and a selection copied from it, reads as it was written.
+    A code block is only touched where its lines differ from `code_blocks` by exactly that expansion."""
+    cursor = QTextCursor(doc)
+    cursor.beginEditBlock()
+    unmatched = list(code_blocks)
+    block = doc.begin()
+    while block.isValid():
+        if not block.blockFormat().hasProperty(_CODE_FENCE):
+            block = block.next()
+            continue
+        group = [block]
+        while group[-1].next().isValid() and group[-1].next().blockFormat().hasProperty(_CODE_FENCE):
+            group.append(group[-1].next())
+        shown = [b.text() for b in group]
+        for i, code in enumerate(unmatched):
+            lines = code.split("\n")
+            if len(lines) == len(shown) and all(s in (line, _leading_tabs_expanded(line))
+                                                for s, line in zip(shown, lines, strict=True)):
+                for b, line in zip(group, lines, strict=True):
+                    if b.text() != line:
+                        cursor.setPosition(b.position())
+                        cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)
+                        cursor.insertText(line)
+                del unmatched[:i + 1]
+                break
+        block = group[-1].next()
+    cursor.endEditBlock()
+
+
 def mono_font() -> QFont:
     font = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     font.setStyleHint(QFont.StyleHint.Monospace)
@@ -129,6 +166,7 @@ class MarkdownView(QTextBrowser):
         self.setOpenLinks(False)  # links are handled below: "copy:N" copies code block N
         self.anchorClicked.connect(self._link)
         self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setTabStopDistance(QFontMetricsF(mono_font()).horizontalAdvance(" ") * 4)  # tabs kept in code
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
@@ -189,6 +227,7 @@ class MarkdownView(QTextBrowser):
         doc = self.document()
         markdown, self.code_blocks = with_copy_links(self.source)
         doc.setMarkdown(markdown)
+        keep_code_tabs(doc, self.code_blocks)
         self._decorate()
         self.renders += 1
         if self.cached:

@@ -8,9 +8,10 @@ import asyncio
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 from app.conversation import MAX_ITEMS, PAGE
+from app.markdown import MarkdownView
 from app.message_item import AssistantItem
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
@@ -75,6 +76,60 @@ async def test_a_2000_message_task_opens_at_its_last_page_with_the_saved_text(la
             assert item.block.text() == by_id[mid].text  # byte-identical to what was saved
     bar = panel.conversation.verticalScrollBar()
     assert bar.value() == bar.maximum()  # the newest message is in view
+
+
+# Awkward text: what a person types and a model writes, kept byte for byte from the database to the screen.
+FAMILY = "\U0001F468\u200d\U0001F469\u200d\U0001F467"  # one emoji of three, joined
+TYPED = f"Is <b>this</b> bold? &amp; **or** `this`?\n\n\n# not a heading\n- nor a list {FAMILY}"
+SPACED = "  leading and trailing spaces, a tab\there, naïve café 日本語 👍🏽  \n"
+ANSWER_PROSE = f"Ça marche — \\*not italic\\*, 1\\. not a list, emoji 👍🏽 and {FAMILY} …"
+ANSWER_CODE = "    indented = '  spaces kept  '\n\n\tprint(\"<b>\", '&amp;', \"\\\\n\")"
+AWKWARD_ANSWER = f"  {ANSWER_PROSE}\n\n\n\n```python\n{ANSWER_CODE}\n```\ntrailing   "
+
+
+def _screen_text(widget) -> str:
+    """What a person gets by selecting all of a text widget on screen (Ctrl+A) and reading the selection."""
+    widget.setFocus()
+    QTest.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    text = widget.selectedText() if isinstance(widget, QLabel) else widget.textCursor().selectedText()
+    return text.replace("\u2029", "\n")  # Qt's paragraph separator in a selection
+
+
+def _check_text_on_screen(panel, saved) -> None:
+    shown = {m.id: m for m in panel.conversation.messages}
+    assert set(shown) == {m.id for m in saved}
+    for m in saved:
+        item = panel.conversation.items[m.id]
+        if m.role == "user":
+            assert _screen_text(item.label) == m.text  # plain, as typed: no markup is interpreted
+            continue
+        # The answer's one text view renders exactly the saved text, as a fresh render of it does; what
+        # Markdown leaves literal (escaped characters, code) reads back unchanged; Copy gives the saved bytes.
+        (view,) = [w for w in item.block.findChildren(MarkdownView) if w.isVisible()]
+        assert view.source == m.text
+        on_screen = _screen_text(view)
+        assert on_screen == _screen_text(MarkdownView(m.text))
+        if m.text == AWKWARD_ANSWER:
+            assert ANSWER_PROSE.replace("\\", "") in on_screen and ANSWER_CODE in on_screen
+        item.copy.click()
+        assert QApplication.clipboard().text() == m.text
+
+
+async def test_the_text_on_screen_is_the_saved_text_byte_for_byte(launch):
+    ctl = await launch(ScriptedModel([[AWKWARD_ANSWER[i:i + 7] for i in range(0, len(AWKWARD_ANSWER), 7)],
+                                      ["Plain."]]))
+    task = await ctl.bridge.create_task(title="Awkward", model=MODEL)
+    other = await ctl.bridge.create_task(title="Other", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, TYPED)
+    await wait_turns(ctl, panel, 1)
+    await ctl.bridge.send(task.id, SPACED)  # as `hearth run` sends it: the composer would trim the spaces
+    await wait_turns(ctl, panel, 2)
+    saved = await ctl.rt.messages(task.id)
+    assert [m.text for m in saved] == [TYPED, AWKWARD_ANSWER, SPACED, "Plain."]
+    _check_text_on_screen(panel, saved)  # as the turns left it
+    await open_task(ctl, other.id)
+    _check_text_on_screen(await open_task(ctl, task.id), saved)  # read back, from kept renders
 
 
 async def test_turns_queued_turns_and_switching_tasks_never_read_a_long_task_whole(launch):
