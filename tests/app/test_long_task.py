@@ -5,16 +5,27 @@ from __future__ import annotations
 
 import asyncio
 
-from PySide6.QtCore import QPoint, QPointF, Qt
-from PySide6.QtGui import QWheelEvent
+from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QLabel, QWidget
+from PySide6.QtWidgets import QApplication, QWidget
 
 from app.conversation import MAX_ITEMS, PAGE
 from app.markdown import MarkdownView
 from app.message_item import AssistantItem
+from runtime.providers.base import TEXT
 from runtime.providers.scripted import Call, Delay, ScriptedModel
-from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
+from tests.support.qt_helpers import (
+    MODEL,
+    in_view,
+    laid_out,
+    open_task,
+    screen_text,
+    settled_place,
+    type_and_send,
+    until,
+    wait_turns,
+    wheel,
+)
 from tests.support.seed import seed_long_task, seed_tasks
 
 
@@ -33,22 +44,6 @@ def _shown(panel) -> list[tuple[int, str, str]]:
     return [(m.id, m.role, m.text) for m in panel.conversation.messages]
 
 
-def _laid_out(conv) -> list[QWidget]:
-    """The message widgets in the order the conversation's layout places them on screen."""
-    lay = conv.lay
-    widgets = [lay.itemAt(i).widget() for i in range(lay.count())]
-    return [w for w in widgets if w is not None and w is not conv.older_note]
-
-
-def _wheel(conv, notches: int) -> None:
-    """Turn the mouse wheel over the conversation by `notches` (positive: up, towards older messages)."""
-    viewport = conv.viewport()
-    at = QPointF(viewport.width() / 2, viewport.height() / 2)
-    QApplication.sendEvent(viewport, QWheelEvent(
-        at, viewport.mapToGlobal(at), QPoint(), QPoint(0, 120 * notches), Qt.MouseButton.NoButton,
-        Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
-
-
 async def _wheel_up_a_page(panel) -> None:
     """Wheel up to the top of what is loaded, as a person flicking the wheel does, until the page before
     arrives."""
@@ -57,7 +52,7 @@ async def _wheel_up_a_page(panel) -> None:
     first = _rendered_ids(panel)[0]
     while bar.value() > 0:
         before = bar.value()
-        _wheel(conv, 3)
+        wheel(conv, 3)
         assert bar.value() < before, "the wheel did not scroll"
     await until(lambda: _rendered_ids(panel)[0] != first, what="an older page")
 
@@ -87,28 +82,20 @@ ANSWER_CODE = "    indented = '  spaces kept  '\n\n\tprint(\"<b>\", '&amp;', \"\
 AWKWARD_ANSWER = f"  {ANSWER_PROSE}\n\n\n\n```python\n{ANSWER_CODE}\n```\ntrailing   "
 
 
-def _screen_text(widget) -> str:
-    """What a person gets by selecting all of a text widget on screen (Ctrl+A) and reading the selection."""
-    widget.setFocus()
-    QTest.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
-    text = widget.selectedText() if isinstance(widget, QLabel) else widget.textCursor().selectedText()
-    return text.replace("\u2029", "\n")  # Qt's paragraph separator in a selection
-
-
 def _check_text_on_screen(panel, saved) -> None:
     shown = {m.id: m for m in panel.conversation.messages}
     assert set(shown) == {m.id for m in saved}
     for m in saved:
         item = panel.conversation.items[m.id]
         if m.role == "user":
-            assert _screen_text(item.label) == m.text  # plain, as typed: no markup is interpreted
+            assert screen_text(item.label) == m.text  # plain, as typed: no markup is interpreted
             continue
         # The answer's one text view renders exactly the saved text, as a fresh render of it does; what
         # Markdown leaves literal (escaped characters, code) reads back unchanged; Copy gives the saved bytes.
         (view,) = [w for w in item.block.findChildren(MarkdownView) if w.isVisible()]
         assert view.source == m.text
-        on_screen = _screen_text(view)
-        assert on_screen == _screen_text(MarkdownView(m.text))
+        on_screen = screen_text(view)
+        assert on_screen == screen_text(MarkdownView(m.text))
         if m.text == AWKWARD_ANSWER:
             assert ANSWER_PROSE.replace("\\", "") in on_screen and ANSWER_CODE in on_screen
         item.copy.click()
@@ -197,7 +184,7 @@ async def test_wheeling_up_a_2000_message_task_shows_every_message_once_in_order
         # The window is one unbroken stretch of the saved list, on screen in that order, each message once ...
         start = position[shown[0][0]]
         assert shown == saved[start:start + len(shown)]
-        assert _laid_out(conv) == [conv.items[m.id] for m in conv.messages]
+        assert laid_out(conv) == [conv.items[m.id] for m in conv.messages]
         assert len(conv.items) <= MAX_ITEMS
         # ... that reaches just past where the person was: the page before it, joined without a gap.
         assert first in [mid for mid, _, _ in shown]
@@ -211,29 +198,98 @@ async def test_wheeling_up_a_2000_message_task_shows_every_message_once_in_order
     assert not conv.has_newer
 
 
-async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
-    model = ScriptedModel([["Fresh ", Delay(0.4), "answer ", Delay(0.4), "arrives."]])
-    model.context_tokens = 1_000_000  # the whole seeded history fits: no summary request takes the script
+class HeldAnswer(ScriptedModel):
+    """Streams its pieces but holds the last one until `go` is set: the turn stays live in between."""
+
+    context_tokens = 1_000_000  # the whole seeded history fits: no summary request takes the script
+
+    def __init__(self, *pieces: str):
+        super().__init__([list(pieces)])
+        self.last = pieces[-1]
+        self.go = asyncio.Event()
+
+    async def stream(self, request, *, on_queued=None):
+        async for item in super().stream(request, on_queued=on_queued):
+            if item == (TEXT, self.last):
+                await self.go.wait()
+            yield item
+
+
+async def _jump_to_latest(conv, turn_id: str, shown: str):
+    """Click "jump to latest" (it must be offered): the view lands at the bottom, on the turn's answer, the last
+    item, with `shown` on screen there. Returns that item."""
+    bar = conv.verticalScrollBar()
+    await until(lambda: conv.jump.isVisibleTo(conv), what="jump to latest")
+    conv.jump.click()
+    await until(lambda: conv.live_item(turn_id) is not None and bar.value() == bar.maximum(), what="at the latest")
+    item = conv.live_item(turn_id)
+    await until(lambda: in_view(conv, item), what="the answer in view")
+    assert laid_out(conv)[-1] is item and bar.value() == bar.maximum()
+    (view,) = [w for w in item.block.findChildren(MarkdownView) if w.isVisible()]
+    assert screen_text(view) == shown
+    return item
+
+
+async def test_a_live_turn_streams_into_the_last_item_while_the_person_reads_higher_up(launch):
+    model = HeldAnswer("Fresh ", "answer ", "arrives.")
     ctl = await launch(model)
     task_id = await seed_long_task(ctl.rt, 400)
     panel = await open_task(ctl, task_id)
-    for _ in range(5):
-        await _scroll_to_top_once(panel)
-    assert panel.conversation.has_newer
+    conv = panel.conversation
+    bar = conv.verticalScrollBar()
+    await _wheel_up_a_page(panel)  # a page back: the newest messages are still rendered, screens below
+    place = await settled_place(conv)
+    assert not conv.has_newer and bar.maximum() - bar.value() > 2 * conv.viewport().height()
     await ctl.bridge.send(task_id, "one more question")
     await until(lambda: panel.live_turn is not None, what="the live turn")
     turn_id = panel.live_turn
-    await until(lambda: panel.live[turn_id].text.startswith("Fresh"), what="live text kept while not rendered")
-    assert panel.conversation.live_item(turn_id) is None  # not rendered: the person reads far above
-    await until(lambda: panel.conversation.jump.isVisibleTo(panel.conversation), what="jump to latest")
-    panel.conversation.jump.click()
-    await until(lambda: panel.conversation.live_item(turn_id) is not None, what="the live item")
+    await until(lambda: (item := conv.live_item(turn_id)) is not None and item.block.text() == "Fresh answer ",
+                what="the streamed text in its item")
+    assert laid_out(conv)[-1] is conv.live_item(turn_id)
+    assert [m.text for m in conv.messages[-2:]] == ["one more question", "Fresh answer "]
+    assert (conv.view_state(), bar.value()) == place  # the person's place, not yanked down
+    await _jump_to_latest(conv, turn_id, "Fresh answer")
+    # Back to reading a little higher while it goes on: the rest arrives without moving the page, and the way
+    # down is offered again.
+    wheel(conv, 2)
+    place = await settled_place(conv)
+    assert not conv.jump.isVisibleTo(conv)
+    model.go.set()
     await wait_turns(ctl, panel)
-    messages = await ctl.rt.messages(task_id, limit=1)
-    assert panel.turn_text(turn_id) == messages[-1].text == "Fresh answer arrives."
+    assert await settled_place(conv) == place and conv.jump.isVisibleTo(conv)
+    final = await _jump_to_latest(conv, turn_id, "Fresh answer arrives.")
+    (saved,) = await ctl.rt.messages(task_id, limit=1)
+    assert final.block.text() == saved.text == "Fresh answer arrives."
 
 
-async def test_an_approval_arriving_while_the_person_reads_far_up_is_in_view_and_reachable(launch):
+async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
+    model = HeldAnswer("Fresh ", "answer ", "arrives.")
+    ctl = await launch(model)
+    task_id = await seed_long_task(ctl.rt, 400)
+    panel = await open_task(ctl, task_id)
+    conv = panel.conversation
+    bar = conv.verticalScrollBar()
+    for _ in range(5):
+        await _wheel_up_a_page(panel)
+    assert conv.has_newer
+    place = await settled_place(conv)
+    await ctl.bridge.send(task_id, "one more question")
+    await until(lambda: panel.live_turn is not None, what="the live turn")
+    turn_id = panel.live_turn
+    await until(lambda: panel.live[turn_id].text == "Fresh answer ", what="live text kept while not rendered")
+    assert conv.live_item(turn_id) is None  # not rendered: the person reads far above
+    assert (conv.view_state(), bar.value()) == place
+    await _jump_to_latest(conv, turn_id, "Fresh answer")
+    model.go.set()  # the rest streams in while the view is at the end: it follows
+    await wait_turns(ctl, panel)
+    (saved,) = await ctl.rt.messages(task_id, limit=1)
+    final = conv.live_item(turn_id)
+    assert final.block.text() == saved.text == "Fresh answer arrives."
+    await until(lambda: bar.value() == bar.maximum() and in_view(conv, final), what="still following the end")
+    assert laid_out(conv)[-1] is final and not conv.jump.isVisibleTo(conv)
+
+
+async def test_an_approval_arriving_while_the_person_reads_far_up_isin_view_and_reachable(launch):
     model = ScriptedModel([[Call("run_shell", {"command": "ls"})], ["Listed."]])
     model.context_tokens = 1_000_000
     ctl = await launch(model)

@@ -6,8 +6,10 @@ from __future__ import annotations
 import asyncio
 import time
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtGui import QWheelEvent
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 MODEL = "scripted/test"
 
@@ -52,3 +54,44 @@ async def wait_turns(ctl, panel, count: int = 1, timeout: float = 15.0) -> None:
     """Until the panel shows `count` finished turns and nothing runs."""
     await until(lambda: assistant_entries(panel) >= count and not ctl.rt.is_running(panel.task_id)
                 and panel.settled, timeout=timeout, what=f"{count} finished turn(s)")
+
+
+def laid_out(conv) -> list[QWidget]:
+    """The message widgets in the order the conversation's layout places them on screen."""
+    lay = conv.lay
+    widgets = [lay.itemAt(i).widget() for i in range(lay.count())]
+    return [w for w in widgets if w is not None and w is not conv.older_note]
+
+
+def wheel(conv, notches: int) -> None:
+    """Turn the mouse wheel over the conversation by `notches` (positive: up, towards older messages)."""
+    viewport = conv.viewport()
+    at = QPointF(viewport.width() / 2, viewport.height() / 2)
+    QApplication.sendEvent(viewport, QWheelEvent(
+        at, viewport.mapToGlobal(at), QPoint(), QPoint(0, 120 * notches), Qt.MouseButton.NoButton,
+        Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False))
+
+
+def screen_text(widget) -> str:
+    """What a person gets by selecting all of a text widget on screen (Ctrl+A) and reading the selection."""
+    widget.setFocus()
+    QTest.keyClick(widget, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    text = widget.selectedText() if isinstance(widget, QLabel) else widget.textCursor().selectedText()
+    return text.replace("\u2029", "\n")  # Qt's paragraph separator in a selection
+
+
+async def settled_place(conv) -> tuple[tuple[int | None, int], int]:
+    """(the message at the top of the view and its offset, the scroll value) once they stop changing: messages
+    just shown get their heights on the loop's next passes, and the view holds the person's place meanwhile."""
+    bar = conv.verticalScrollBar()
+    before = None
+    while (now := (conv.view_state(), bar.value(), bar.maximum())) != before:
+        before = now
+        await asyncio.sleep(0.05)
+    return now[:2]
+
+
+def in_view(conv, widget: QWidget) -> bool:
+    """`widget` lies wholly inside the conversation's visible area."""
+    top = widget.mapTo(conv.viewport(), QPoint(0, 0)).y()
+    return top >= 0 and top + widget.height() <= conv.viewport().height()
