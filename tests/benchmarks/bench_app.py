@@ -1,16 +1,20 @@
 """Desktop app benchmarks, in one run, side by side with the runtime-only figures (load average printed):
 
-(a) launch → first paint: `python -m app` in a fresh process (offscreen), on an empty data folder and on one
-    with 1,000 tasks; goal <= 1.0 s. Also launch → runtime ready, and heavy modules imported at first paint;
+(a) launch → first paint: `python -m app` in a fresh process (offscreen), on an empty data folder and on ones
+    with 20 and 1,000 tasks; goal <= 1.0 s. Also launch → runtime ready and sidebar filled, and heavy modules
+    imported at first paint;
 (b) event-loop lag while 20,000 text deltas stream at full speed into an open task panel;
 (c) opening a long task: 250 / 1,000 / 2,000 / 10,000 messages → last page painted (goal <= 150 ms at 2,000,
     flat across sizes) and RSS added (goal <= 60 MB); beside it, the runtime reading that page and the whole task;
 (d) 500 short turns in one open task: the last 50 ÷ the first 50 (goal <= 1.2) and RSS growth (goal <= 30 MB),
     beside the same 500 turns without a window;
 (e) event-loop lag p99 while 4 tasks stream ~500 tokens/s each, one of them visible (goal <= 16 ms);
-(f) a full garbage collection with a 2,000-message task open, with and without `gc.freeze()` after start-up.
+(f) a full garbage collection with a 2,000-message task open, with and without `gc.freeze()` after start-up;
+(g) the sidebar filled from nothing with 20 and with 1,000 tasks: the window's reload (the runtime's task, chat
+    and team lists read, the list model reset) and the list painted, and RSS added; beside it, the runtime
+    reading the task list alone. 1,000 tasks should cost no more to show than 20.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_app.py [--reps 3] [--quick]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python tests/benchmarks/bench_app.py [--reps 3] [--quick] [--only ag]
 
 Each figure is min / median / max over the reps.
 """
@@ -47,7 +51,7 @@ def spread(values: list[float], scale: float = 1.0, unit: str = "s", digits: int
 def bench_launch(reps: int, tasks: int) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("HEARTH_HOME", None)
-    for count in (0, tasks):
+    for count in (0, 20, tasks):
         paints, readies, heavy = [], [], set()
         with tempfile.TemporaryDirectory() as home:
             if count:
@@ -65,7 +69,7 @@ def bench_launch(reps: int, tasks: int) -> None:
                 paints.append(report["first_paint"] - t0)
                 readies.append(report["ready"] - t0)
                 heavy.update(report["heavy_at_paint"])
-        print(f"(a) launch → first paint, {count:,} tasks: {spread(paints)} (goal <= 1.0 s); → runtime ready and "
+        print(f"(a) launch → first paint, {count:>5,} tasks: {spread(paints)} (goal <= 1.0 s); → runtime ready and "
               f"sidebar filled: {spread(readies)}; heavy modules at first paint: {sorted(heavy) or 'none'}")
 
 
@@ -279,6 +283,41 @@ async def _gc() -> str:
             f"{spread(plain, 1000, 'ms', 1)}; after gc.freeze(): {spread(frozen, 1000, 'ms', 1)}")
 
 
+async def _sidebar(counts: list[int], reps: int) -> list[str]:
+    from tests.support.seed import seed_tasks
+
+    lines = []
+    for count in counts:
+        with tempfile.TemporaryDirectory() as home:
+            ctl = await _app(home, {})
+            try:
+                await seed_tasks(ctl.rt, count, model=ctl.rt.settings.default_model)
+                window, sidebar = ctl.window, ctl.window.sidebar
+                fills, rss, reads = [], [], []
+                for _ in range(reps):
+                    t = time.perf_counter()
+                    await ctl.rt.list_tasks()
+                    reads.append(time.perf_counter() - t)
+                    sidebar.set_tasks([], set())  # each rep fills the list from nothing, as a launch does
+                    sidebar.list.viewport().repaint()
+                    gc.collect()
+                    before = rss_mb()
+                    t = time.perf_counter()
+                    await window.reload_tasks()
+                    sidebar.list.viewport().repaint()
+                    fills.append(time.perf_counter() - t)
+                    gc.collect()
+                    rss.append(rss_mb() - before)
+                    if sidebar.model.rowCount() != count:
+                        raise SystemExit(f"the sidebar shows {sidebar.model.rowCount()} tasks, not {count}")
+                lines.append(f"(g) sidebar of {count:>5,} tasks → filled and painted {spread(fills, 1000, 'ms', 1)}, "
+                             f"RSS added {spread(rss, 1, 'MB', 1)} | runtime: task list read "
+                             f"{spread(reads, 1000, 'ms', 1)}")
+            finally:
+                await ctl.shutdown()
+    return lines
+
+
 def main() -> None:
     import qasync
     from PySide6.QtWidgets import QApplication
@@ -287,7 +326,7 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
-    parser.add_argument("--only", default="abcdef", help="the parts to run, e.g. --only de")
+    parser.add_argument("--only", default="abcdefg", help="the parts to run, e.g. --only de")
     args = parser.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if "a" in args.only:
@@ -322,6 +361,9 @@ def main() -> None:
                   f"{spread([s['worst'] for s in streams], 1000, 'ms', 1)}")
         if "f" in args.only:
             print(await _gc())
+        if "g" in args.only:
+            for line in await _sidebar([20, 100 if args.quick else 1000], args.reps):
+                print(line)
 
     qasync.run(in_app())
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
