@@ -92,6 +92,8 @@ def keep_code_tabs(doc: QTextDocument, code_blocks: list[str]) -> None:
     """Put back the tabs that Qt's Markdown importer turns into spaces at the start of fenced code lines (a
     Makefile's recipe lines, Go code): code on screen, and a selection copied from it, reads as it was written.
     A code block is only touched where its lines differ from `code_blocks` by exactly that expansion."""
+    if not any("\t" in code for code in code_blocks):
+        return  # most answers: no pass over the document
     cursor = QTextCursor(doc)
     cursor.beginEditBlock()
     unmatched = list(code_blocks)
