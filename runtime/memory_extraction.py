@@ -7,6 +7,8 @@ preferences or their projects ("I prefer…", "my project…", "call me…", "re
 cost nothing. The input goes to the model with credentials cut out (`memory.scrub`), and every proposal is checked
 again (`looks_secret`) before anything is written. A failure (the server, an answer that is not the JSON
 asked for) fails the job: the job queue logs it and records it in the job log; it never touches the turn.
+Its request is a side request (`purpose` "memory"): on a local model the person's next turn goes first, and
+preempts it if it is generating (providers/llama_queue.py), so the job never delays that turn.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ async def extract(memory: Memory, provider: Any, model: str, task_id: str, said:
     entries = await memory.sync()
     index = "\n".join(f"- {e['name']}: {e['summary']}" for e in entries) or "(no memories yet)"
     clean = scrub(said)[:INPUT_CHARS]  # what scrub cuts out is never kept either (Memory.write's `seen`)
-    request = ModelRequest(model=model, max_tokens=ANSWER_TOKENS, temperature=0.0, messages=[
+    request = ModelRequest(model=model, max_tokens=ANSWER_TOKENS, temperature=0.0, purpose="memory", messages=[
         {"role": "system", "content": PROMPT},
         {"role": "user", "content": f"Current memory index:\n{index}\n\nWhat the person said:\n{clean}"},
     ])

@@ -50,7 +50,9 @@ class ModelRequest:
     temperature: float | None = None
     seed: int | None = None
     tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
-    purpose: str = "turn"  # "title": a background job's side request (the scripted test model tells them apart)
+    # "turn": a step of a person's turn. Else a background job's side request, "title" or "memory" (extraction):
+    # the bundled model serves turns first (llama_queue.py), the scripted test model answers titles apart.
+    purpose: str = "turn"
 
 
 # The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).

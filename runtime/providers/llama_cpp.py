@@ -30,11 +30,14 @@ Decisions (the design contract is silent on these):
   quarters are the input budget), temperature 0.2 (llama-cpp-python's chat default),
   no fixed seed; `temperature=`, `max_tokens=` and `seed=` (constructor, or the provider's entry in
   settings.json) change them, and a request's own values win.
-- **One generation at a time per loaded model.** A request that must wait for another generation calls
-  `on_queued(message)` first (the `on_queued=` argument of `stream()`, else the `on_queued` attribute), so
-  the turn can show a `status`/`warning` event; it then waits in FIFO order. The wait is an `asyncio.Lock`
-  per model and event loop; a `threading.Lock` held by the generating thread is the real guard of the
-  `Llama` object (so two event loops, e.g. in tests, cannot run it at once either).
+- **One generation at a time per loaded model, the person's turns first.** A turn that must wait for another
+  turn's generation calls `on_queued(message)` first (the `on_queued=` argument of `stream()`, else the
+  `on_queued` attribute), so the turn can show a `status`/`warning` event; it then waits in FIFO order. A
+  background side request (`purpose` other than "turn": a title, memory extraction) waits behind every turn,
+  and one that holds the model when a turn comes is preempted: stopped at its next token and started over
+  once no turn waits, its items given all at once when it has finished (`llama_queue.py`). The wait is a
+  `ModelQueue` per model and event loop; a `threading.Lock` held by the generating thread is the real guard of
+  the `Llama` object (so two event loops, e.g. in tests, cannot run it at once either).
 - **Off the event loop.** Each generation runs in its own worker thread; the loop never blocks on llama.cpp.
 - **Long prompts.** A prompt whose new part is long is read in pieces before generating, with STATUS items
   "Reading your message… N%" (`llama_reading.py`), and a Stop is honoured between pieces.
@@ -51,10 +54,11 @@ Decisions (the design contract is silent on these):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 
 from runtime.errors import HearthError, ProviderError
@@ -73,6 +77,7 @@ from runtime.providers.llama_models import (
     unload_models,
 )
 from runtime.providers.llama_prefix import PrefixCache, message_ban, warm_prefix
+from runtime.providers.llama_queue import ModelQueue, Ticket
 from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job
 
 __all__ = [
@@ -264,15 +269,52 @@ class LlamaCppProvider:
             # photo-renaming script "python" and a "hello" "hello, welcome to my office"): it writes none.
             yield (FINISH, "stop")
             return
-        lock = model.queue_lock()
-        if lock.locked():
-            notify = on_queued or self.on_queued
-            if notify is not None:
-                try:
-                    notify(f"Waiting for the model {self.model_name}: it is answering another task.")
-                except Exception:  # a broken observer must not fail the turn
-                    log.exception("on_queued callback failed")
-        await lock.acquire()
+        urgent = request.purpose == "turn"
+        queue = model.queue()
+        while True:
+            if urgent and queue.turn_ahead():
+                self._say_queued(on_queued or self.on_queued)
+            ticket = await queue.acquire(urgent)
+            if ticket.preempted:  # a turn came in between the grant and the start: it goes first
+                queue.release(ticket)
+                continue
+            job = self._start(model, request, ticket, queue)
+            if urgent:  # a person's turn streams as it is generated
+                async with contextlib.aclosing(self._stream_job(job)) as items:
+                    async for item in items:
+                        yield item
+                return
+            side = await self._side_items(job, ticket)
+            if side is not None:
+                for item in side:
+                    yield item
+                return
+
+    def _say_queued(self, notify: Callable[[str], None] | None) -> None:
+        if notify is not None:
+            try:
+                notify(f"Waiting for the model {self.model_name}: it is answering another task.")
+            except Exception:  # a broken observer must not fail the turn
+                log.exception("on_queued callback failed")
+
+    @classmethod
+    async def _side_items(cls, job: Job, ticket: Ticket) -> list[tuple] | None:
+        """A background side request's items, all at once when it finished; None when a turn preempted it (it
+        starts over: what it had written is dropped, so its consumer never sees a half answer twice)."""
+        items: list[tuple] = []
+        try:
+            async with contextlib.aclosing(cls._stream_job(job)) as stream:
+                async for item in stream:
+                    items.append(item)
+        except ProviderError:
+            if ticket.preempted:
+                log.debug("a %s request gave way to a turn; it starts over", job.request.purpose)
+                return None
+            raise
+        return items
+
+    def _start(self, model: LoadedModel, request: ModelRequest, ticket: Ticket, queue: ModelQueue) -> Job:
+        """The generation's worker thread, started; the thread's exit hands the model on."""
         job = None
         try:
             job = Job(
@@ -285,15 +327,20 @@ class LlamaCppProvider:
                 seed=self.seed,
                 prefix_cache=self._prefix_cache,
             )
-            job.on_finished = lock.release  # the thread's exit releases the model, not the consumer
+            job.on_finished = lambda: queue.release(ticket)  # the thread's exit hands the model on, not the consumer
+            ticket.stop = job.stop
             self._jobs.add(job)
             job.finished.add_done_callback(lambda _f: self._jobs.discard(job))
             job.start()
         except BaseException:
             if job is not None:
                 self._jobs.discard(job)
-            lock.release()
+            queue.release(ticket)
             raise
+        return job
+
+    @staticmethod
+    async def _stream_job(job: Job) -> AsyncGenerator[tuple, None]:
         finished = False
         try:
             while True:

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from runtime.errors import ConfigError, ProviderError
 from runtime.models.gguf_info import read_gguf_info
 from runtime.models.machine import physical_cores
+from runtime.providers.llama_queue import ModelQueue
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,7 @@ class LoadedModel:
         self.last_prompt: str | None = None
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
         self.closed = False
-        self._locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> asyncio.Lock
+        self._queues: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> ModelQueue
 
     @contextlib.contextmanager
     def claimed(self, on_wait: Callable[[], None]) -> Iterator[None]:
@@ -142,13 +143,13 @@ class LoadedModel:
         finally:
             self.mutex.release()
 
-    def queue_lock(self) -> asyncio.Lock:
-        """The FIFO wait of the running loop's requests for this model."""
+    def queue(self) -> ModelQueue:
+        """The running loop's requests for this model, turns first (llama_queue.py)."""
         loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            lock = self._locks[loop] = asyncio.Lock()
-        return lock
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = ModelQueue()
+        return queue
 
 
 class _Stoppable(Protocol):

@@ -50,8 +50,9 @@
   output = every sampled token including the end-of-turn token and, for tool steps, the few tokens of the
   constrained choice.
 - A job that was stopped never reports USAGE/FINISH: a half step must not look finished.
-- A side request (`purpose` "title", runtime/titles.py) runs between a `KvSnapshot` and its restore: the
-  conversation stays cached for the person's next turn.
+- A side request (`purpose` "title" or "memory": runtime/titles.py, runtime/memory_extraction.py) runs between a
+  `KvSnapshot` and its restore, also when a turn preempts it (its stop event): the conversation stays cached
+  for the person's next turn.
 """
 
 from __future__ import annotations
@@ -131,8 +132,8 @@ class Job(Channel):
             with self.model.claimed(lambda: self._put((STATUS, PREPARING))):
                 if self.model.closed:
                     raise ModelUnavailable("The model was unloaded; send the message again.")
-                # A side request (a title) leaves the conversation in the KV cache: the next turn reads only
-                # its new tokens instead of the whole conversation again.
+                # A side request (a title, memories), finished or preempted, leaves the conversation in the KV
+                # cache: the next turn reads only its new tokens instead of the whole conversation again.
                 llm = self.model.llm
                 kept = KvSnapshot.take(llm, llm.input_ids[: llm.n_tokens].tolist(), []) if (
                     self.request.purpose != "turn") else None

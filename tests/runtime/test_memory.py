@@ -220,6 +220,18 @@ async def test_ordinary_turns_cost_no_extraction(rt, server):
     assert len(server.chat_requests) == 3
 
 
+async def test_the_extraction_request_is_a_side_request_that_a_local_model_serves_after_turns(home):
+    model = ScriptedModel([["Noted."], [json.dumps(PROPOSAL)]])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model="scripted/test")
+        await turn(rt, task.id, PREFERENCE)
+        assert [r.purpose for r in model.requests] == ["turn", "memory"]  # providers/llama_queue.py: turns first
+        assert [m["name"] for m in await rt.memories()] == ["units.md"]
+    finally:
+        await rt.aclose()
+
+
 async def test_files_edited_by_hand_count_at_once(home):
     rt = await open_runtime(home)
     try:

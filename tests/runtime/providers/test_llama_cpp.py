@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import logging
 import re
 import threading
 import time
@@ -315,6 +317,70 @@ async def test_on_queued_argument_overrides_the_attribute(provider):
     a, b = await asyncio.wait_for(asyncio.gather(first, second), 60)
     assert a[-1][0] == FINISH and b[-1][0] == FINISH
     assert len(calls) == 1
+
+
+def side_request(text: str, *, max_tokens: int) -> ModelRequest:
+    """A background job's side request (memory extraction's purpose)."""
+    return dataclasses.replace(request(text, max_tokens=max_tokens), purpose="memory")
+
+
+@slow_model
+async def test_a_turn_preempts_a_background_request_that_starts_over_and_keeps_the_cache(provider, caplog):
+    caplog.set_level(logging.DEBUG, logger="runtime.providers.llama_cpp")
+    conversation = [{"role": "user", "content": NOTES}]  # about 850 tokens: reading them again would show
+    first = await collect(provider, request("", messages=conversation, max_tokens=4))
+    answer = "".join(i[1] for i in first if i[0] == TEXT)
+    events: list[str] = []
+    background: list[tuple] = []
+
+    async def run_background():
+        async for item in provider.stream(side_request("Write a long story about a dragon.", max_tokens=120)):
+            background.append(item)
+        events.append("background finished")
+
+    async def generating() -> None:
+        while not any(job.request.purpose == "memory" and job.meter.output >= 3 for job in provider._jobs):
+            await asyncio.sleep(0.01)
+
+    job = asyncio.create_task(run_background())
+    await asyncio.wait_for(generating(), 60)
+    follow = [*conversation, {"role": "assistant", "content": answer}, {"role": "user", "content": "One more line."}]
+    turn = []
+    async for item in provider.stream(request("", messages=follow, max_tokens=8)):
+        if item[0] == TEXT and not turn:
+            events.append("turn's first token")
+        turn.append(item)
+    await asyncio.wait_for(job, 120)
+
+    assert events == ["turn's first token", "background finished"]
+    assert turn[-1][0] == FINISH
+    # The preempted request put the conversation back in the KV cache: the turn read only its new words.
+    assert not [i for i in turn if i[0] == STATUS]
+    assert "gave way to a turn" in caplog.text  # it was stopped, and started over
+    assert background[-1][0] == FINISH and len([i for i in background if i[0] == USAGE]) == 1
+    assert "".join(i[1] for i in background if i[0] == TEXT).strip()
+
+
+@slow_model
+async def test_a_turn_goes_before_a_background_request_queued_ahead_of_it(provider):
+    await provider.load()
+    order: list[str] = []
+    queued: list[str] = []
+
+    async def run(name: str, req: ModelRequest, **kwargs) -> None:
+        async for item in provider.stream(req, **kwargs):
+            if item[0] == TEXT and name not in order:
+                order.append(name)
+            assert item[0] != FINISH or item[1] in ("stop", "length")
+
+    a = asyncio.create_task(run("turn a", request("Tell me about cats.", max_tokens=16)))
+    await asyncio.sleep(0)  # `a` takes the model
+    b = asyncio.create_task(run("background", side_request("Tell me about dogs.", max_tokens=8)))
+    await asyncio.sleep(0)  # the background request waits for it
+    c = asyncio.create_task(run("turn c", request("Tell me about birds.", max_tokens=8), on_queued=queued.append))
+    await asyncio.wait_for(asyncio.gather(a, b, c), 60)
+    assert order == ["turn a", "turn c", "background"]
+    assert len(queued) == 1  # `c` waited for `a`'s whole generation, and said so
 
 
 @slow_model
