@@ -174,11 +174,12 @@ class Child:
                 {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in calls]})
             for call in calls:
-                chat.append({"role": "tool", "tool_call_id": call.call_id, "content": await self._call(tools, call)})
+                chat.append({"role": "tool", "tool_call_id": call.call_id,
+                             "content": await self._call(tools, call, chat)})
         self.progress(f"{self.definition.name} stopped after {CHILD_STEPS} steps")
         return "The helper ran out of steps; what it found is above." if not chat else _last_text(chat)
 
-    async def _call(self, tools: dict[str, Any], call) -> str:
+    async def _call(self, tools: dict[str, Any], call, chat: list[dict]) -> str:
         tool = tools.get(call.name)
         self.calls.append(call.name)
         if tool is None:
@@ -189,8 +190,10 @@ class Child:
             return "Not allowed for a helper: this task asks the person before such calls. Report it instead."
         self.progress(f"→ {call.name} {json.dumps(call.args, ensure_ascii=False)[:120]}")
         try:
-            result = await tool.run(call.args, ToolContext(self.turn.task_id, self.turn.turn_id,
-                                                           self.turn.workspace, call.call_id))
+            # The turn and the helper's own conversation: a tool checks what the helper read (the memory tool
+            # refuses a secret hidden in it) as the loop's tools check the turn's conversation.
+            result = await tool.run(call.args, ToolContext(self.turn.task_id, self.turn.turn_id, self.turn.workspace,
+                                                           call.call_id, {"turn": self.turn, "helper_chat": chat}))
         except ToolError as exc:
             return wrap_tool_output(call.name, f"Error: {exc}", self.turn.tool_cap)
         except Exception as exc:

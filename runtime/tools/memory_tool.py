@@ -4,7 +4,8 @@ The files and their rules (names confined to the memory folder by the workspace 
 are `runtime/memory.py`'s; this is the model's handle on them. Viewing changes nothing; every other command
 is a write and follows the task's approval mode like a workspace write (`effect_for`). A write may not repeat
 what Hearth hid as a secret anywhere in the turn's conversation (the person's words, tool results): the model
-saw those words, so it could copy them into a memory (`Memory.write`'s `seen`, as the extraction job does).
+saw those words, so it could copy them into a memory (`Memory.write`'s `seen`, as the extraction job does); a
+helper's call (`delegate`) counts the helper's own conversation too.
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class MemoryTool:
 
 
 def _seen(ctx: ToolContext) -> str:
-    """Everything the turn's model has read: its conversation, with the person's input and the tool results."""
-    chat = getattr(ctx.extra.get("turn"), "chat", None) or ()
+    """Everything the calling model has read: the turn's conversation, with the person's input and the tool
+    results, and for a helper (agent/subagents.py) its own conversation too."""
+    chat = [*(getattr(ctx.extra.get("turn"), "chat", None) or ()), *(ctx.extra.get("helper_chat") or ())]
     return "\n\n".join(m["content"] for m in chat if isinstance(m.get("content"), str))

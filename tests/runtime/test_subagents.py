@@ -10,6 +10,7 @@ from pathlib import Path
 from runtime.agent.subagents import PARALLEL
 from runtime.api import Runtime
 from runtime.events import EndReason, Usage
+from runtime.memory import looks_secret
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import MODEL, collect, open_runtime
@@ -189,5 +190,39 @@ async def test_stop_cancels_every_helper_and_both_records_are_written(home):
         subs = (await rt.turn_details(task.id, turn["id"]))["subagents"]
         assert len(subs) == 2 and {s["status"] for s in subs} == {"aborted"}
         assert json.loads(json.dumps(subs))[0]["ended_at"] >= subs[0]["created_at"]
+    finally:
+        await rt.aclose()
+
+
+async def test_a_helper_cannot_save_a_secret_it_read_to_memory(home):
+    canary, key = "canary-5521-hunter", "sk-proj-" + "Q7x" * 12
+    note = f"# Bank login\nUses {canary} to log in."
+    assert not looks_secret(note)  # by its shape alone it would pass: only what the helper read gives it away
+    (home / "agents").mkdir()
+    (home / "agents" / "keeper.md").write_text(
+        "---\nname: keeper\ndescription: Keeps notes.\ntools: read_file, memory\n---\nKeep what matters.")
+    model = ScriptedModel([  # the task's model answers the parent and the helper, in turn
+        [Call("delegate", {"agent": "keeper", "task": "Read vault.txt and remember how I log in."})],
+        [Call("read_file", {"path": "vault.txt"})],
+        [Call("memory", {"command": "create", "path": "login.md", "content": note})],
+        [Call("memory", {"command": "create", "path": f"{canary}.md", "content": "# Login\nThe usual one."})],
+        [Call("memory", {"command": "create", "path": "key.md", "content": f"# API key\n{key}"})],
+        ["Could not keep it."],
+        ["Done."],
+    ])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        Path(task.workspace, "vault.txt").write_text(f"bank login\npassword: {canary}\nOPENAI_API_KEY={key}\n")
+        await rt.send(task.id, "Set up my bank notes.")
+        events = await collect(rt, task.id)
+        assert events[-1].reason == EndReason.completed
+        shown, *refusals = [m["content"] for m in model.requests[-2].messages if m["role"] == "tool"]
+        assert canary in shown  # the helper read it in a tool result
+        assert len(refusals) == 3 and all("memories never hold secrets" in r for r in refusals)
+        assert "repeats a secret from this conversation" in refusals[0]
+        folder = rt.memory_folder
+        assert all(s not in p.name and s not in p.read_text() for p in folder.iterdir() for s in (canary, key))
+        assert await rt.memories() == []
     finally:
         await rt.aclose()
