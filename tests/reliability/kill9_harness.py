@@ -127,7 +127,6 @@ async def one_round(rng: random.Random, home: Path) -> dict:
 
 
 async def check(home: Path, lines: list[str], killed_at: float) -> dict:
-    from runtime.api import Runtime
     from runtime.providers.scripted import ScriptedModel
 
     task_id = next(ln.split()[1] for ln in lines if ln.startswith("TASK"))
@@ -136,7 +135,10 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
     finished = {ln.split()[1] for ln in lines if ln.startswith("END")}
     open_calls = [c for c in started if c not in finished]
     model = ScriptedModel()
-    rt = await Runtime.open(home, providers={"scripted": model})
+    rt, busy_for = await _reopen(home, model)
+    if rt is None:
+        return {"problems": [f"the data folder stayed locked {busy_for:.1f} s after the kill"], "lost_seconds": 0.0,
+                "open_calls": len(open_calls), "busy_seconds": busy_for}
     try:
         db = _read_db(home / "hearth.sqlite3")
         problems = []
@@ -170,9 +172,26 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
             if parts.get(call_id, {}).get("state") == "interrupted" and "outcome unknown" not in told.get(call_id, ""):
                 problems.append(f"call {call_id}: the model was told {told.get(call_id)!r}")
         lost = _text_lost_seconds(lines, db["messages"], killed_at)
-        return {"problems": problems, "lost_seconds": lost, "open_calls": len(open_calls)}
+        return {"problems": problems, "lost_seconds": lost, "open_calls": len(open_calls), "busy_seconds": busy_for}
     finally:
         await rt.aclose()
+
+
+async def _reopen(home: Path, model, patience: float = 5.0):
+    """(runtime, seconds the folder lock outlived the kill). Seen once, in round 96 of a run at load ~4 on 2
+    cores: the lock was still held right after the killed child had been reaped (not reproduced in 150 more
+    rounds; the cause is not established). A restart a few seconds later is what a person does, so only a lock
+    that outlives `patience` counts as a problem; the longest wait is reported."""
+    from runtime.api import DataFolderBusy, Runtime
+
+    started = time.monotonic()
+    while True:
+        try:
+            return await Runtime.open(home, providers={"scripted": model}), time.monotonic() - started
+        except DataFolderBusy:
+            if time.monotonic() - started > patience:
+                return None, time.monotonic() - started
+            await asyncio.sleep(0.05)
 
 
 def _text_lost_seconds(lines: list[str], messages: list, killed_at: float) -> float:
@@ -206,6 +225,7 @@ async def run_harness(n: int, seed: int = 1) -> dict:
         "passed": n - len(failed),
         "problems": [p for r in failed for p in r["problems"]],
         "max_lost_seconds": max(r["lost_seconds"] for r in results),
+        "max_seconds_folder_locked_after_kill": max(r["busy_seconds"] for r in results),
         "rounds_with_open_side_effects": sum(1 for r in results if r["open_calls"]),
     }
 
