@@ -184,13 +184,14 @@ async def _reopen(home: Path, model, patience: float = 5.0):
     that outlives `patience` counts as a problem; the longest wait is reported."""
     from runtime.api import DataFolderBusy, Runtime
 
-    started = time.monotonic()
+    started, locked_for = time.monotonic(), 0.0
     while True:
         try:
-            return await Runtime.open(home, providers={"scripted": model}), time.monotonic() - started
+            return await Runtime.open(home, providers={"scripted": model}), locked_for
         except DataFolderBusy:
-            if time.monotonic() - started > patience:
-                return None, time.monotonic() - started
+            locked_for = time.monotonic() - started
+            if locked_for > patience:
+                return None, locked_for
             await asyncio.sleep(0.05)
 
 
