@@ -95,15 +95,7 @@ async def shots(out: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def main() -> int:
-    import qasync
-    from PySide6.QtWidgets import QApplication
-
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    app.setQuitOnLastWindowClosed(False)
-    qasync.run(shots(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/screenshots")))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from tests.support.qt_helpers import run_shots
+
+    sys.exit(run_shots(shots))

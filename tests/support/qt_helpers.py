@@ -95,3 +95,17 @@ def in_view(conv, widget: QWidget) -> bool:
     """`widget` lies wholly inside the conversation's visible area."""
     top = widget.mapTo(conv.viewport(), QPoint(0, 0)).y()
     return top >= 0 and top + widget.height() <= conv.viewport().height()
+
+
+def run_shots(shots) -> int:
+    """Run a screenshot script's `shots(folder)` coroutine in a qasync loop: the folder is the first argument,
+    else resources/screenshots (the README's pictures)."""
+    import sys
+    from pathlib import Path
+
+    import qasync
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setQuitOnLastWindowClosed(False)
+    qasync.run(shots(Path(sys.argv[1] if len(sys.argv) > 1 else "resources/screenshots")))
+    return 0
