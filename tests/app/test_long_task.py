@@ -230,14 +230,21 @@ async def _jump_to_latest(conv, turn_id: str, shown: str):
     return item
 
 
-async def test_a_live_turn_streams_into_the_last_item_while_the_person_reads_higher_up(launch):
+async def _reading_pages_up(launch, pages: int):
+    """A 400-message task open, the person `pages` pages up, a model that holds the end of its answer."""
     model = HeldAnswer("Fresh ", "answer ", "arrives.")
     ctl = await launch(model)
     task_id = await seed_long_task(ctl.rt, 400)
     panel = await open_task(ctl, task_id)
-    conv = panel.conversation
+    for _ in range(pages):
+        await _wheel_up_a_page(panel)
+    return model, ctl, task_id, panel, panel.conversation
+
+
+async def test_a_live_turn_streams_into_the_last_item_while_the_person_reads_higher_up(launch):
+    # A page back: the newest messages are still rendered, screens below.
+    model, ctl, task_id, panel, conv = await _reading_pages_up(launch, 1)
     bar = conv.verticalScrollBar()
-    await _wheel_up_a_page(panel)  # a page back: the newest messages are still rendered, screens below
     place = await settled_place(conv)
     assert not conv.has_newer and bar.maximum() - bar.value() > 2 * conv.viewport().height()
     await ctl.bridge.send(task_id, "one more question")
@@ -263,14 +270,8 @@ async def test_a_live_turn_streams_into_the_last_item_while_the_person_reads_hig
 
 
 async def test_a_live_turn_streams_into_its_own_item_while_the_person_reads_far_up(launch):
-    model = HeldAnswer("Fresh ", "answer ", "arrives.")
-    ctl = await launch(model)
-    task_id = await seed_long_task(ctl.rt, 400)
-    panel = await open_task(ctl, task_id)
-    conv = panel.conversation
+    model, ctl, task_id, panel, conv = await _reading_pages_up(launch, 5)
     bar = conv.verticalScrollBar()
-    for _ in range(5):
-        await _wheel_up_a_page(panel)
     assert conv.has_newer
     place = await settled_place(conv)
     await ctl.bridge.send(task_id, "one more question")
