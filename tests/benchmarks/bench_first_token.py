@@ -13,6 +13,11 @@
 `--frozen` runs the installer's bundle (`build/dist/hearth/hearth`, packaging/build.sh) instead of
 `python -m runtime.cli`: its first run restores the prompt-prefix state the bundle ships.
 
+Both run with compiled bytecode, as an install has it (pip compiles what it installs; the bundle ships it): in a
+private cache (PYTHONPYCACHEPREFIX), filled by an untimed run of each first, because an environment with
+PYTHONDONTWRITEBYTECODE=1 (these machines' sessions) otherwise compiles Hearth's ~110 modules from source at
+every start, ~0.1-0.2 s that no installed copy pays. `--no-bytecode-cache` measures that way instead.
+
 Runs alternate between the two, so load from other processes on the machine hits both alike; medians are
 reported with every run, and the machine's load average before and after.
 """
@@ -42,9 +47,8 @@ for chunk in llm.create_chat_completion(messages=[{"role": "user", "content": sy
 """
 
 
-def first_byte(argv: list[str]) -> tuple[float, float, str]:
+def first_byte(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """(seconds to the first non-blank stdout byte, seconds to exit, output)."""
-    env = {k: v for k, v in os.environ.items() if k != "HEARTH_HOME"}
     start = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, bufsize=0)
     first, out = None, bytearray()
@@ -62,20 +66,29 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--frozen", action="store_true", help="run the bundle's hearth (packaging/build.sh)")
+    ap.add_argument("--no-bytecode-cache", action="store_true",
+                    help="compile every module from source at each start (as with PYTHONDONTWRITEBYTECODE=1)")
     args = ap.parse_args()
     py = sys.executable
     load_before = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="bench-first-token-") as home:
+    with tempfile.TemporaryDirectory(prefix="bench-first-token-") as tmp:
+        home, untimed, pycache = (Path(tmp) / name for name in ("home", "untimed", "pycache"))
+        env = {k: v for k, v in os.environ.items() if k not in ("HEARTH_HOME", "PYTHONDONTWRITEBYTECODE")}
+        if args.no_bytecode_cache:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env["PYTHONPYCACHEPREFIX"] = str(pycache)
         cli = [str(ROOT / "build" / "dist" / "hearth" / "hearth")] if args.frozen else [py, "-m", "runtime.cli"]
-        hearth = [*cli, "--home", home, "run", PROMPT]
+        hearth = [*cli, "--home", str(home), "run", PROMPT]
         plain = [py, "-c", PLAIN, PROMPT]
-        first_plain = first_byte(plain)  # also warms the page cache with the model file
-        first_hearth = first_byte(hearth)  # empty folder: evaluates and saves the prefix
+        first_plain = first_byte(plain, env)  # also warms the page cache with the model file, and the bytecode
+        first_byte([*cli, "--home", str(untimed), "run", PROMPT], env)  # the bytecode of Hearth's whole path
+        first_hearth = first_byte(hearth, env)  # empty folder: evaluates and saves the prefix
         later_hearth, later_plain = [], []
         for i in range(args.rounds):
             for kind in (("hearth", "plain") if i % 2 == 0 else ("plain", "hearth")):
                 (later_hearth if kind == "hearth" else later_plain).append(first_byte(hearth if kind == "hearth"
-                                                                                      else plain))
+                                                                                      else plain, env))
     load_after = os.getloadavg()
 
     def line(name: str, runs: list[tuple[float, float, str]]) -> str:
@@ -84,7 +97,8 @@ def main() -> None:
         return f"{name:44} {ttfb:7.2f} {wall:8.2f}    runs: {', '.join(f'{r[0]:.2f}' for r in runs)}"
 
     print(f"prompt {PROMPT!r}, bundled SmolLM2-135M, {args.rounds} later runs each (medians)"
-          + (", hearth from the installer's bundle" if args.frozen else ""))
+          + (", hearth from the installer's bundle" if args.frozen else "")
+          + (", every module compiled at each start" if args.no_bytecode_cache else ", bytecode cached"))
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} (2 cores)\n")
     print(f"{'':44} {'TTFB s':>7} {'exit s':>8}")
     print(line("hearth run, first (empty data folder)", [first_hearth]))
