@@ -5,7 +5,8 @@
     imported at first paint;
 (b) event-loop lag while 20,000 text deltas stream at full speed into an open task panel;
 (c) opening a long task: 250 / 1,000 / 2,000 / 10,000 messages → last page painted (goal <= 150 ms at 2,000,
-    flat across sizes) and RSS added (goal <= 60 MB); beside it, the runtime reading that page and the whole task;
+    flat across sizes) and RSS added (goal <= 60 MB: each rep a fresh app process opening the task, so memory an
+    earlier read freed cannot hide the cost); beside it, the runtime reading that page and the whole task;
 (d) 500 short turns in one open task: the last 50 ÷ the first 50 (goal <= 1.2) and RSS growth (goal <= 30 MB),
     beside the same 500 turns without a window;
 (e) event-loop lag p99 while 4 tasks stream ~500 tokens/s each, one of them visible (goal <= 16 ms);
@@ -137,7 +138,7 @@ async def _open_long(sizes: list[int], reps: int) -> list[str]:
             try:
                 task_id = await seed_long_task(ctl.rt, size, model=ctl.rt.settings.default_model)
                 await ctl.window.reload_tasks()
-                opens, rss, page_reads, full_reads = [], [], [], []
+                opens, page_reads, full_reads = [], [], []
                 for _ in range(reps):
                     t = time.perf_counter()
                     await ctl.rt.messages(task_id, limit=31)
@@ -149,23 +150,46 @@ async def _open_long(sizes: list[int], reps: int) -> list[str]:
                     ctl.view_states.clear()
                     await asyncio.sleep(0.2)
                     gc.collect()
-                    before = rss_mb()
                     t = time.perf_counter()
                     panel = ctl.window.open_task(task_id)
                     await panel.loaded.wait()
                     panel.conversation.viewport().repaint()
                     opens.append(time.perf_counter() - t)
-                    await asyncio.sleep(0.2)
-                    gc.collect()
-                    rss.append(rss_mb() - before)
                     panel_items = len(panel.conversation.items)
                 lines.append(f"(c) open {size:>6,} messages → last page painted {spread(opens, 1000, 'ms', 0)}, "
-                             f"RSS added {spread(rss, 1, 'MB', 1)}, {panel_items} messages rendered | runtime: "
+                             f"RSS added RSS_ADDED, {panel_items} messages rendered | runtime: "
                              f"page read {spread(page_reads, 1000, 'ms', 1)}, "
                              f"whole task {spread(full_reads, 1000, 'ms', 0)}")
             finally:
                 await ctl.shutdown()
+            rss = [await _rss_of_a_fresh_open(home, task_id) for _ in range(reps)]
+            lines[-1] = lines[-1].replace("RSS_ADDED", spread(rss, 1, "MB", 1))
     return lines
+
+
+async def _rss_of_a_fresh_open(home: str, task_id: str) -> float:
+    (Path(home) / "app.ini").unlink(missing_ok=True)  # no last task: the window starts without it
+    probe = await asyncio.create_subprocess_exec(
+        sys.executable, __file__, "--rss-probe", home, task_id, stdout=asyncio.subprocess.PIPE)
+    out, _ = await probe.communicate()
+    return float(out.decode().split()[-1])
+
+
+async def _probe_open(home: str, task_id: str) -> None:
+    """In a fresh app process: the RSS that opening the task adds, printed last."""
+    ctl = await _app(home, {})
+    try:
+        await asyncio.sleep(1.0)  # the start-up's own work (task list, database check) done
+        gc.collect()
+        before = rss_mb()
+        panel = ctl.window.open_task(task_id)
+        await panel.loaded.wait()
+        panel.conversation.viewport().repaint()
+        await asyncio.sleep(0.2)
+        gc.collect()
+        print(f"{rss_mb() - before:.3f}")
+    finally:
+        await ctl.shutdown()
 
 
 async def _turns(n: int) -> dict:
@@ -327,7 +351,13 @@ def main() -> None:
     parser.add_argument("--deltas", type=int, default=20_000)
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
     parser.add_argument("--only", default="abcdefg", help="the parts to run, e.g. --only de")
+    parser.add_argument("--rss-probe", nargs=2, metavar=("HOME", "TASK"), help=argparse.SUPPRESS)  # (c)'s probe
     args = parser.parse_args()
+    if args.rss_probe:
+        app = QApplication.instance() or QApplication(sys.argv[:1])
+        app.setQuitOnLastWindowClosed(False)
+        qasync.run(_probe_open(*args.rss_probe))
+        return
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if "a" in args.only:
         bench_launch(args.reps, 100 if args.quick else 1000)
