@@ -25,6 +25,9 @@ from .task_panel import PHASES
 if TYPE_CHECKING:
     from .bridge import Batched
 
+EMPTY_HINT = ("Type a question below to start.\n\nA chat is a quick conversation with the model shown above "
+              "(click it to pick another). For work on files or commands, use Turn into a task.")
+
 
 class ChatPanel(FeedPanel, QWidget):
     title_changed = Signal(str)
@@ -105,6 +108,7 @@ class ChatPanel(FeedPanel, QWidget):
 
     def apply_info(self, info) -> None:
         self.info = info
+        self.conversation.set_hint(EMPTY_HINT)  # once the first page is read: an empty chat never flashes it
         self._show_info(info)
         running = self.source.is_running()
         self.composer.set_running(running)

@@ -59,6 +59,13 @@ class ConversationView(QScrollArea):
         self.older_note.hide()
         self.lay.addWidget(self.older_note)
         self.lay.addStretch(1)
+        self.hint = QLabel()  # what to do in an empty conversation (set_hint), in the middle of the view
+        self.hint.setObjectName("Muted")
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.hint.hide()
+        self.lay.addWidget(self.hint)
+        self.lay.addStretch(1)
         self.setWidget(body)
         self.messages: list[Message] = []
         self.items: dict[int, QWidget] = {}
@@ -154,6 +161,15 @@ class ConversationView(QScrollArea):
     def remove_message(self, message_id: int) -> None:
         self.messages = [m for m in self.messages if m.id != message_id]
         self._drop(message_id)
+        self._show_hint()
+
+    def set_hint(self, text: str) -> None:
+        """Shown while the conversation has no message: what to do first."""
+        self.hint.setText(text)
+        self._show_hint()
+
+    def _show_hint(self) -> None:
+        self.hint.setVisible(bool(self.hint.text()) and not self.messages and not self.has_older)
 
     def set_running(self, running: bool) -> None:
         if running != self.running:
@@ -218,6 +234,7 @@ class ConversationView(QScrollArea):
             item.deleteLater()
 
     def _refresh_meta(self) -> None:
+        self._show_hint()
         last = next((m.id for m in reversed(self.messages) if m.role == "assistant"), None)
         self.can_continue_id = last if not self.has_newer else None
         self._link_continued()

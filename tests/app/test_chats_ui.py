@@ -58,6 +58,25 @@ async def test_a_new_chat_is_one_keystroke_and_has_no_folder_approval_or_attachm
     assert panel.composer.edit.toPlainText() == pasted and panel.composer.send.isEnabled()
 
 
+async def test_a_new_chat_says_what_to_do_until_its_first_message(launch):
+    ctl = await launch(ScriptedModel([["Paris."]]))
+    await _default_model(ctl)
+    window = ctl.window
+    panel = await _new_chat(ctl)
+    hint = panel.conversation.hint
+    assert hint.isVisibleTo(panel) and hint.text().startswith("Type a question below to start.")
+    type_and_send(panel, "Capital of France?")
+    await until(lambda: not hint.isVisibleTo(panel), what="the hint gone with the first message")
+    await until(lambda: panel.settled and "Paris." in [m.text for m in panel.conversation.messages],
+                what="the answer")
+    chat_id = panel.chat_id
+    window.close_panel()
+    await window.reload_tasks()
+    panel = window.open_chat(chat_id)  # a chat with messages never shows it
+    await until(lambda: panel.loaded.is_set(), what="the chat again")
+    assert panel.conversation.messages and not panel.conversation.hint.isVisibleTo(panel)
+
+
 async def test_changing_the_model_marks_the_conversation_and_reaches_the_next_answer(launch):
     first, other = ScriptedModel([["One."]]), ScriptedModel([["Two, from the other model."]])
     ctl = await launch(first, other=other)

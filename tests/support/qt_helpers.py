@@ -60,7 +60,7 @@ def laid_out(conv) -> list[QWidget]:
     """The message widgets in the order the conversation's layout places them on screen."""
     lay = conv.lay
     widgets = [lay.itemAt(i).widget() for i in range(lay.count())]
-    return [w for w in widgets if w is not None and w is not conv.older_note]
+    return [w for w in widgets if w is not None and w is not conv.older_note and w is not conv.hint]
 
 
 def wheel(conv, notches: int) -> None:
