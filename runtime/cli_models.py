@@ -63,15 +63,18 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         mark = "installed" if c.installed else "won't fit in this computer's memory" if c.fits is False else ""
         size = f"~{human_bytes(c.size)}" if c.size else "size unknown"
         print(f"  {c.id:<26} {c.label:<26} {size:>9}  needs {human_bytes(c.ram_needed)} RAM  {mark}".rstrip())
-    print()
     configured, detected = await asyncio.gather(rt.all_models(), rt.detect_local_servers())
-    for provider_id, models in configured.items():
+    # The local provider's models are the installed ones above: listed again here they read as a stray line.
+    servers = {pid: models for pid, models in configured.items() if pid != rt.local_provider_id()}
+    if servers:
+        print("\nModel servers (Settings ▸ Models):")
+    for provider_id, models in servers.items():
         if isinstance(models, str):
-            print(f"{provider_id}: unavailable: {models}")
+            print(f"  {provider_id}: unavailable: {models}")
             if split_model_ref(default)[0] == provider_id:  # the default cannot be listed: say which it is
-                print(f"{default}  (default)")
+                print(f"  {default}  (default)")
         else:
-            print("\n".join(m + default_mark(m) for m in models) if models else f"{provider_id}: no models")
+            print("\n".join(f"  {m}{default_mark(m)}" for m in models) if models else f"  {provider_id}: no models")
     known = {p.base_url for p in rt.settings.providers}
     for preset in rt.presets():
         if preset.id in detected and preset.base_url not in known:

@@ -152,8 +152,8 @@ async def test_models_marks_the_default(home):
     code, out, err = await _result(await _cli("models", home=home))
     assert code == 0, err
     lines = out.splitlines()
-    down = next(i for i, line in enumerate(lines) if line.startswith("local: unavailable: "))
-    assert lines[down + 1] == "local/test-model  (default)"
+    down = next(i for i, line in enumerate(lines) if line.startswith("  local: unavailable: "))
+    assert lines[down + 1] == "  local/test-model  (default)"
 
 
 async def test_an_ambiguous_prefix_asks_for_more_of_the_id(home):

@@ -12,6 +12,8 @@ import pytest
 
 from runtime.models.machine import human_bytes
 from tests.support.fake_hub import FakeHub, tiny_gguf
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer
 
 REPO, FILE = "org/cli-GGUF", "cli-model-Q4_K_M.gguf"
 
@@ -103,3 +105,20 @@ async def test_pull_errors_are_one_sentence_and_exit_3(home, hub_env, big_gguf):
     assert code == 3 and "not a catalog model" in err
     code, _, err = await _result(await _cli(home, "rm", "nothing", env=env))
     assert code == 3 and "No installed model is named 'nothing'" in err
+
+
+async def test_list_names_the_bundled_model_once_and_heads_the_model_servers(home, hub_env):
+    _hub, env = hub_env
+    code, out, err = await _result(await _cli(home, env=env))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line for line in lines if "builtin/smollm2-135m" in line] == [
+        next(line for line in lines if line.startswith("  builtin/smollm2-135m "))]  # under Installed only
+    assert lines[-1].startswith("  ") and "RAM" in lines[-1]  # the catalog ends it: no stray line after it
+    assert "Model servers" not in out  # none is configured
+    async with OpenAIServer(models=["tiny"]) as server:
+        write_settings(home, server.base_url)
+        code, out, err = await _result(await _cli(home, env=env))
+    assert code == 0, err
+    servers = out.split("\nModel servers (Settings ▸ Models):\n")[1].splitlines()
+    assert servers[0] == "  local/tiny" and not any("builtin/" in line for line in servers)
