@@ -202,7 +202,9 @@ class AssistantItem(QWidget):
         """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
         m = self.message
         self.footer.setVisible(not self.goes_on)
-        self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on)
+        # No Retry while an approval or a question waits: the answer to it is how this turn goes on.
+        self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on
+                              and not self.waiting_now)
         self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
         self.details.setVisible(not m.live and m.turn is not None and not self.goes_on)
         stopped = (m.turn or {}).get("reason") == "aborted" and not m.truncated
@@ -217,7 +219,7 @@ class AssistantItem(QWidget):
         turn = m.turn or {}
         reason = turn.get("reason")
         self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
-                                        waiting_now=self.waiting_now))
+                                        waiting_now=self.waiting_now, truncated=m.truncated))
         if reason == "interrupted":
             text = ("<b>Interrupted.</b> Hearth closed while this turn ran. What it produced so far is kept"
                     + (" — continue to let it pick up from there." if can_continue else "."))
@@ -226,8 +228,9 @@ class AssistantItem(QWidget):
             err = turn.get("error") or "the model or the runtime failed"
             self._set_banner("error", f"<b>This turn failed.</b> {html.escape(err)}", can_continue)
         elif m.truncated:
-            self._set_banner("interrupted", "<b>Stopped at the length limit.</b> The model ran out of room for "
-                             "this answer.", can_continue)
+            self._set_banner("interrupted", "<b>The model ran out of room for this answer.</b>"
+                             + (" Continue lets it go on from where it was cut." if can_continue else ""),
+                             can_continue)
         else:
             self._set_banner(None, "", False)
 

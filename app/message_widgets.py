@@ -42,11 +42,11 @@ class UserBubble(QWidget):
         self.text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
         answer = next((p for p in parts if p.get("type") == "answer"), None)
         if answer is not None and not self.text:
-            label = QLabel(_answer_line(answer))
-            label.setObjectName("Muted")
-            label.setWordWrap(True)
+            self.label = QLabel(_answer_line(answer))
+            self.label.setObjectName("Muted")
+            self.label.setWordWrap(True)  # a long typed answer; a short line keeps its width (resizeEvent)
             outer.addStretch(1)
-            outer.addWidget(label)
+            outer.addWidget(self.label)
             self.bubble = None
             return
         outer.addStretch(1)
@@ -95,13 +95,15 @@ class UserBubble(QWidget):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        widest = max(200, int(self.width() * 0.8))
         if self.bubble is not None:
-            widest = max(200, int(self.width() * 0.8))
             self.bubble.setMaximumWidth(widest)
-            # A word-wrapped QLabel would pick a narrow width by itself; give it the text's natural width.
-            fm = self.label.fontMetrics()
-            natural = max((fm.horizontalAdvance(line) for line in self.text.splitlines()), default=0) + 4
-            self.label.setMinimumWidth(min(natural, widest - 24))
+            widest -= 24  # the bubble's margins
+        # A word-wrapped QLabel would pick a narrow width by itself (an answer line broke after "You approved");
+        # give it the text's natural width, up to the widest it may be.
+        fm = self.label.fontMetrics()
+        natural = max((fm.horizontalAdvance(line) for line in self.label.text().splitlines()), default=0) + 4
+        self.label.setMinimumWidth(min(natural, widest))
 
 
 def link_button(text: str, signal, tip: str = "") -> QPushButton:
@@ -337,12 +339,16 @@ class EventLine(QLabel):
 
 
 def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,
-                waiting_now: bool = False) -> str:
+                waiting_now: bool = False, truncated: bool = False) -> str:
+    """How the turn ended, and its tokens. `truncated`: the model hit its length limit (the turn completed,
+    the answer did not)."""
     bits = []
     if live:
         bits.append("working…")
     elif reason == "waiting":
         bits.append("waiting for you" if waiting_now else "asked you")
+    elif reason == "completed" and truncated:
+        bits.append("cut off at the length limit")
     elif reason:
         bits.append({"completed": "done", "aborted": "stopped by you"}.get(reason, reason))
     if input_tokens or output_tokens:

@@ -52,7 +52,9 @@ async def test_continue_after_a_length_stop_shows_one_answer_going_on(launch):
     type_and_send(panel, "Name three colours.")
     await wait_turns(ctl, panel)
     banner = (await until(panel.conversation.banners, what="the length-limit banner"))[0]
-    assert "length limit" in banner.label.text() and banner.button.isVisibleTo(panel)
+    assert "ran out of room" in banner.label.text() and banner.button.isVisibleTo(panel)
+    (cut,) = panel.conversation.assistant_items()  # the turn completed; the answer did not: not "done"
+    assert cut.footer.text().startswith("cut off at the length limit") and "done" not in cut.footer.text()
     QTest.mouseClick(banner.button, Qt.MouseButton.LeftButton)
     await wait_turns(ctl, panel, 2)
     first, second = panel.conversation.assistant_items()
@@ -113,12 +115,18 @@ async def test_approving_updates_the_one_card_in_place(launch):
     panel = await open_task(ctl, task.id)
     type_and_send(panel, "write a.txt")
     await until(lambda: panel.waiting is not None and panel.settled, what="approval asked")
-    assert "waiting for you" in panel.conversation.assistant_items()[0].footer.text()
+    asking = panel.conversation.assistant_items()[0]
+    assert "waiting for you" in asking.footer.text()
+    assert not asking.retry.isVisibleTo(panel)  # the approval is how this turn goes on, not another answer
     cards = panel.conversation.cards()
     assert [c.state for c in cards] == ["pending"] and cards[0].waiting
     QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
     await wait_turns(ctl, panel, 2)
     await until(lambda: [c.state for c in panel.conversation.cards()] == ["done"], what="the same card done")
+    (line,) = [w for w in panel.conversation.findChildren(QLabel) if w.text() == "✓ You approved write_file"]
+    await until(lambda: line.isVisibleTo(panel) and line.width() > 1, what="the answer line laid out")
+    assert line.width() >= line.fontMetrics().horizontalAdvance(line.text())  # one line, not broken at the right
+    assert line.height() < 2 * line.fontMetrics().lineSpacing()
     assert panel.conversation.cards()[0] is cards[0]  # updated in place, never a second card
     assert panel.waiting is None
     assert all("waiting for you" not in i.footer.text() for i in panel.conversation.assistant_items())
