@@ -249,8 +249,8 @@ class MarkdownView(QTextBrowser):
             self.render_now()
 
     def _decorate(self) -> None:
-        """Code blocks get a monospace font, a background and Pygments colours; inline code a background; the
-        "Copy code" links sit small and right-aligned above their block."""
+        """Code blocks get a monospace font, a background, Pygments colours and wrapped long lines; inline code a
+        background; the "Copy code" links sit small and right-aligned above their block."""
         c = theme.colors()
         doc = self.document()
         code_bg = QColor(c["code"])
@@ -266,6 +266,9 @@ class MarkdownView(QTextBrowser):
                 fmt = QTextBlockFormat()
                 fmt.setBackground(code_bg)
                 fmt.setLeftMargin(6)
+                # Qt's importer makes code lines unbreakable: in a view that grows down, not sideways, a long line
+                # ran past the right edge, clipped and unreachable. They wrap (copying still gives the one line).
+                fmt.setNonBreakableLines(False)
                 cursor.setPosition(block.position())
                 cursor.mergeBlockFormat(fmt)
                 cursor.movePosition(QTextCursor.MoveOperation.EndOfBlock, QTextCursor.MoveMode.KeepAnchor)

@@ -19,7 +19,7 @@ from app.markdown import MarkdownView
 from app.message_widgets import AssistantBlock
 from app.sidebar import started_labels
 from app.tool_card import ToolCard
-from runtime.providers.scripted import Call, Reasoning, ScriptedModel
+from runtime.providers.scripted import Call, Delay, Reasoning, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 
@@ -55,6 +55,52 @@ def _blocks(doc):
     while block.isValid():
         yield block
         block = block.next()
+
+
+LONG_LINE = "curl -fsSL https://example.org/" + "a-very-long-path-segment/" * 12 + "install.sh | sh  # THE-END"
+LONG_WORD = "x" * 400 + "END-OF-WORD"  # no place to break: it must still be seen whole
+
+
+def _line_end_on_screen(conv, views, line: str) -> bool:
+    """The last character of `line` (in one of `views`, MarkdownViews of the answer) lies inside the
+    conversation's visible width, and no view's document is wider than the view (nothing cut at the right)."""
+    for view in views:
+        block = next((b for b in _blocks(view.document()) if b.text() == line), None)
+        if block is None:
+            continue
+        assert view.document().size().width() <= view.viewport().width() + 1
+        cursor = view.textCursor()
+        cursor.setPosition(block.position() + len(line))
+        end = view.viewport().mapTo(conv.viewport(), view.cursorRect(cursor).center())
+        return 0 <= end.x() <= conv.viewport().width() and view.height() >= view.document().size().height()
+    raise AssertionError(f"no view shows {line[:30]!r}…")
+
+
+async def test_long_code_lines_are_seen_whole_in_an_answer_live_and_saved(launch):
+    answer = f"Run this:\n\n```sh\n{LONG_LINE}\n{LONG_WORD}\n```\n\nDone."
+    model = ScriptedModel([[answer[:-5], Delay(1.0), answer[-5:]]])
+    ctl = await launch(model)
+    ctl.window.resize(900, 700)
+    ctl.window.show()
+    task = await ctl.bridge.create_task(title="Code", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    conv = panel.conversation
+    type_and_send(panel, "How do I install it?")
+
+    def live_views():
+        item = conv.live_item(panel.live_turn) if panel.live_turn else None
+        return item.block.parts[0].views if item is not None and item.block.parts else []
+
+    await until(lambda: any(LONG_WORD in v.source for v in live_views()), what="the code, live")
+    await asyncio.sleep(0.1)  # laid out
+    assert _line_end_on_screen(conv, live_views(), LONG_LINE) and _line_end_on_screen(conv, live_views(), LONG_WORD)
+    await wait_turns(ctl, panel)
+    (item,) = conv.assistant_items()
+    saved = [item.block.parts[0]]
+    assert isinstance(saved[0], MarkdownView) and saved[0].source == answer
+    await until(lambda: saved[0].height() > 4 * saved[0].fontMetrics().lineSpacing(), what="the saved answer laid out")
+    assert _line_end_on_screen(conv, saved, LONG_LINE) and _line_end_on_screen(conv, saved, LONG_WORD)
+    assert saved[0].code_blocks == [f"{LONG_LINE}\n{LONG_WORD}"]  # Copy code gives the lines as written
 
 
 def test_streaming_markdown_keeps_the_exact_source():
