@@ -1,7 +1,8 @@
 """Settings ▸ Models ▸ local models: what is installed (size, Delete), the catalog (size, memory needed, a mark on
 models that will not fit in this computer's memory, Download), a Hugging Face file by name or URL, a .gguf from
-this computer, the running downloads (progress bar, speed, time left, Pause, Cancel) and the paused ones (how far
-they got, Resume, Cancel), which stay listed after Settings closes or Hearth restarts.
+this computer, the running downloads (progress bar, speed, time left, Pause, Cancel), a failed one on its row (why,
+Retry, Cancel) and the paused ones (how far they got, Resume, Cancel), which stay listed after Settings closes or
+Hearth restarts.
 
 It talks to the runtime facade only (`model_catalog`, `installed_models`, `pull_model`, `remove_model`,
 `add_local_model`, `set_hf_token`, `cancel_download`, `paused_downloads`). A download is an asyncio task; Pause
@@ -57,14 +58,17 @@ def _label(text: str = "", muted: bool = False) -> QLabel:
 
 
 class DownloadRow(QWidget):
-    """One download: name, progress bar, bytes / speed / time left, Pause and Cancel."""
+    """One download: name, progress bar, bytes / speed / time left, Pause and Cancel; a failed one says why, with
+    Retry and Cancel."""
 
     pause = Signal(str)
     cancel = Signal(str)
+    retry = Signal(str)
 
     def __init__(self, key: str, title: str, parent=None):
         super().__init__(parent)
         self.key = key
+        self.name = title
         lay = QGridLayout(self)
         lay.setContentsMargins(0, 4, 0, 4)
         self.title = _label(title)
@@ -78,14 +82,34 @@ class DownloadRow(QWidget):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.clicked.connect(lambda: self.cancel.emit(self.key))
         self.cancel_button.setToolTip("Stop and delete what was downloaded so far")
+        self.retry_button = QPushButton("Retry")
+        self.retry_button.setObjectName("Primary")
+        self.retry_button.clicked.connect(lambda: self.retry.emit(self.key))
+        self.retry_button.hide()
+        self.failed = False
+        self.reached_hub = False  # a progress report came: the download began
         lay.addWidget(self.title, 0, 0)
         lay.addWidget(self.pause_button, 0, 1, Qt.AlignmentFlag.AlignRight)
+        lay.addWidget(self.retry_button, 0, 1, Qt.AlignmentFlag.AlignRight)
         lay.addWidget(self.cancel_button, 0, 2, Qt.AlignmentFlag.AlignRight)
         lay.addWidget(self.bar, 1, 0, 1, 3)
         lay.addWidget(self.detail, 2, 0, 1, 3)
         lay.setColumnStretch(0, 1)  # the name takes the room: Pause and Cancel sit together on the right
 
+    def show_failure(self, text: str) -> None:
+        """The download stopped on an error: the row says why, and offers Retry (and Cancel to let it go)."""
+        self.failed = True
+        self.bar.hide()
+        self.pause_button.hide()
+        self.retry_button.show()
+        self.cancel_button.setEnabled(True)
+        self.cancel_button.setToolTip("Forget this download, and delete what it had downloaded")
+        self.detail.setObjectName("Warning")
+        self.detail.style().polish(self.detail)  # the stylesheet's rule for its new name
+        self.detail.setText(text)
+
     def update_progress(self, p) -> None:
+        self.reached_hub = True
         if p.total:
             self.bar.setRange(0, 1000)
             self.bar.setValue(int(1000 * p.done / p.total))
@@ -197,7 +221,8 @@ class ModelManager(QWidget):
             if c.installed:
                 self.catalog.addWidget(_label("Installed", muted=True), i, 2)
             else:
-                button = QPushButton("Downloading…" if c.id in self.downloads else
+                failed = c.id in self.rows and c.id not in self.downloads
+                button = QPushButton("Downloading…" if c.id in self.downloads else "Retry" if failed else
                                      "Resume" if c.id in paused else "Download")
                 button.setObjectName("Primary")
                 button.setEnabled(c.id not in self.downloads)
@@ -208,7 +233,7 @@ class ModelManager(QWidget):
     def _list_paused(self) -> set[str]:
         """The paused downloads, each with Resume and Cancel; returns their refs."""
         _clear(self.paused)
-        paused = [p for p in self.rt.paused_downloads() if p.ref not in self.downloads]
+        paused = [p for p in self.rt.paused_downloads() if p.ref not in self.rows]  # a failed one's row says it
         for i, p in enumerate(paused):
             got = f"{size_text(p.downloaded)} of {size_text(p.total)}"
             if p.total:
@@ -234,9 +259,11 @@ class ModelManager(QWidget):
         ref = ref.strip()
         if not ref or ref in self.downloads:
             return
+        self._drop_row(ref)  # a failed attempt's row: this one takes its place
         row = self.rows[ref] = DownloadRow(ref, title or ref)
         row.pause.connect(self.pause)
         row.cancel.connect(self.cancel)
+        row.retry.connect(lambda key: self.pull(key, title))
         self.no_downloads.hide()
         self.downloads_box.addWidget(row)
         self.message.clear()
@@ -254,7 +281,12 @@ class ModelManager(QWidget):
                     self._end(ref, f"Paused {title or ref}; Download resumes it.")
                 raise
             except Exception as exc:
-                self._end(ref, error_text(exc))
+                from runtime.api import DownloadCancelled  # loaded already: the runtime is running
+
+                if row.reached_hub and not isinstance(exc, DownloadCancelled):  # its row says why, with Retry
+                    self._failed(ref, error_text(exc))
+                else:  # cancelled, or refused before it began (a wrong reference): nothing to retry
+                    self._end(ref, error_text(exc))
                 return
             self._end(ref, f"Installed {model.label} as {model.ref}.")
             self.changed.emit()
@@ -271,9 +303,15 @@ class ModelManager(QWidget):
             task.cancel()
 
     def cancel(self, ref: str) -> None:
-        """Stop the download and delete its partial file; its own pull then ends saying so."""
+        """Stop the download and delete its partial file; its own pull then ends saying so. A failed one's row
+        goes, with what it had downloaded."""
         row = self.rows.get(ref)
-        if row is not None:
+        if row is not None and row.failed:
+            name = row.name
+            self._drop_row(ref)
+            self._act(self.rt.cancel_download(ref), lambda deleted: (
+                f"Deleted the partial download of {name}." if deleted else ""))
+        elif row is not None:
             row.pause_button.setEnabled(False)
             row.cancel_button.setEnabled(False)
             row.detail.setText("Cancelling…")
@@ -296,12 +334,23 @@ class ModelManager(QWidget):
 
     def _end(self, ref: str, message: str) -> None:
         self.downloads.pop(ref, None)
+        self._drop_row(ref)
+        self.message.setText(message)
+        self.refresh()
+
+    def _failed(self, ref: str, message: str) -> None:
+        """The download's row stays, saying what went wrong, with Retry."""
+        self.downloads.pop(ref, None)
+        row = self.rows.get(ref)
+        if row is not None:
+            row.show_failure(message)
+        self.refresh()
+
+    def _drop_row(self, ref: str) -> None:
         row = self.rows.pop(ref, None)
         if row is not None:
             row.setParent(None)
             row.deleteLater()
-        self.message.setText(message)
-        self.refresh()
 
     def _pull_ref(self) -> None:
         ref = self.hf_ref.text().strip()

@@ -58,6 +58,7 @@ from .models.hub import (
     remove_file,
 )
 from .models.library import BUNDLED_MODEL_NAME, ModelLibrary, ModelRecord, model_name_for, sha256_of
+from .models.machine import human_bytes
 from .models.partials import PartialDownload
 from .models.progress import DownloadProgress, ProgressReporter
 
@@ -224,6 +225,19 @@ class ModelsMixin:
 
     def _pull_sync(self, target: HubFile, entry: CatalogEntry | None, reporter: ProgressReporter,
                    cancel: threading.Event) -> ModelRecord:
+        try:
+            return self._download_sync(target, entry, reporter, cancel)
+        except DownloadCancelled:
+            raise
+        except ModelError as exc:  # a partial download is mentioned only when there is one
+            kept = next((size for e, size in self.models.partials.entries() if e.key == str(target)), 0)
+            if not kept:
+                raise
+            raise ModelError(f"{exc} The {human_bytes(kept)} downloaded so far are kept: trying again goes on "
+                             "from there.") from exc
+
+    def _download_sync(self, target: HubFile, entry: CatalogEntry | None, reporter: ProgressReporter,
+                       cancel: threading.Event) -> ModelRecord:
         endpoint = hub_endpoint()
         reporter.phase("checking")
         token = None

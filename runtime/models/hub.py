@@ -18,7 +18,9 @@ Decisions:
   (etag = git blob sha1) is checked against that instead.
 - The token goes only to the Hub itself, never to a CDN host the Hub redirects to. No token: none is sent
   (`token=False`, so a token huggingface_hub might find in the environment is not used either).
-- Every failure becomes a `ModelError` with one readable sentence; `DownloadCancelled` keeps the partial file.
+- Every failure becomes a `ModelError` with one readable sentence, never the library's words or an exception's
+  class (those go to the log); whether bytes were kept is said by the caller, which knows (models_api.py).
+  `DownloadCancelled` keeps the partial file.
 - The body is read in 1 MB chunks instead of the library's 10 MB (`_tune_library`): progress, pausing and a
   resume after a dropped connection all work at that granularity.
 """
@@ -41,6 +43,8 @@ from urllib.parse import urlsplit
 
 from ..errors import DownloadCancelled, ModelError
 from .machine import free_disk_bytes, human_bytes
+
+log = logging.getLogger(__name__)
 
 HUB_ENDPOINT = "https://huggingface.co"
 DISK_MARGIN = 100_000_000  # room left on the disk after a download
@@ -117,10 +121,9 @@ def _hub_error(exc: BaseException, ref: HubFile, endpoint: str) -> ModelError:
     if isinstance(exc, hf.HfHubHTTPError):
         status = exc.response.status_code if exc.response is not None else "?"
         return ModelError(f"Hugging Face answered with an error (HTTP {status}) for {ref}. Try again later.")
-    return ModelError(
-        f"Cannot reach Hugging Face at {endpoint} ({type(exc).__name__}). Check the internet connection; "
-        "a partial download is kept and resumes next time."
-    )
+    log.warning("download of %s failed: %r", ref, exc)  # the library's words, for the log only
+    return ModelError(f"Hearth could not reach Hugging Face ({urlsplit(endpoint).netloc or endpoint}). Check the "
+                      "internet connection, then try again.")
 
 
 def _tune_library() -> None:
@@ -256,7 +259,7 @@ def _download_error(exc: BaseException, ref: HubFile, partial: Path, endpoint: s
     if "Consistency check failed" in str(exc):  # http_get: the body ended at another size than announced
         partial.unlink(missing_ok=True)
         return ModelError(f"The download of {ref.file} came out the wrong size; it was deleted. Try again.")
-    return ModelError(f"Could not write {partial}: {exc.strerror or exc}. The partial file is kept.")
+    return ModelError(f"Could not write {partial}: {exc.strerror or exc}.")
 
 
 def _link(blob: Path, pointer: Path) -> None:

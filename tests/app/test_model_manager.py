@@ -14,7 +14,8 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton
 from app.model_manager import ModelManager
 from runtime.api import Runtime
 from runtime.models import catalog as catalog_module
-from tests.support.fake_hub import FakeHub, tiny_gguf
+from runtime.models.machine import human_bytes
+from tests.support.fake_hub import FakeHub, refused_endpoint, tiny_gguf
 from tests.support.qt_helpers import until
 
 QWEN = ("bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf")
@@ -129,6 +130,41 @@ async def test_cancel_on_a_paused_download_deletes_what_it_had(page, gguf):
     assert widget.message.text() == "Deleted the partial download of Qwen2.5 1.5B Instruct."
     assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
     assert widget.no_downloads.isVisible() and catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
+
+
+async def test_a_failed_download_says_why_on_its_row_with_retry(page, gguf, monkeypatch):
+    widget, hub = page
+    nowhere = refused_endpoint()
+    monkeypatch.setenv("HF_ENDPOINT", nowhere)  # Hugging Face cannot be reached
+    catalog_button(widget, "Qwen2.5 1.5B").click()
+    row = widget.rows["qwen2.5-1.5b-instruct"]
+    await until(lambda: row.retry_button.isVisibleTo(widget), what="Retry on the failed row")
+    assert row.detail.isVisibleTo(widget) and row.detail.text() == (
+        f"Hearth could not reach Hugging Face ({nowhere.removeprefix('http://')}). Check the internet connection, "
+        "then try again.")  # plain words, on the row; nothing was downloaded, so no partial download is mentioned
+    assert not row.bar.isVisibleTo(widget) and not row.pause_button.isVisibleTo(widget)
+    assert widget.message.text() == "" and catalog_button(widget, "Qwen2.5 1.5B").text() == "Retry"
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)  # back online: Retry downloads it
+    hub.add(*QWEN, gguf)
+    hub.faults.throttle = 4 << 20
+    row.retry_button.click()
+    row = await until(lambda: (r := widget.rows.get("qwen2.5-1.5b-instruct")) and r.bar.value() > 100 and r,
+                      what="the retried download under way")
+    row.pause_button.click()
+    await until(lambda: widget.paused.count() == 3, what="paused with bytes kept")
+    have = widget.rt.paused_downloads()[0].downloaded
+    monkeypatch.setenv("HF_ENDPOINT", nowhere)
+    paused_row(widget)[1].click()  # Resume, with the connection gone again
+    row = await until(lambda: (r := widget.rows.get("qwen2.5-1.5b-instruct")) and r.failed and r, what="failed")
+    assert row.detail.text().endswith(f"The {human_bytes(have)} downloaded so far are kept: trying again goes on "
+                                      "from there.")
+    assert widget.paused.count() == 0  # the failed row is the one place it is listed
+    row.cancel_button.click()  # let it go: what it had is deleted
+    await until(lambda: not widget.rows and widget.paused.count() == 0, what="the row gone")
+    await until(lambda: widget.message.text() == "Deleted the partial download of Qwen2.5 1.5B Instruct.",
+                what="said so")
+    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete")) and widget.no_downloads.isVisible()
 
 
 async def test_a_wrong_reference_and_a_local_file(page, tmp_path):

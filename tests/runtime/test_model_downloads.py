@@ -14,7 +14,8 @@ from runtime.api import DownloadCancelled, ModelError, Runtime
 from runtime.models import catalog as catalog_module
 from runtime.models import hub as hub_module
 from runtime.models.hub import parse_hub_ref
-from tests.support.fake_hub import COMMIT, FakeHub, tiny_gguf
+from runtime.models.machine import human_bytes
+from tests.support.fake_hub import COMMIT, FakeHub, refused_endpoint, tiny_gguf
 
 QWEN = ("bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf")
 BIG = 24 << 20
@@ -131,6 +132,37 @@ async def test_a_paused_download_is_listed_after_a_restart_and_can_be_discarded(
         assert rt.paused_downloads() == []
     finally:
         await rt.aclose()
+
+
+async def test_an_unreachable_hub_is_said_plainly_and_kept_bytes_only_when_there_are_some(rt, hub, gguf_big,
+                                                                                       monkeypatch):
+    nowhere = refused_endpoint()
+    monkeypatch.setenv("HF_ENDPOINT", nowhere)
+    with pytest.raises(ModelError) as refused:
+        await rt.pull_model("qwen2.5-1.5b-instruct")
+    host = nowhere.removeprefix("http://")
+    assert str(refused.value) == (f"Hearth could not reach Hugging Face ({host}). Check the internet connection, "
+                                  "then try again.")  # no exception class, no partial download: nothing came
+    assert rt.paused_downloads() == [] and not list(rt.models.hub_cache.rglob("*.incomplete"))
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    hub.add(*QWEN, gguf_big)
+    hub.faults.throttle = 20 << 20
+    progress = []
+    pull = asyncio.ensure_future(rt.pull_model("qwen2.5-1.5b-instruct", progress.append))
+    while not any(p.done >= 5 << 20 for p in progress):
+        await asyncio.sleep(0.02)
+    pull.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await pull
+    (paused,) = rt.paused_downloads()
+    monkeypatch.setenv("HF_ENDPOINT", nowhere)  # the connection is gone when it is resumed
+    with pytest.raises(ModelError) as kept:
+        await rt.pull_model("qwen2.5-1.5b-instruct")
+    assert str(kept.value) == (f"Hearth could not reach Hugging Face ({host}). Check the internet connection, then "
+                               f"try again. The {human_bytes(paused.downloaded)} downloaded so far are kept: trying "
+                               "again goes on from there.")
+    assert rt.paused_downloads() == [paused]
 
 
 async def test_a_cancelled_download_deletes_what_it_had_downloaded(rt, hub, gguf_big):

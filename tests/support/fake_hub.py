@@ -9,6 +9,7 @@ one file, and a CDN host on another port, as the real Hub has.
 - Faults: `drop_after(n)` closes the connection after n bytes of the next body(ies); `throttle` (bytes/s)
   slows bodies down; `publish_sha256` publishes a wrong hash for a file.
 - Every request is recorded as (host, method, path, headers) in `requests`.
+- `refused_endpoint()`: an address where nothing listens, for a Hub that cannot be reached.
 
     with FakeHub() as hub:
         hub.add("org/repo", "model.gguf", data)
@@ -226,6 +227,15 @@ def _handler(hub: FakeHub, role: str):
                 self.close_connection = True
 
     return Handler
+
+
+def refused_endpoint() -> str:
+    """A loopback address where nothing listens (a port bound, then closed): a connection to it is refused,
+    as to a Hub that cannot be reached."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
 
 
 def tiny_gguf(path: Path, *, payload_bytes: int = 3 << 20, name: str = "tiny") -> Path:
