@@ -1,5 +1,6 @@
-"""Screenshots of Settings ▸ Models' local-models page (app/model_manager.py) downloading from a loopback Hub and
-after the download finished. Run under a display (Xvfb):
+"""Screenshots of Settings ▸ Models' local-models page (app/model_manager.py) downloading from a loopback Hub,
+after the download finished, and a download that failed (the Hub unreachable) on its row with Retry.
+Run under a display (Xvfb):
 
     xvfb-run -a .venv/bin/python -m tests.support.model_manager_shots resources/screenshots
 
@@ -15,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.support.fake_hub import FakeHub, tiny_gguf
+from tests.support.fake_hub import FakeHub, refused_endpoint, tiny_gguf
 
 REPO, FILE = "bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf"
 SIZE = 986_048_768
@@ -57,6 +58,12 @@ async def shots(out: Path) -> None:
                 await asyncio.sleep(0.1)
             await asyncio.sleep(0.3)
             page.grab().save(str(out / "10-models-installed.png"))
+            os.environ["HF_ENDPOINT"] = refused_endpoint()  # offline: the next download fails on its row
+            page.pull("qwen2.5-3b-instruct", "Qwen2.5 3B Instruct")
+            while not page.rows["qwen2.5-3b-instruct"].failed:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)
+            page.grab().save(str(out / "32-model-download-failed.png"))
         finally:
             await rt.aclose()
 
