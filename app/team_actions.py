@@ -22,7 +22,7 @@ class TeamActions(WindowHost):
             return None
         self.sidebar.set_mode("teams")
         settings = self.bridge.settings
-        dlg = NewTeamDialog(settings.default_model, settings.team_max_parallel, self)
+        dlg = NewTeamDialog(settings.default_model, settings.team_max_parallel, self, bridge=self.bridge)
         dlg.create_requested.connect(lambda spec: self.bridge.run(self._create_team(dlg, spec)))
         dlg.show()
         self.new_team_dialog = dlg

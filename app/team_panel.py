@@ -55,6 +55,11 @@ def team_word(info) -> str:
     return word
 
 
+def team_color(info) -> str:
+    """The theme colour of the header's word: the sidebar badge's, green when done, grey when idle."""
+    return "done" if team_word(info) == "done" else team_badge(info)
+
+
 class TeamPanel(TurnDetails, QWidget):
     settings_requested = Signal(str)  # the Settings page to show, "" for the first
 
@@ -80,8 +85,8 @@ class TeamPanel(TurnDetails, QWidget):
         self.title.setObjectName("PanelTitle")
         self.title.setWordWrap(True)
         top.addWidget(self.title, 1)
-        self.state = QLabel()
-        self.state.setObjectName("Chip")
+        self.state = QLabel()  # a coloured word, as a tool card's state: nothing about it looks pressable
+        self.state.setObjectName("TeamState")
         top.addWidget(self.state)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("Primary")
@@ -144,7 +149,11 @@ class TeamPanel(TurnDetails, QWidget):
         self._refresh.setInterval(50)
         self._refresh.timeout.connect(lambda: self.bridge.run(self.reload()))
         self._show(info)
+        theme.notifier.changed.connect(self._retheme)
         self.bridge.run(self._first_load())
+
+    def _retheme(self, _name: str) -> None:
+        self._show(self.info)
 
     # -- reading the team --
 
@@ -181,7 +190,8 @@ class TeamPanel(TurnDetails, QWidget):
     def _show(self, info) -> None:
         self.info = info
         self.title.setText(info.title)
-        self.state.setText(team_word(info))
+        self.state.setText(f"● {team_word(info)}")
+        self.state.setStyleSheet(f"color: {theme.colors()[team_color(info)]}; font-weight: 600;")
         self.run_button.setText("Continue" if any(a.status in ("interrupted", "aborted") for a in info.assignments)
                                 else "Run")
         # Run only when it would start something: a failed assignment needs Retry or Skip first.

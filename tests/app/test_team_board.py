@@ -7,6 +7,7 @@ assignments while D never starts."""
 from __future__ import annotations
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 from PySide6.QtCore import Qt
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import QMessageBox, QPushButton
 
 from app.team_panel import TeamPanel, team_word
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
+from tests.support.openai_server import OpenAIServer
 from tests.support.qt_helpers import until
 
 
@@ -26,28 +28,102 @@ def _row(panel: TeamPanel, key: str) -> list[str]:
     raise AssertionError(f"no row {key}")
 
 
-def _fill(dlg, goal: str, d_after: str = "B, C") -> None:
+def _fill(dlg, goal: str, critic: str = "critic") -> None:
     dlg.goal.setText(goal)
     dlg.set_member(0, "lead", "lead/big", "You plan the work and merge the results.", "full_auto")
     dlg.set_member(1, "writer", "writer/small", "You write.", "full_auto")
-    dlg.set_member(2, "critic", "critic/small", "You find problems.", "full_auto", tools="read_only")
-    dlg.set_assignment(0, "A", "lead", "Outline a short essay about lighthouses.")
-    dlg.set_assignment(1, "B", "writer", "Write the essay from the outline.", "A")
-    dlg.set_assignment(2, "C", "critic", "List what the essay must not forget.", "A")
-    dlg.set_assignment(3, "D", "lead", "Merge the draft and the critique.", d_after)
+    dlg.set_member(2, critic, "critic/small", "You find problems.", "full_auto", tools="read_only")
+    assert dlg.set_assignment(0, "lead", "Outline a short essay about lighthouses.") == "A"
+    dlg.set_assignment(1, "writer", "Write the essay from the outline.", ["A"])
+    dlg.set_assignment(2, critic, "List what the essay must not forget.", ["A"])
+    assert dlg.set_assignment(3, "lead", "Merge the draft and the critique.", ["B", "C"]) == "D"
 
 
 async def _new_team(ctl, goal: str) -> TeamPanel:
     window = ctl.window
     dlg = window.new_team()
-    _fill(dlg, goal, d_after="B, C, D")  # D after itself: a cycle
+    _fill(dlg, goal, critic="writer")  # two members called writer
+    dlg.assignment_rows[2].member.setCurrentIndex(2)  # C for the second of them
     dlg.create.click()
     await until(lambda: dlg.error.isVisible(), what="the refusal")
-    assert "D" in dlg.error.text() and dlg.goal.text() == goal  # said why; everything typed is still there
-    dlg.plan.item(3, 3).setText("B, C")
+    assert "same name" in dlg.error.text() and dlg.goal.text() == goal  # said why; everything typed is still there
+    dlg.member_rows[2].name.setText("critic")  # renamed: C goes with it
+    assert dlg.assignment_rows[2].member.currentText() == "critic"
     dlg.create.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     return window.panel
+
+
+def _boxed(label) -> bool:
+    """Something is drawn around the label's text (a frame, as a button or chip has): its top or bottom row of
+    pixels is not one plain colour."""
+    image = label.grab().toImage()
+    return any(len({image.pixelColor(x, y).name() for x in range(image.width())}) > 1
+               for y in (0, image.height() - 1))
+
+
+async def test_new_team_picks_models_names_members_freely_and_ticks_what_each_waits_for(launch, home):
+    async with OpenAIServer(models=["small-7b", "big-70b"]) as server:
+        (home / "settings.json").write_text(json.dumps({
+            "providers": [{"id": "srv", "kind": "openai", "base_url": server.base_url}],
+            "default_model": "srv/small-7b"}))
+        ctl = await launch()
+        window = ctl.window
+        dlg = window.new_team()
+        # It starts small: a worker and a reviewer on the default model, B after A.
+        assert [(m.name.text(), m.model.ref(), m.tools.currentText()) for m in dlg.member_rows] == [
+            ("worker", "srv/small-7b", "Every tool"), ("reviewer", "srv/small-7b", "Reads files only")]
+        assert [(a.key, a.member.currentText(), a.waits_for()) for a in dlg.assignment_rows] == [
+            ("A", "worker", []), ("B", "reviewer", ["A"])]
+        picker = dlg.member_rows[1].model  # the model picker, with the server's live list
+        await until(lambda: "srv/big-70b" in picker.refs(), what="the server's models")
+        picker.setCurrentIndex(next(i for i in range(picker.count())
+                                    if picker.itemData(i, Qt.ItemDataRole.UserRole) == "srv/big-70b"))
+        dlg.goal.setText("A post about our trip")
+        name = dlg.member_rows[1].name
+        name.selectAll()
+        QTest.keyClicks(name, "Fact checker")  # any name: the assignments follow a renamed member
+        assert dlg.assignment_rows[1].member.currentText() == "Fact checker"
+        dlg.add_member().name.insert("Léa the editor")  # (QTest types ASCII only)
+        a, b = dlg.assignment_rows
+        c = dlg.add_assignment()
+        assert c.key == "C" and [c.member.itemText(i) for i in range(c.member.count())] == [
+            "worker", "Fact checker", "Léa the editor"]
+        c.member.setCurrentIndex(2)
+        for row, text in ((a, "Draft the post."), (b, "Check the facts."), (c, "Edit it into its final form.")):
+            QTest.keyClicks(row.instructions, text)
+        c.after["A"].click()
+        c.after["B"].click()
+        assert not a.after["B"].isEnabled() and not a.after["C"].isEnabled()  # they wait for A: no circle offered
+        assert b.after["A"].toolTip() == "Wait for A: Draft the post."
+        d = dlg.add_assignment()
+        d.after["C"].click()
+        assert not c.after["D"].isEnabled()
+        d.remove.click()  # gone from every "After" with it
+        assert dlg.assignment_rows == [a, b, c] and "D" not in c.after and c.after["A"].isEnabled()
+        dlg.create.click()
+        await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+        info = await ctl.rt.teams.get(window.panel.team_id)
+    assert sorted((m.name, m.model) for m in info.members) == [
+        ("Fact checker", "srv/big-70b"), ("Léa the editor", "srv/small-7b"), ("worker", "srv/small-7b")]
+    assert [(x.key, x.member, x.depends_on) for x in info.assignments] == [
+        ("A", "worker", []), ("B", "Fact checker", ["A"]), ("C", "Léa the editor", ["A", "B"])]
+
+
+async def test_the_board_says_its_state_as_a_word_and_stop_team_only_while_something_runs(launch):
+    lead = ScriptedModel([["Outline."], ["Merged."]])
+    writer = ScriptedModel([["Drafting ", Delay(1.0), "done."]])
+    critic = ScriptedModel([["Fine."]])
+    ctl = await launch(lead=lead, writer=writer, critic=critic)
+    panel = await _new_team(ctl, "Watch the header")
+    assert panel.state.text() == "● not started" and not _boxed(panel.state)  # a word, not a button
+    assert not panel.stop_button.isEnabled()
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "running", timeout=15, what="B running")
+    assert panel.stop_button.isEnabled() and panel.state.text() == "● working" and not _boxed(panel.state)
+    await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="the plan done")
+    await until(lambda: panel.state.text() == "● done", what="done")
+    assert not panel.stop_button.isEnabled() and not _boxed(panel.state)
 
 
 async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(launch):
@@ -81,7 +157,7 @@ async def test_the_diamond_runs_from_the_board_and_a_failure_blocks_until_retry(
     panel.select("D")
     await until(lambda: "Merged: a fine essay." in [m.text for m in panel.conversation.messages],
                 what="D's answer on the board")
-    assert panel.state.text() == "done"
+    assert panel.state.text() == "● done"
     item = panel.conversation.assistant_items()[-1]  # D's answer has Details, as a task's does
     await until(lambda: item.details.isVisibleTo(panel), what="Details shown")
     QTest.mouseClick(item.details, Qt.MouseButton.LeftButton)
@@ -179,16 +255,16 @@ async def test_the_header_says_what_to_do_and_stop_and_skip_work_on_one_assignme
     critic = ScriptedModel([[Delay(0.2), Fail("the critic's server is down")]])
     ctl = await launch(lead=lead, writer=writer, critic=critic)
     panel = await _new_team(ctl, "One at a time")
-    assert panel.state.text() == "not started" and panel.run_button.isEnabled()
+    assert panel.state.text() == "● not started" and panel.run_button.isEnabled()
     panel.run_button.click()
     await until(lambda: _row(panel, "C")[2] == "failed" and _row(panel, "B")[2] == "running", timeout=15,
                 what="C failed while B runs")
-    assert panel.state.text() == "working"
+    assert panel.state.text() == "● working"
     panel.select("B")
     await until(lambda: panel.buttons["Stop"].isVisible(), what="Stop for B")
     panel.buttons["Stop"].click()
     await until(lambda: _row(panel, "B")[2] == "stopped", timeout=15, what="B stopped")
-    assert panel.state.text() == "an assignment failed"
+    assert panel.state.text() == "● an assignment failed"
     await until(lambda: ctl.window.sidebar.team_model.badges[panel.team_id] == "error", what="the sidebar's badge")
     assert _row(panel, "D")[2] == "blocked" and len(lead.requests) == 1
     await until(lambda: panel.run_button.isEnabled(), what="Run offered to continue B")
@@ -199,7 +275,7 @@ async def test_the_header_says_what_to_do_and_stop_and_skip_work_on_one_assignme
     await until(lambda: panel.buttons["Skip"].isVisible(), what="Skip for C")
     panel.buttons["Skip"].click()
     await until(lambda: _row(panel, "D")[2] == "done", timeout=15, what="D ran without C")
-    assert _row(panel, "C")[2] == "skipped" and panel.state.text() == "done"
+    assert _row(panel, "C")[2] == "skipped" and panel.state.text() == "● done"
     assert "(skipped by the person: there is no result)" in lead.requests[1].messages[-1]["content"]
 
 
