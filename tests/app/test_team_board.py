@@ -75,6 +75,8 @@ async def test_new_team_picks_models_names_members_freely_and_ticks_what_each_wa
             ("worker", "srv/small-7b", "Every tool"), ("reviewer", "srv/small-7b", "Reads files only")]
         assert [(a.key, a.member.currentText(), a.waits_for()) for a in dlg.assignment_rows] == [
             ("A", "worker", []), ("B", "reviewer", ["A"])]
+        dlg.create.click()  # nothing to do yet: said, nothing sent
+        assert dlg.error.text().startswith("Write at least one assignment") and dlg.create.isEnabled()
         picker = dlg.member_rows[1].model  # the model picker, with the server's live list
         await until(lambda: "srv/big-70b" in picker.refs(), what="the server's models")
         picker.setCurrentIndex(next(i for i in range(picker.count())
