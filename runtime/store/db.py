@@ -10,6 +10,9 @@ crash or a kill in the middle of one leaves the database at the revision before 
 simply runs it again. Python's sqlite3 module (and aiosqlite on top of it) only opens a transaction
 before INSERT/UPDATE/DELETE, so each CREATE TABLE would commit on its own; the migration engine therefore
 turns that off and sends its own `BEGIN IMMEDIATE`, which SQLite's transactional DDL honours.
+
+The server host keeps the same schema on PostgreSQL (`migrate_url`), through the same migrations: where one must
+do something else there it says so and branches on the dialect (the full-text indexes: revision 0005).
 """
 
 from __future__ import annotations
@@ -20,17 +23,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sqlalchemy import event
-from sqlalchemy.engine import URL
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from ..errors import StorageUnavailable
 from . import faults
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# pg_advisory_lock's key for migrations: any number, the same in every Hearth process on that database.
+_MIGRATION_LOCK = 0x484541525448  # "HEARTH" in ASCII
 _REVISION = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(.+)$", re.MULTILINE)
 
 
@@ -135,3 +141,49 @@ async def migrate(engine: AsyncEngine, revision: str = "head") -> None:
                                                     "or choose another data folder.") from None
     finally:
         await migrations.dispose()
+
+
+async def migrate_url(url: str | URL, revision: str = "head") -> None:
+    """Upgrade the database at `url` to `revision`: a SQLite file (`sqlite+aiosqlite:///PATH`) as `migrate` does,
+    or a PostgreSQL database (`postgresql+asyncpg://...`, the server host's). Instances and workers that start
+    at once on one PostgreSQL database take turns (an advisory lock): the first migrates, the rest find the head.
+    A database that cannot be reached, or was written by a newer Hearth, raises StorageUnavailable."""
+    url = make_url(url)
+    if url.get_backend_name() == "sqlite":
+        engine = make_engine(Path(url.database or ""))
+        try:
+            await migrate(engine, revision)
+        finally:
+            await engine.dispose()
+        return
+    from alembic.util import CommandError
+
+    where = f"{url.database} on {url.host or 'localhost'}:{url.port or 5432}"
+    engine = create_async_engine(url, poolclass=NullPool)
+    try:
+        try:
+            conn = await engine.connect()
+        except DBAPIError as exc:  # the server answered: no such database, role, password...
+            raise StorageUnavailable(f"Hearth cannot use the database {where}: {exc.orig}.", where) from None
+        except OSError:
+            raise StorageUnavailable(f"Hearth cannot reach the database {where}: nothing answers there. Check that "
+                                     "PostgreSQL runs and that the address is right.", where) from None
+        try:
+            await conn.run_sync(_upgrade_alone, revision)
+        finally:
+            await conn.close()
+    except CommandError as exc:
+        if "Can't locate revision" not in str(exc):
+            raise
+        raise StorageUnavailable(f"Hearth cannot use the database {where}: it was written by a newer version of "
+                                 "Hearth. Update Hearth.", where) from None
+    finally:
+        await engine.dispose()
+
+
+def _upgrade_alone(sync_conn, revision: str) -> None:
+    # A session lock, held until this connection closes (the engine keeps none open), across the revisions'
+    # own transactions; the commit leaves alembic a connection outside any transaction, as on SQLite.
+    sync_conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")
+    sync_conn.commit()
+    _upgrade(sync_conn, revision)

@@ -30,7 +30,9 @@ def upgrade() -> None:
         sa.Column("title", sa.Text(), nullable=True),
         sa.Column("model", sa.String(length=200), nullable=False),
         sa.Column("approval", sa.String(length=16), server_default="ask", nullable=False),
-        sa.Column("planning", sa.Boolean(), server_default=sa.text("0"), nullable=False),
+        # sa.false(): DEFAULT 0 on SQLite, as this revision always wrote; DEFAULT false on PostgreSQL, which
+        # refuses an integer default on a boolean.
+        sa.Column("planning", sa.Boolean(), server_default=sa.false(), nullable=False),
         sa.Column("knowledge", sa.JSON(), nullable=False),
         sa.Column("workspace", sa.Text(), nullable=False),
         sa.Column("state", sa.String(length=16), server_default="idle", nullable=False),
@@ -91,8 +93,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("turns", schema=None) as batch_op:
+        # Each dialect reads only its own keyword: the same partial index on SQLite and PostgreSQL.
         batch_op.create_index(
-            "ix_turns_running", ["status"], unique=False, sqlite_where=sa.text("status = 'running'")
+            "ix_turns_running", ["status"], unique=False, sqlite_where=sa.text("status = 'running'"),
+            postgresql_where=sa.text("status = 'running'"),
         )
         batch_op.create_index("ix_turns_task", ["task_id", "started_at"], unique=False)
 

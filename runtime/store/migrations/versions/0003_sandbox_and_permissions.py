@@ -32,21 +32,34 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_permission_rules_task", "permission_rules", ["task_id"], unique=False)
-    op.add_column("tasks", sa.Column("network", sa.Boolean(), server_default=sa.text("0"), nullable=False))
-    op.add_column("tasks", sa.Column("unsandboxed_ok", sa.Boolean(), server_default=sa.text("0"), nullable=False))
-    op.execute(
-        "INSERT INTO permission_rules (task_id, tool, command, decision, created_at) "
-        "SELECT tasks.id, rule.key, NULL, CASE rule.value WHEN 'always' THEN 'allow' ELSE 'deny' END, "
-        "tasks.updated_at FROM tasks, json_each(tasks.tool_rules) AS rule "
-        "WHERE json_valid(tasks.tool_rules) AND rule.value IN ('always', 'never')"
-    )
+    # sa.false(): DEFAULT 0 on SQLite as before, DEFAULT false on PostgreSQL (no integer default on a boolean).
+    op.add_column("tasks", sa.Column("network", sa.Boolean(), server_default=sa.false(), nullable=False))
+    op.add_column("tasks", sa.Column("unsandboxed_ok", sa.Boolean(), server_default=sa.false(), nullable=False))
+    if op.get_bind().dialect.name == "postgresql":
+        # The same move in PostgreSQL's JSON functions: tool_rules is a json column there (always valid JSON),
+        # and json_each_text takes only an object.
+        op.execute(
+            "INSERT INTO permission_rules (task_id, tool, command, decision, created_at) "
+            "SELECT tasks.id, rule.key, NULL, CASE rule.value WHEN 'always' THEN 'allow' ELSE 'deny' END, "
+            "tasks.updated_at FROM tasks, json_each_text(CASE json_typeof(tasks.tool_rules) WHEN 'object' "
+            "THEN tasks.tool_rules ELSE '{}'::json END) AS rule WHERE rule.value IN ('always', 'never')"
+        )
+    else:
+        op.execute(
+            "INSERT INTO permission_rules (task_id, tool, command, decision, created_at) "
+            "SELECT tasks.id, rule.key, NULL, CASE rule.value WHEN 'always' THEN 'allow' ELSE 'deny' END, "
+            "tasks.updated_at FROM tasks, json_each(tasks.tool_rules) AS rule "
+            "WHERE json_valid(tasks.tool_rules) AND rule.value IN ('always', 'never')"
+        )
     op.execute("ALTER TABLE tasks DROP COLUMN tool_rules")
 
 
 def downgrade() -> None:
     op.add_column("tasks", sa.Column("tool_rules", sa.JSON(), server_default="{}", nullable=False))
+    # PostgreSQL names SQLite's json_group_object json_object_agg.
+    group_object = "json_object_agg" if op.get_bind().dialect.name == "postgresql" else "json_group_object"
     op.execute(
-        "UPDATE tasks SET tool_rules = (SELECT json_group_object(tool, CASE decision WHEN 'allow' THEN 'always' "
+        f"UPDATE tasks SET tool_rules = (SELECT {group_object}(tool, CASE decision WHEN 'allow' THEN 'always' "
         "ELSE 'never' END) FROM permission_rules WHERE permission_rules.task_id = tasks.id "
         "AND permission_rules.command IS NULL) "
         "WHERE EXISTS (SELECT 1 FROM permission_rules WHERE permission_rules.task_id = tasks.id "

@@ -28,10 +28,28 @@ FTS = [
     "END",
 ]
 
+# PostgreSQL has no FTS5. Its counterparts are tsvector columns that PostgreSQL computes itself (GENERATED ...
+# STORED, so no trigger keeps them in step) with GIN indexes; the 'english' configuration stems as FTS5's porter
+# tokenizer does. memory_fts is an ordinary table with FTS5's columns, so the memory repository writes it with the
+# same statements on both, plus its vector `search` (summary weighted A, body B: ts_rank with '{0, 0, 0.5, 1}'
+# gives the 2:1 of bm25(memory_fts, 0, 2.0, 1.0)). The passages' vector is a column of `passages` itself (text A,
+# heading B, for bm25(1.0, 0.5)): on SQLite passages_fts reads its text from there too, and a document's cascade
+# needs nothing more. A search matches `search @@ to_tsquery('english', ...)`.
+PG_FTS = [
+    "CREATE TABLE memory_fts (name TEXT PRIMARY KEY, summary TEXT NOT NULL, body TEXT NOT NULL, "
+    "search tsvector GENERATED ALWAYS AS (setweight(to_tsvector('english', summary), 'A') || "
+    "setweight(to_tsvector('english', body), 'B')) STORED)",
+    "CREATE INDEX ix_memory_fts_search ON memory_fts USING gin (search)",
+    "ALTER TABLE passages ADD COLUMN search tsvector GENERATED ALWAYS AS (setweight(to_tsvector('english', text), "
+    "'A') || setweight(to_tsvector('english', coalesce(heading, '')), 'B')) STORED",
+    "CREATE INDEX ix_passages_search ON passages USING gin (search)",
+]
+
 
 def upgrade() -> None:
     # ADD COLUMN, never a table rebuild: tasks is the parent of foreign keys that are on.
-    op.add_column("tasks", sa.Column("memory", sa.Boolean(), server_default=sa.text("1"), nullable=False))
+    # sa.true(): DEFAULT 1 on SQLite as before, DEFAULT true on PostgreSQL (no integer default on a boolean).
+    op.add_column("tasks", sa.Column("memory", sa.Boolean(), server_default=sa.true(), nullable=False))
     op.create_table(
         "memories",
         sa.Column("name", sa.String(length=100), nullable=False),
@@ -80,14 +98,15 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_passages_document", "passages", ["document_id", "seq"], unique=False)
-    for statement in FTS:
+    for statement in PG_FTS if op.get_bind().dialect.name == "postgresql" else FTS:
         op.execute(statement)
 
 
 def downgrade() -> None:
-    for name in ("passages_ad", "passages_ai"):
-        op.execute(f"DROP TRIGGER IF EXISTS {name}")
-    op.execute("DROP TABLE IF EXISTS passages_fts")
+    if op.get_bind().dialect.name != "postgresql":  # on PostgreSQL passages.search goes with its table
+        for name in ("passages_ad", "passages_ai"):
+            op.execute(f"DROP TRIGGER IF EXISTS {name}")
+        op.execute("DROP TABLE IF EXISTS passages_fts")
     op.execute("DROP TABLE IF EXISTS memory_fts")
     op.drop_index("ix_passages_document", table_name="passages")
     op.drop_table("passages")

@@ -65,7 +65,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_chat_turns_chat", "chat_turns", ["chat_id", "started_at"], unique=False)
     op.create_index("ix_chat_turns_running", "chat_turns", ["status"], unique=False,
-                    sqlite_where=sa.text("status = 'running'"))
+                    sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
     op.create_table(
         "chat_checkpoints",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),

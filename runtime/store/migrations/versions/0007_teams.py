@@ -50,7 +50,7 @@ def _conversation_tables() -> None:
     )
     op.create_index("ix_assignment_turns_owner", "assignment_turns", ["assignment_id", "started_at"], unique=False)
     op.create_index("ix_assignment_turns_running", "assignment_turns", ["status"], unique=False,
-                    sqlite_where=sa.text("status = 'running'"))
+                    sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"))
     op.create_table(
         "assignment_checkpoints",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),

@@ -19,7 +19,8 @@ def upgrade() -> None:
     # SQLite's own ADD COLUMN and DROP COLUMN: alembic's batch mode would copy the table, and dropping the old
     # one would cascade to the conversation's messages (see 0003).
     for table in ("tasks", "chats"):
-        op.add_column(table, sa.Column("title_provisional", sa.Boolean(), server_default=sa.text("0"),
+        # sa.false(): DEFAULT 0 on SQLite as before, DEFAULT false on PostgreSQL.
+        op.add_column(table, sa.Column("title_provisional", sa.Boolean(), server_default=sa.false(),
                                        nullable=False))
 
 
