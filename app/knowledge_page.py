@@ -173,12 +173,17 @@ class KnowledgePage(QWidget):
         dlg.open()
 
     async def add(self, paths: list[str]) -> None:
+        """Add what can be added; the status says how many were, and which paths were not, with why."""
         try:
-            docs = await self.rt.knowledge_add(paths)
+            added = await self.rt.knowledge_add(paths)
         except Exception as exc:
             self.status.setText(f"Not added: {error_text(exc)}")
             return
-        self.status.setText(f"Added {len(docs)} document{'s' if len(docs) != 1 else ''}.")
+        n = len(added.documents)
+        said = [f"Added {n} document{'s' if n != 1 else ''}."] if n or not added.not_added else []
+        if added.not_added:
+            said.append("Not added: " + " ".join(added.not_added))
+        self.status.setText(" ".join(said))
 
     def selected(self) -> list[str]:
         return [path for path, item in self.rows.items() if item.isSelected()]

@@ -2,11 +2,12 @@
 into runtime/cli.py.
 
 `memory list`, `memory show` and `knowledge list` only read, so they also run beside the app (read-only); the
-rest change something. `knowledge add` waits for the indexing and prints each document's status as it settles
-(Ctrl-C stops waiting; what is left is indexed at the next start, of the app or the CLI). `knowledge embeddings
-[PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets search find passages by meaning too.
-`jobs` is the log of the background work behind them (saving memories after a turn, indexing a document, a
-backup): newest first, and why one failed.
+rest change something. `knowledge add` adds what it can, says which paths it could not add and why, waits for the
+indexing and prints each document's status as it settles (Ctrl-C stops waiting; what is left is indexed at the
+next start, of the app or the CLI); it exits 2 when a path was not added or a document could not be read.
+`knowledge embeddings [PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets search find passages
+by meaning too. `jobs` is the log of the background work behind them (saving memories after a turn, indexing a
+document, a backup): newest first, and why one failed.
 """
 
 from __future__ import annotations
@@ -127,10 +128,14 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.path} is not in the library.")
         print(f"Removed {args.path} from the library.")
         return 0
-    docs = await rt.knowledge_add(args.paths)
+    added = await rt.knowledge_add(args.paths)
+    docs = added.documents
     print(f"Added {len(docs)} document(s).")
-    if args.no_wait:
-        return 0
+    for why in added.not_added:
+        print(f"Not added: {why}", file=sys.stderr)
+    failed = 2 if added.not_added else 0
+    if args.no_wait or not docs:
+        return failed
     wanted = {d["id"] for d in docs}
     shown: set[int] = set()
     async for status in rt.knowledge_changes():
@@ -141,8 +146,8 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
         if shown == wanted:
             break
         await asyncio.sleep(0)
-    failed = [d for d in (await rt.knowledge_list()) if d["id"] in wanted and d["status"] != "ready"]
-    return 2 if failed else 0
+    unreadable = [d for d in (await rt.knowledge_list()) if d["id"] in wanted and d["status"] != "ready"]
+    return 2 if unreadable else failed
 
 
 async def _embeddings(rt: Runtime, model: str | None) -> int:

@@ -1,10 +1,12 @@
 """The knowledge library: documents a person adds (files or folders), indexed for the tasks bound to them.
 
 Decisions:
-- `add(paths)` checks every path first (a missing one adds nothing), expands folders to the files the library
+- `add(paths)` checks every path first, expands folders to the files the library
   reads (`knowledge_text.kind_of`; hidden files and folders skipped), records new files as `queued` and a
   changed known file (size or time) as `queued` again, as well as one added again once an embeddings model is
-  chosen that its vectors do not come from, and starts the `resource.index` job.
+  chosen that its vectors do not come from, and starts the `resource.index` job. A path that is not there (or a
+  folder with nothing to read) adds nothing at all, so a task is never created half-bound; `add(..., partial=True)`
+  (the library's own Add) adds the others and names each path it could not add, with why (`Added.not_added`).
 - The job (one at a time, through the job queue) takes queued documents one by one: hash, extract and split in a
   worker thread (never on the event loop), write passages in batches, report progress after each batch
   (`changes()`). Every failure is the document's status with a sentence (`error`, `missing`), never a stuck
@@ -46,6 +48,14 @@ EMBED_BATCH = 64  # texts per embeddings request
 
 
 @dataclass
+class Added:
+    """What `Knowledge.add` did: the documents of the paths it added, and a sentence for each it could not."""
+
+    documents: list[dict]
+    not_added: list[str]
+
+
+@dataclass
 class Embedder:
     """An embeddings model of an OpenAI-compatible provider (settings' `embeddings`)."""
 
@@ -81,10 +91,13 @@ class Knowledge:
 
     # -- the library --
 
-    async def add(self, paths: list[str | os.PathLike]) -> list[dict]:
-        """Add files and folders; their documents (new ones queued for indexing)."""
-        files = await asyncio.to_thread(_expand, [Path(p).expanduser() for p in paths])
-        rows = await self.repo.add_documents(files)
+    async def add(self, paths: list[str | os.PathLike], *, partial: bool = False) -> Added:
+        """Add files and folders; their documents (new ones queued for indexing). A path that cannot be added is a
+        ConfigError before anything is added, or with `partial` a sentence in `not_added` and the rest added."""
+        files, not_added = await asyncio.to_thread(_expand, [Path(p).expanduser() for p in paths])
+        if not_added and not partial:
+            raise ConfigError(" ".join(not_added))
+        rows = await self.repo.add_documents(files) if files else []
         seen = {f["path"]: f for f in files}
         embedder = self.embedder()
         for row in rows:
@@ -94,8 +107,9 @@ class Knowledge:
             words_only = embedder is not None and row["status"] == "ready" and row["embed_model"] != embedder.name
             if row["status"] in ("ready", "error", "missing") and (changed or words_only):
                 await self.repo.update_document(row["id"], status="queued", progress=0, detail=None)
-        self.kick()
-        return [await self.repo.document(r["id"]) for r in rows]
+        if rows:
+            self.kick()
+        return Added([await self.repo.document(r["id"]) for r in rows], not_added)
 
     async def remove(self, path: str) -> bool:
         real = os.path.realpath(Path(path).expanduser())
@@ -252,33 +266,45 @@ def _stats(paths: list[str]) -> list[os.stat_result | None]:
     return out
 
 
-def _expand(paths: list[Path]) -> list[dict]:
-    """The files `paths` name, folders walked; ConfigError for a path that is not there, before anything."""
+def _expand(paths: list[Path]) -> tuple[list[dict], list[str]]:
+    """The files `paths` name, folders walked; and a sentence for each path that adds nothing (not there, not a
+    file or folder, a folder with nothing to read or too much)."""
     files: dict[str, dict] = {}
+    not_added = []
     for given in paths:
-        real = Path(os.path.realpath(given))
-        if not real.exists():
-            raise ConfigError(f"{given} was not found.")
-        if real.is_dir():
-            found = 0
-            for dirpath, dirnames, names in os.walk(real, followlinks=False):
-                dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-                for name in sorted(names):
-                    kind = kind_of(Path(name))
-                    if kind is None or name.startswith("."):
-                        continue
-                    found += 1
-                    if found > MAX_FOLDER_FILES:
-                        raise ConfigError(f"{given} holds more than {MAX_FOLDER_FILES:,} documents; add its "
-                                          "subfolders one by one.")
-                    _add_file(files, Path(dirpath) / name, kind)
-            if not found:
-                raise ConfigError(f"{given} holds no documents Hearth can read (text, Markdown, HTML, PDF, Word).")
-        elif real.is_file():
-            _add_file(files, real, kind_of(real) or "text")  # a file chosen by name is tried as text
-        else:
-            raise ConfigError(f"{given} is not a regular file or folder.")
-    return list(files.values())
+        try:
+            found = _files_of(given)
+        except ConfigError as exc:
+            not_added.append(str(exc))
+            continue
+        for path, kind in found:
+            _add_file(files, path, kind)
+    return list(files.values()), not_added
+
+
+def _files_of(given: Path) -> list[tuple[Path, str]]:
+    """(file, kind) for each document `given` names; ConfigError saying why it names none."""
+    real = Path(os.path.realpath(given))
+    if not real.exists():
+        raise ConfigError(f"{given} was not found.")
+    if real.is_file():
+        return [(real, kind_of(real) or "text")]  # a file chosen by name is tried as text
+    if not real.is_dir():
+        raise ConfigError(f"{given} is not a regular file or folder.")
+    found = []
+    for dirpath, dirnames, names in os.walk(real, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(names):
+            kind = kind_of(Path(name))
+            if kind is None or name.startswith("."):
+                continue
+            if len(found) == MAX_FOLDER_FILES:
+                raise ConfigError(f"{given} holds more than {MAX_FOLDER_FILES:,} documents; add its subfolders one "
+                                  "by one.")
+            found.append((Path(dirpath) / name, kind))
+    if not found:
+        raise ConfigError(f"{given} holds no documents Hearth can read (text, Markdown, HTML, PDF, Word).")
+    return found
 
 
 def _add_file(files: dict[str, dict], path: Path, kind: str) -> None:

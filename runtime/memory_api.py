@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .config import EmbeddingsConfig, Settings, split_model_ref
 from .errors import ConfigError, ToolError
 from .jobs import job_label
-from .knowledge import Embedder
+from .knowledge import Added, Embedder
 from .knowledge_search import search
 from .store.fts import match_query
 
@@ -125,16 +125,20 @@ class MemoryMixin:
         await self.save_settings(new)
         ready = [d["path"] for d in await self.knowledge.documents()
                  if d["status"] == "ready" and os.path.exists(d["path"])]  # a vanished file stays as it is
-        return sum(d["status"] == "queued" for d in await self.knowledge.add(ready)) if ready else 0
+        if not ready:
+            return 0
+        added = await self.knowledge.add(ready, partial=True)  # one deleted since the check is simply left out
+        return sum(d["status"] == "queued" for d in added.documents)
 
-    async def knowledge_add(self, paths: Iterable[str | os.PathLike]) -> list[dict]:
-        """Add files or folders to the library; their documents (new and changed ones are indexed in the
-        background: follow `knowledge_changes()`). ConfigError naming a path that is not there."""
+    async def knowledge_add(self, paths: Iterable[str | os.PathLike]) -> Added:
+        """Add files or folders to the library: what can be added is, and `not_added` has a sentence for each path
+        that could not be (not there, or no document in it). `documents`: those of the paths added (new and
+        changed ones are indexed in the background: follow `knowledge_changes()`)."""
         self._writable()
         paths = list(paths)
         if not paths:
             raise ConfigError("Give at least one file or folder to add.")
-        return await self.knowledge.add(paths)
+        return await self.knowledge.add(paths, partial=True)
 
     async def knowledge_remove(self, path: str | os.PathLike) -> bool:
         """Take a document out of the library (the file stays where it is)."""

@@ -136,7 +136,13 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
         assert ready.startswith("Ready · 1 passage") and "passages" not in ready
         assert by_name["blob.txt"].text(1) == "Cannot be read" and "binary" in by_name["blob.txt"].text(2)
         await page.add([str(tmp_path / "nowhere")])
-        assert page.status.text().startswith("Not added:") and "was not found" in page.status.text()
+        assert page.status.text() == f"Not added: {tmp_path / 'nowhere'} was not found."
+        (tmp_path / "plan.txt").write_text("Paint the fence in June.\n")
+        await page.add([str(tmp_path / "plan.txt"), str(tmp_path / "nowhere")])  # what can be added is
+        assert page.status.text() == f"Added 1 document. Not added: {tmp_path / 'nowhere'} was not found."
+        await until(lambda: str(tmp_path / "plan.txt") in page.rows, what="the one added listed")
+        await ctl.rt.knowledge_remove(tmp_path / "plan.txt")
+        await until(lambda: str(tmp_path / "plan.txt") not in page.rows, what="taken out again")
 
         assert not page.remove_button.isEnabled()  # nothing selected
         by_name["blob.txt"].setSelected(True)

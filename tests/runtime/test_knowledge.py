@@ -156,8 +156,10 @@ async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
         assert not [h for h in await rt.search_knowledge(task.id, "deleted") if h["name"] == "gone.txt"]
         gone = (await indexed(rt))["gone.txt"]
         assert gone["status"] == "missing" and "deleted" in gone["detail"]
-        with pytest.raises(ConfigError, match="was not found"):
-            await rt.knowledge_add([tmp_path / "nowhere.txt"])
+        added = await rt.knowledge_add([tmp_path / "nowhere.txt"])
+        assert added.documents == [] and added.not_added == [f"{tmp_path / 'nowhere.txt'} was not found."]
+        with pytest.raises(ConfigError, match=r"nowhere\.txt was not found"):  # a task is never half-bound
+            await rt.create_task(knowledge=[str(bad / "manual.docx"), str(tmp_path / "nowhere.txt")])
     finally:
         await rt.aclose()
 
@@ -232,6 +234,16 @@ def test_cli_knowledge_and_memory(home, docs, capsys):
     assert "notes.md" in capsys.readouterr().out
     assert cli_main(["--home", str(home), "knowledge", "add", str(home / "missing.txt")]) == 2
     assert "missing.txt was not found" in capsys.readouterr().err
+    empty = docs["notes"].parent / "empty"
+    empty.mkdir()
+    # One path missing, one folder with nothing to read: the file beside them is still added and indexed.
+    assert cli_main(["--home", str(home), "knowledge", "add", str(docs["log"]), str(home / "missing.md"),
+                     str(empty)]) == 2
+    said = capsys.readouterr()
+    assert "Added 1 document(s)." in said.out and "ready" in said.out and "log.txt" in said.out
+    assert said.err.splitlines() == [f"Not added: {home / 'missing.md'} was not found.",
+                                     f"Not added: {empty} holds no documents Hearth can read (text, Markdown, "
+                                     "HTML, PDF, Word)."]
     (home / "memory").mkdir(exist_ok=True)
     (home / "memory" / "tea.md").write_text("# Prefers tea\nGreen tea.\n")
     assert cli_main(["--home", str(home), "memory", "list"]) == 0
