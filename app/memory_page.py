@@ -1,9 +1,11 @@
 """Settings ▸ Memory: what Hearth remembers about the person across tasks.
 
 A switch for memory everywhere, a search field, the memories (name, summary, where each came from), and for the
-selected one its text to read and edit in place, Save, Open (the file in the desktop's editor) and Delete.
-"Forget everything" asks by a second click (non-modal: a nested dialog loop would break qasync). The last
-failed memory extraction, if any, is shown with its reason (the job log).
+selected one its text to read and edit in place, Save, Open (the file in the desktop's editor) and Delete. New
+writes a memory by hand (a name, then its text; Save checks it as the memory tool does). Delete asks first (a
+non-modal box: a nested dialog loop would break qasync) and offers Undo, which brings the memory back with where
+it came from; "Forget everything" asks by a second click. The last failed memory extraction, if any, is shown
+with its reason (the job log).
 """
 
 from __future__ import annotations
@@ -59,18 +61,30 @@ class MemoryPage(QWidget):
         self.list.currentItemChanged.connect(
             lambda item, _old: self.bridge.run(self._show(item), owner=self, load=True))
         split.addWidget(self.list)
+        right = QWidget()
+        side = QVBoxLayout(right)
+        side.setContentsMargins(0, 0, 0, 0)
+        self.name = QLineEdit()  # shown while a new memory is written
+        self.name.setPlaceholderText("Name, e.g. travel-plans")
+        self.name.setVisible(False)
+        side.addWidget(self.name)
         self.editor = QPlainTextEdit()
-        self.editor.setPlaceholderText("Choose a memory to read or edit it.")
-        split.addWidget(self.editor)
+        self.editor.setPlaceholderText("Choose a memory to read or edit it, or make a New one.")
+        side.addWidget(self.editor, 1)
+        split.addWidget(right)
         split.setSizes([300, 400])
         lay.addWidget(split, 1)
         row = QHBoxLayout()
+        self.new = QPushButton("New")
+        self.new.setToolTip("Write a memory yourself: a name, then a first line that sums it up and the details")
+        self.new.clicked.connect(self._start_new)
+        row.addWidget(self.new)
         self.save = QPushButton("Save")
         self.save.clicked.connect(lambda: self.bridge.run(self._save(), owner=self))
         self.open_file = QPushButton("Open file")
         self.open_file.clicked.connect(self._open)
         self.delete = QPushButton("Delete")
-        self.delete.clicked.connect(lambda: self.bridge.run(self._delete(), owner=self))
+        self.delete.clicked.connect(self._delete)
         self.forget_all = QPushButton("Forget everything…")
         self.forget_all.clicked.connect(lambda: self.bridge.run(self._forget_all(), owner=self))
         for button in (self.save, self.open_file, self.delete):
@@ -78,9 +92,17 @@ class MemoryPage(QWidget):
         row.addStretch(1)
         row.addWidget(self.forget_all)
         lay.addLayout(row)
+        said = QHBoxLayout()
         self.status = QLabel()
         self.status.setWordWrap(True)
-        lay.addWidget(self.status)
+        said.addWidget(self.status, 1)
+        self.undo = QPushButton("Undo")
+        self.undo.setToolTip("Bring back the memory just deleted")
+        self.undo.setVisible(False)
+        self.undo.clicked.connect(lambda: self.bridge.run(self._undo(), owner=self))
+        said.addWidget(self.undo)
+        lay.addLayout(said)
+        self._deleted: str | None = None  # the memory Undo brings back
         self._failure = ""  # the failed extraction the status shows, cleared once a later one worked
         self._selection_changed()
         self.bridge.run(self.reload(), owner=self, load=True)
@@ -116,9 +138,13 @@ class MemoryPage(QWidget):
 
     def _selection_changed(self) -> None:
         chosen = self.current_name() is not None
-        for button in (self.save, self.open_file, self.delete):
+        if chosen:
+            self.name.setVisible(False)
+        writing = chosen or not self.name.isHidden()
+        self.save.setEnabled(writing)
+        for button in (self.open_file, self.delete):
             button.setEnabled(chosen)
-        if not chosen:
+        if not writing:
             self.editor.setPlainText("")
 
     async def _show(self, item) -> None:
@@ -126,26 +152,76 @@ class MemoryPage(QWidget):
         if item is not None:
             self.editor.setPlainText(await self.rt.memory_text(item.data(Qt.ItemDataRole.UserRole)))
 
+    def _start_new(self) -> None:
+        """An empty memory to write: its name above the text; Save adds it."""
+        self.list.setCurrentItem(None)
+        self.name.clear()
+        self.name.setVisible(True)
+        self.editor.setPlainText("")
+        self.editor.setPlaceholderText("First line: what it is about (e.g. “Travels by train”), then the details.")
+        self._selection_changed()
+        self.name.setFocus()
+
     async def _save(self) -> None:
-        name = self.current_name()
+        text = self.editor.toPlainText()
         try:
-            await self.rt.save_memory(name, self.editor.toPlainText())
+            if not self.name.isHidden():
+                name = await self.rt.add_memory(self.name.text(), text)
+            else:
+                name = await self.rt.save_memory(self.current_name(), text)
         except Exception as exc:
             self.status.setText(f"Not saved: {error_text(exc)}")
             return
+        self.name.setVisible(False)
         self.status.setText(f"Saved {name}.")
         await self.reload()
+        self._select(name)
+
+    def _select(self, name: str) -> None:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(Qt.ItemDataRole.UserRole) == name:
+                self.list.setCurrentRow(i)
 
     def _open(self) -> None:
         name = self.current_name()
         if name:
             dialogs.open_path(self.window(), self.rt.memory_folder / name)
 
-    async def _delete(self) -> None:
-        name = self.current_name()
-        await self.rt.forget(name)
+    def _delete(self) -> None:
+        """Ask first; Undo brings it back afterwards."""
+        item = self.list.currentItem()
+        if item is None:
+            return
+        name = item.data(Qt.ItemDataRole.UserRole)
+        self.confirm_box = dialogs.confirm(
+            self, "Delete memory?", f"Delete the memory “{item.text().splitlines()[0]}” ({name})?", "Delete",
+            lambda: self.bridge.run(self._forget(name), owner=self),
+            informative="Tasks no longer see it. Undo brings it back while Hearth stays open.", danger=True)
+
+    async def _forget(self, name: str) -> None:
+        try:
+            await self.rt.forget(name)
+        except Exception as exc:
+            self.status.setText(f"Not deleted: {error_text(exc)}")
+            return
+        self._deleted = name
         self.status.setText(f"Deleted {name}.")
+        self.undo.setVisible(True)
         await self.reload()
+
+    async def _undo(self) -> None:
+        name, self._deleted = self._deleted, None
+        self.undo.setVisible(False)
+        if name is None:
+            return
+        try:
+            await self.rt.restore_memory(name)
+        except Exception as exc:
+            self.status.setText(f"Not brought back: {error_text(exc)}")
+            return
+        self.status.setText(f"Brought back {name}.")
+        await self.reload()
+        self._select(name)
 
     async def _forget_all(self) -> None:
         if not self._confirming:

@@ -1,13 +1,14 @@
-"""`hearth memory list|show|forget|off|on`, `hearth knowledge add|list|remove|embeddings` and `hearth jobs`, wired
+"""`hearth memory list|show|add|forget|off|on`, `hearth knowledge add|list|remove|embeddings` and `hearth jobs`, wired
 into runtime/cli.py.
 
 `memory list`, `memory show` and `knowledge list` only read, so they also run beside the app (read-only); the
-rest change something. `knowledge add` adds what it can, says which paths it could not add and why, waits for the
-indexing and prints each document's status as it settles (Ctrl-C stops waiting; what is left is indexed at the
-next start, of the app or the CLI); it exits 2 when a path was not added or a document could not be read.
-`knowledge embeddings [PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets search find passages
-by meaning too. `jobs` is the log of the background work behind them (saving memories after a turn, indexing a
-document, a backup): newest first, and why one failed.
+rest change something. `memory add NAME [TEXT]` writes a memory with the memory tool's checks (name, size, no
+secrets), its text from stdin when not given. `knowledge add` adds what it can, says which paths it could not add
+and why, waits for the indexing and prints each document's status as it settles (Ctrl-C stops waiting; what is
+left is indexed at the next start, of the app or the CLI); it exits 2 when a path was not added or a document
+could not be read. `knowledge embeddings [PROVIDER/MODEL | off]` shows or chooses the embeddings model that lets
+search find passages by meaning too. `jobs` is the log of the background work behind them (saving memories after
+a turn, indexing a document, a backup): newest first, and why one failed.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def add_parsers(sub) -> None:
     listing.add_argument("--search", help="only those matching these words")
     show = msub.add_parser("show", help="print one memory file")
     show.add_argument("name")
+    new = msub.add_parser("add", help="add a memory: a name and its text (from stdin when no text is given)")
+    new.add_argument("name", help="a file name such as units.md (.md is added when it has none)")
+    new.add_argument("text", nargs="?", help="the memory: a first line that sums it up, then the details")
     forget = msub.add_parser("forget", help="delete a memory (or --all of them)")
     forget.add_argument("name", nargs="?")
     forget.add_argument("--all", action="store_true", help="forget everything")
@@ -98,6 +102,9 @@ async def _memory(rt: Runtime, args: argparse.Namespace) -> int:
         print(f"Folder: {rt.memory_folder}", file=sys.stderr)
     elif command == "show":
         print(await rt.memory_text(args.name), end="")
+    elif command == "add":
+        text = args.text if args.text not in (None, "-") else await _read_stdin()
+        print(f"Added {await rt.add_memory(args.name, text)}.")
     elif command == "forget":
         if args.all == bool(args.name):
             raise ConfigError("Give the name of a memory to forget, or --all.")
@@ -110,6 +117,12 @@ async def _memory(rt: Runtime, args: argparse.Namespace) -> int:
         await rt.set_memory_enabled(command == "on")
         print("Memory is on." if command == "on" else "Memory is off: no task uses or saves memories.")
     return 0
+
+
+async def _read_stdin() -> str:
+    if sys.stdin.isatty():
+        print("Type the memory (a first line that sums it up, then the details); end with Ctrl-D.", file=sys.stderr)
+    return await asyncio.to_thread(sys.stdin.read)
 
 
 async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:

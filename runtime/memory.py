@@ -5,6 +5,8 @@ Decisions:
   first line is its one-line summary (`# Prefers metric units`), then the text. `INDEX.md` beside them is
   rewritten by the runtime: one line per file, its name and summary. SQLite keeps only provenance (origin,
   source task and turn, created, updated, last used) and an FTS5 index of the text (`store/memory_repo.py`).
+- A deleted memory can be brought back while the process runs (`restore`: its text and its record, so where it
+  came from stays true); `forget_all` asks twice instead.
 - `sync()` brings the records in step with the folder before every use: a file edited, added or deleted by hand
   counts at once (unchanged files, by mtime, are not read again).
 - Names are plain file names directly in the folder (`units.md`), checked by the workspace gate
@@ -41,6 +43,7 @@ MAX_MEMORY_CHARS = 4000
 SUMMARY_CHARS = 150
 NOTE_CHARS = 6000  # ~1,500 tokens of every request at most
 RELEVANT = 6
+UNDO_KEPT = 20  # deleted memories that can still be brought back (in this process)
 PLACE = "the memory folder"
 
 NOTE_HEAD = (
@@ -113,6 +116,7 @@ class Memory:
         self.repo = repo
         self.read_only = read_only  # beside the owning process: read the files, write nothing
         self._lock = asyncio.Lock()  # the tool, the extraction job and the person may write at once
+        self._deleted: dict[str, tuple[str, dict]] = {}  # name -> (text, record) of recent deletions, for restore
 
     # -- names --
 
@@ -233,14 +237,38 @@ class Memory:
         return path.name
 
     async def delete(self, name: str) -> None:
+        """Delete one memory; its text and record are kept in this process for `restore` (the last UNDO_KEPT)."""
         path = self.path(name)
         async with self._lock:
             try:
+                text = await asyncio.to_thread(path.read_text, encoding="utf-8", errors="replace")
+                mtime = path.stat().st_mtime
                 await asyncio.to_thread(path.unlink)
             except FileNotFoundError:
                 raise ToolError(f"There is no memory named '{path.name}'.") from None
+            record = next((r for r in await self.repo.rows() if r["name"] == path.name), None)
+            self._deleted.pop(path.name, None)
+            self._deleted[path.name] = (text, record or _found(path.name, mtime))
+            while len(self._deleted) > UNDO_KEPT:
+                self._deleted.pop(next(iter(self._deleted)))
             await self.repo.remove([path.name])
             await self._sync()
+
+    async def restore(self, name: str) -> str:
+        """Undo the deletion of `name`: its file as it was, and its record (where it came from, when it was made
+        and last used). ToolError when nothing of that name was deleted here, or a memory took its name since."""
+        path = self.path(name, for_write=True)
+        async with self._lock:
+            if path.name not in self._deleted:
+                raise ToolError(f"No deleted memory named '{path.name}' can be brought back.")
+            if path.exists():
+                raise ToolError(f"A memory named '{path.name}' exists again; rename or delete it first.")
+            text, record = self._deleted.pop(path.name)
+            mtime = await asyncio.to_thread(_write_file, path, text)
+            await self.repo.restore(dict(record, summary=summary_of(text), content_hash=_digest(text), mtime=mtime),
+                                    text)
+            await self._sync()
+        return path.name
 
     async def forget_all(self) -> int:
         """Delete every memory file (INDEX.md is rewritten empty); how many there were."""

@@ -1,5 +1,5 @@
-"""The memory and knowledge part of the Runtime facade (runtime/api.py): the person's memories (list, read,
-edit, forget, on/off) and the knowledge library (add, list, status, progress, search within a task).
+"""The memory and knowledge part of the Runtime facade (runtime/api.py): the person's memories (list, read, add,
+edit, forget and undo it, on/off) and the knowledge library (add, list, status, progress, search within a task).
 
 Errors a person caused (a name outside the memory folder, a path that is not there) are `ConfigError` with a
 sentence; the memory folder's own rules are `runtime/memory.py`'s, the library's `runtime/knowledge.py`'s.
@@ -67,10 +67,25 @@ class MemoryMixin:
         self._writable()
         return await _plain(self.memory.write(name, text, origin="person", task_id=None, turn_id=None))
 
+    async def add_memory(self, name: str, text: str) -> str:
+        """The person adds a new memory (Settings ▸ Memory ▸ New, `hearth memory add`); returns its file name. A
+        name without an extension gets `.md`. ConfigError, with the memory tool's own rules, for a name outside
+        the memory folder or taken already, text that is empty or too long, or anything that looks like a secret."""
+        self._writable()
+        name = name.strip()
+        if name and not Path(name).suffix:
+            name += ".md"
+        return await _plain(self.memory.write(name, text, origin="person", create=True))
+
     async def forget(self, name: str) -> None:
-        """Delete one memory: its file, its record and its index entry."""
+        """Delete one memory: its file, its record and its index entry (`restore_memory` undoes it)."""
         self._writable()
         await _plain(self.memory.delete(name))
+
+    async def restore_memory(self, name: str) -> str:
+        """Undo `forget(name)` (while this runtime is open): the file as it was, with its provenance."""
+        self._writable()
+        return await _plain(self.memory.restore(name))
 
     async def forget_all(self) -> int:
         """Delete every memory; how many there were."""

@@ -35,9 +35,14 @@ class MemoryRepo:
                 await conn.execute(insert(MemoryRow).values(name=name, created_at=now, **values))
             else:
                 await conn.execute(update(MemoryRow).where(MemoryRow.name == name).values(**values))
-            await conn.execute(text("DELETE FROM memory_fts WHERE name = :name"), {"name": name})
-            await conn.execute(text("INSERT INTO memory_fts(name, summary, body) VALUES (:name, :summary, :body)"),
-                               {"name": name, "summary": summary, "body": body})
+            await _index(conn, name, summary, body)
+
+    async def restore(self, row: dict[str, Any], body: str) -> None:
+        """Put a deleted memory's record back as it was (origin, source, times) with its index entry."""
+        async with self.engine.begin() as conn:
+            await conn.execute(delete(MemoryRow).where(MemoryRow.name == row["name"]))
+            await conn.execute(insert(MemoryRow).values(**row))
+            await _index(conn, row["name"], row["summary"], body)
 
     async def remove(self, names: list[str]) -> None:
         if not names:
@@ -81,3 +86,9 @@ class MemoryRepo:
             query = query.where(JobRow.status == "failed")
         async with self.engine.connect() as conn:
             return [dict(r._mapping) for r in await conn.execute(query)]
+
+
+async def _index(conn: Any, name: str, summary: str, body: str) -> None:
+    await conn.execute(text("DELETE FROM memory_fts WHERE name = :name"), {"name": name})
+    await conn.execute(text("INSERT INTO memory_fts(name, summary, body) VALUES (:name, :summary, :body)"),
+                       {"name": name, "summary": summary, "body": body})

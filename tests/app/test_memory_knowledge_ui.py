@@ -8,7 +8,7 @@ import json
 from PySide6.QtCore import QMimeData, QObject, QPointF, Qt, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QApplication, QDialog, QLineEdit
+from PySide6.QtWidgets import QApplication, QDialog, QLineEdit, QMessageBox
 
 import app.controller  # noqa: F401  (imported here, not by the first test on the event loop)
 from app.citation import CitationRow, parse_citations
@@ -60,9 +60,55 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
     page.list.setCurrentRow(1)
+    units = next(m for m in await rt.memories() if m["name"] == "units.md")
+    QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)  # asks first: Cancel keeps it
+    box = page.confirm_box
+    assert box.isVisible() and not box.isModal() and "Prefers metric units" in box.text()
+    QTest.mouseClick(box.button(QMessageBox.StandardButton.Cancel), Qt.MouseButton.LeftButton)
+    assert (rt.memory_folder / "units.md").exists() and page.list.count() == 2
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
+    next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
     await until(lambda: page.list.count() == 1, what="deleted")
     assert not (rt.memory_folder / "units.md").exists()
+    assert page.status.text() == "Deleted units.md." and page.undo.isVisibleTo(page)
+    QTest.mouseClick(page.undo, Qt.MouseButton.LeftButton)  # back as it was, with where it came from
+    await until(lambda: page.list.count() == 2, what="brought back")
+    assert (rt.memory_folder / "units.md").read_text() == "# Prefers metric units\nKilometres.\n"
+    back = next(m for m in await rt.memories() if m["name"] == "units.md")
+    assert {k: back[k] for k in ("origin", "created_at", "summary")} == {
+        k: units[k] for k in ("origin", "created_at", "summary")}
+    assert page.current_name() == "units.md" and not page.undo.isVisibleTo(page)
+    assert [m["name"] for m in await rt.memories("kilometres")] == ["units.md"]  # searchable again
+    QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
+    next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
+    await until(lambda: page.list.count() == 1, what="deleted again")
+
+    QTest.mouseClick(page.new, Qt.MouseButton.LeftButton)  # written by hand, checked as the tool checks
+    assert page.name.isVisibleTo(page) and page.save.isEnabled() and not page.delete.isEnabled()
+    QTest.keyClicks(page.name, "bank")
+    page.editor.setPlainText("# Bank\nmy PIN is 4931")
+    QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
+    assert "secret" in page.status.text() and not (rt.memory_folder / "bank.md").exists()
+    page.name.setText("trains")
+    page.editor.setPlainText("# Travels by train\nNever books flights.")
+    QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text() == "Saved trains.md.", what="added")
+    assert (rt.memory_folder / "trains.md").read_text() == "# Travels by train\nNever books flights.\n"
+    assert page.current_name() == "trains.md" and not page.name.isVisibleTo(page)
+    assert next(m for m in await rt.memories() if m["name"] == "trains.md")["origin"] == "person"
+    QTest.mouseClick(page.new, Qt.MouseButton.LeftButton)
+    page.name.setText("tea")  # taken: a new memory never replaces one
+    page.editor.setPlainText("# Coffee\nBlack.")
+    QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
+    await until(lambda: page.status.text().startswith("Not saved:"), what="name taken")
+    assert "exists already" in page.status.text() and "lemon" in (rt.memory_folder / "tea.md").read_text()
+    page.list.setCurrentRow(1)
+    await until(lambda: page.delete.isEnabled() and page.editor.toPlainText().startswith("# Travels"),
+                what="trains shown")
+    QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
+    next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
+    await until(lambda: page.list.count() == 1, what="trains deleted")
     QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
     await until(lambda: page.forget_all.text().startswith("Click again"), what="asks again")
     assert (rt.memory_folder / "tea.md").exists()

@@ -380,3 +380,58 @@ async def test_the_memory_tool_never_saves_a_secret_the_turn_saw(home, seen_in):
             db.close()
     finally:
         await rt.aclose()
+
+
+async def test_hearth_memory_add_writes_a_memory_by_hand_with_the_tools_checks(home):
+    from tests.runtime.test_cli import _cli, _result
+
+    code, out, err = await _result(await _cli("memory", "add", "trains", "# Travels by train\nNever flies.",
+                                              home=home))
+    assert (code, out.strip()) == (0, "Added trains.md."), err
+    assert (home / "memory" / "trains.md").read_text() == "# Travels by train\nNever flies.\n"
+    proc = await _cli("memory", "add", "garden.md", home=home, stdin=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(b"# Grows tomatoes\nOn the balcony.\n"), 60)
+    assert (proc.returncode, out.decode().strip()) == (0, "Added garden.md."), err
+    refused = {
+        ("trains", "# Trains again"): "A memory named 'trains.md' exists already",
+        ("bank", "# Bank\nmy password is hunter2"): "looks like a secret",
+        ("../settings.json", "# Escape"): "outside the memory folder",
+        ("notes.txt", "# Notes"): "use a name ending in .md",
+        ("INDEX.md", "# Mine"): "kept by Hearth itself",
+        ("long", "# Long\n" + "x" * 5000): "at most 4000 characters",
+        ("empty", "   "): "needs some text",
+    }
+    for (name, text), why in refused.items():
+        code, _, err = await _result(await _cli("memory", "add", name, text, home=home))
+        assert code == 2 and why in err and "Traceback" not in err, (name, err)
+    rt = await Runtime.open(home)
+    try:
+        rows = await rt.memories()
+        assert [(m["name"], m["origin"]) for m in rows] == [("garden.md", "person"), ("trains.md", "person")]
+    finally:
+        await rt.aclose()
+
+
+async def test_a_forgotten_memory_comes_back_with_its_provenance(rt, server):
+    server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(PROPOSAL)]))
+    task = await rt.create_task()
+    await turn(rt, task.id, PREFERENCE)
+    [learned] = await rt.memories()
+    assert learned["origin"] == "extraction" and learned["source_task_id"] == task.id
+    text = await rt.memory_text("units.md")
+    await rt.forget("units.md")
+    assert await rt.memories() == [] and not (rt.memory_folder / "units.md").exists()
+    assert await rt.restore_memory("units.md") == "units.md"
+    [back] = await rt.memories()
+    assert {k: v for k, v in back.items() if k not in ("mtime", "updated_at")} == {
+        k: v for k, v in learned.items() if k not in ("mtime", "updated_at")}  # where it came from, and when
+    assert await rt.memory_text("units.md") == text
+    assert [m["name"] for m in await rt.memories("kilometres")] == ["units.md"]  # indexed again
+    assert "units.md" in (rt.memory_folder / "INDEX.md").read_text()
+    with pytest.raises(ConfigError, match=r"No deleted memory named 'units\.md'"):
+        await rt.restore_memory("units.md")  # brought back once
+    await rt.forget("units.md")
+    await rt.add_memory("units", "# Prefers miles now\nMiles.")
+    with pytest.raises(ConfigError, match="exists again"):  # never over a memory written since
+        await rt.restore_memory("units.md")
+    assert "miles" in await rt.memory_text("units.md")
