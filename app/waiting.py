@@ -12,12 +12,6 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPush
 from .markdown import mono_font
 from .tool_card import args_text
 
-EFFECT_NOTES = {
-    "workspace_write": "It changes files in this task's workspace folder.",
-    "external": "It runs outside the workspace (for example a shell command on this computer).",
-    "read_only": "It only reads.",
-}
-
 
 class WaitingBox(QFrame):
     answered = Signal(str, str, bool, str)  # request_id, answer, remember, the command rule to remember ("": tool)
@@ -74,7 +68,8 @@ class WaitingBox(QFrame):
         args.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         args.setVisible(bool(args.text()))
         lay.addWidget(args)
-        note = QLabel(request.get("sandbox_note") or EFFECT_NOTES.get(request.get("effect", ""), ""))
+        # What the call touches, in the tool's words (an approval saved by an older Hearth has only a command's).
+        self.note = note = QLabel(request.get("touches") or request.get("sandbox_note") or "")
         note.setWordWrap(True)
         # Without a sandbox the command can do anything the account can: said in the warning colour.
         note.setObjectName("Warning" if request.get("sandboxed") is False else "Muted")

@@ -210,8 +210,8 @@ async def _ask_in_terminal(rt: Runtime, task_id: str):
     if req["kind"] == "approval":
         args = json.dumps(req.get("tool_args") or {}, ensure_ascii=False)
         print(f"{req['tool_name']} {args}", file=sys.stderr)
-        if req.get("sandbox_note"):
-            print(req["sandbox_note"], file=sys.stderr)
+        if req.get("touches"):
+            print(req["touches"], file=sys.stderr)
         rule = req.get("suggested_rule")
         network = " / [w]ith network" if req.get("network_offer") else ""
         scope = f" (commands starting “{rule}”)" if rule else ""

@@ -66,6 +66,7 @@ class PlanAssignments:
         "required": ["assignments"],
     }
     effect = Effect.read_only  # it changes the team's plan, which the person sees on the board, not the world
+    touches = "It sets the team's plan, shown on the team's board; it changes no files."
 
     def __init__(self, propose: Propose):
         self._propose = propose

@@ -30,7 +30,7 @@ from ..providers.base import (
 )
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
-from ..tools.base import Effect, ToolContext
+from ..tools.base import Effect, ToolContext, touches
 from ..tools.planning import plan_steps, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
 from .subagents import PARALLEL
@@ -199,15 +199,16 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         finish_call(ctx, part, ToolState.denied, "Denied by a rule the person set for this tool.")
     elif verdict == "ask":
         details = tool.approval_details(part["args"]) if hasattr(tool, "approval_details") else {}
-        note = details.get("sandbox_note")
-        ask(ctx, part, "approval", f"Allow {tool.name}?" + (f" {note}" if note else ""), details)
+        details["touches"] = touches(tool, part["args"])
+        ask(ctx, part, "approval", f"Allow {tool.name}? {details['touches']}", details)
     else:
         await execute(ctx, part)
 
 
 def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, details: dict | None = None) -> None:
-    """End the turn waiting for the person. `details` join the request: a plan's steps, or for an approval of a
-    sandboxable tool (RunShell.approval_details) whether it runs sandboxed, with network, and a rule to offer."""
+    """End the turn waiting for the person. `details` join the request: a plan's steps, or for an approval what the
+    call touches (tools/base.py `touches`) and, for a sandboxable tool (RunShell.approval_details), whether it
+    runs sandboxed, with network, and a rule to offer."""
     part["awaiting"] = True
     request = {
         "request_id": uuid.uuid4().hex, "kind": kind, "prompt": prompt, "call_id": part["call_id"],

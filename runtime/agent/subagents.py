@@ -79,6 +79,8 @@ class Delegate:
     name = "delegate"
     effect = Effect.read_only  # what its children may do is checked call by call against the task's approvals
     concurrent = True  # the loop runs several delegate calls of one step at once
+    touches = ("It hands a job to a helper model. The helper's own tool calls follow this task's approval mode, and "
+               "any that would ask you are refused.")
 
     def __init__(self, definitions: list[Definition]):
         self.definitions = {d.name: d for d in definitions}

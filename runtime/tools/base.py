@@ -36,12 +36,32 @@ class ToolResult:
 
 
 class Tool(Protocol):
+    """Every tool also says in one sentence what a call touches, for its approval: `touches`, or
+    `touches_for(args)` when that depends on the call (see `touches` below)."""
+
     name: str
     description: str
     parameters: dict[str, Any]  # JSON schema of the arguments object
     effect: Effect
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+
+# What an approval says of a tool that does not say it itself (a test's FunctionTool), by its effect class.
+EFFECT_TOUCHES = {
+    Effect.read_only: "It only reads.",
+    Effect.workspace_write: "It changes files in this task's workspace folder.",
+    Effect.external: "It may change things outside this task's workspace folder.",
+}
+
+
+def touches(tool: Any, args: dict[str, Any]) -> str:
+    """The sentence an approval of this call shows the person: what it reads or changes, in the tool's words."""
+    said = tool.touches_for(args) if hasattr(tool, "touches_for") else getattr(tool, "touches", None)
+    if said:
+        return said
+    effect = tool.effect_for(args) if hasattr(tool, "effect_for") else tool.effect
+    return EFFECT_TOUCHES[Effect(effect)]
 
 
 def tool_spec(tool: Tool) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class FindTools:
         "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"],
     }
     effect = Effect.read_only
+    touches = "It only looks up other tools by what they do."
 
     def __init__(self, hidden: dict[str, Tool]):
         self._hidden = hidden

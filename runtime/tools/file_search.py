@@ -94,6 +94,7 @@ class ListFiles:
         "additionalProperties": False,
     }
     effect = Effect.read_only
+    touches = "It only lists files in this task's workspace folder."
 
     def __init__(self, cap: int = LIST_CAP):
         self.cap = cap
@@ -136,6 +137,7 @@ class SearchFiles:
         "additionalProperties": False,
     }
     effect = Effect.read_only
+    touches = "It only reads files in this task's workspace folder."
 
     def __init__(self, cap: int = SEARCH_CAP):
         self.cap = cap

@@ -110,6 +110,7 @@ class ReadFile:
         "additionalProperties": False,
     }
     effect = Effect.read_only
+    touches = "It only reads a file in this task's workspace folder."
 
     def __init__(self, cap: int = READ_CAP):
         self.cap = cap
@@ -194,6 +195,7 @@ class WriteFile:
         "additionalProperties": False,
     }
     effect = Effect.workspace_write
+    touches = "It writes a file in this task's workspace folder (new, or replacing it), and nothing else."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path, content = arg_str(args, "path"), arg_str(args, "content")
@@ -236,6 +238,7 @@ class EditFile:
         "additionalProperties": False,
     }
     effect = Effect.workspace_write
+    touches = "It changes a file in this task's workspace folder, and nothing else."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         path = arg_str(args, "path")

@@ -20,6 +20,7 @@ class AskUser:
         "required": ["question"],
     }
     effect = Effect.read_only
+    touches = "It asks you a question; it changes nothing."
     asks_user = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

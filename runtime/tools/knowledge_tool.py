@@ -29,6 +29,7 @@ class SearchKnowledge:
         "additionalProperties": False,
     }
     effect = Effect.read_only
+    touches = "It only searches the knowledge documents it was given; it changes nothing."
 
     def __init__(self, answer: Callable[[str, int], Awaitable[str]]):
         self._answer = answer

@@ -96,6 +96,8 @@ class MCPTool:
         self.parameters: dict[str, Any] = untrusted_schema(remote.input_schema)
         self.server_name = server.name
         self.remote_name: str = remote.name
+        self.touches = (f"It runs “{remote.name}” of the MCP server “{server.name}”, a program outside Hearth: what "
+                        "it reads or changes is up to that server.")
         self._server = server
         self._sessions = sessions
 

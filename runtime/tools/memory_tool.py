@@ -2,7 +2,8 @@
 
 The files and their rules (names confined to the memory folder by the workspace gate, no secrets, provenance)
 are `runtime/memory.py`'s; this is the model's handle on them. Viewing changes nothing; every other command
-is a write and follows the task's approval mode like a workspace write (`effect_for`). A write may not repeat
+is a write and follows the task's approval mode like a workspace write (`effect_for`), and its approval says
+truly what it touches: the person's memories, which every task and chat shares (`touches_for`). A write may not repeat
 what Hearth hid as a secret anywhere in the turn's conversation (the person's words, tool results): the model
 saw those words, so it could copy them into a memory (`Memory.write`'s `seen`, as the extraction job does); a
 helper's call (`delegate`) counts the helper's own conversation too.
@@ -44,6 +45,17 @@ class MemoryTool:
 
     def effect_for(self, args: dict[str, Any]) -> Effect:
         return Effect.read_only if args.get("command") == "view" else Effect.workspace_write
+
+    def touches_for(self, args: dict[str, Any]) -> str:
+        """Memory is the person's, shared by every task and chat: never this task's workspace."""
+        command, path = args.get("command"), args.get("path")
+        if command == "view":
+            return "It only reads your saved memories."
+        what = {"create": "saves a new memory", "update": "replaces your memory",
+                "delete": "deletes your memory"}.get(command, "changes your memories")
+        name = f" {path}" if isinstance(path, str) and path else ""
+        return (f"It {what}{name} in Hearth's memory folder, which every task and chat reads (not this task's "
+                "workspace folder).")
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         command, path = args.get("command"), args.get("path")

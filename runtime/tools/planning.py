@@ -64,6 +64,7 @@ class TodoWrite:
         "required": ["items"],
     }
     effect = Effect.read_only  # it changes the task's list, not files or the world
+    touches = "It rewrites the todo list shown beside this conversation; it changes no files."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         todos = check_todos(args.get("items"))
@@ -83,6 +84,7 @@ class SubmitPlan:
         "required": ["steps"],
     }
     effect = Effect.read_only
+    touches = "It shows you a plan to approve; it changes nothing."
     asks_user = "plan"
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:

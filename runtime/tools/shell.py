@@ -201,23 +201,24 @@ class RunShell:
     def sandboxed(self) -> bool:
         return self.sandbox is not None
 
-    def approval_details(self, args: dict[str, Any]) -> dict[str, Any]:
-        """What an approval request for this call says (agent/loop.py puts it into the request)."""
+    def touches_for(self, args: dict[str, Any]) -> str:
+        """What a command can reach: the sandbox decides (its approval's sentence, tools/base.py `touches`)."""
         if self.sandbox is None:
-            note = (f"It runs WITHOUT a sandbox ({self.unsandboxed_reason or 'none can start here'}): it can do "
+            return (f"It runs WITHOUT a sandbox ({self.unsandboxed_reason or 'none can start here'}): it can do "
                     f"anything your account can, including reading your files and using the network.")
-        elif self.network:
-            note = ("It runs in the sandbox: it can change only this task's workspace and cannot see Hearth's data "
+        if self.network:
+            return ("It runs in the sandbox: it can change only this task's workspace and cannot see Hearth's data "
                     "or your keys. It may use the network (this task allows it).")
-        else:
-            note = ("It runs in the sandbox: it can change only this task's workspace, cannot see Hearth's data or "
-                    "your keys, and has no network.")
+        return ("It runs in the sandbox: it can change only this task's workspace, cannot see Hearth's data or "
+                "your keys, and has no network.")
+
+    def approval_details(self, args: dict[str, Any]) -> dict[str, Any]:
+        """What an approval request for this call carries besides its sentence (agent/loop.py puts it in)."""
         command = args.get("command")
         return {
             "sandboxed": self.sandboxed,
             "network": self.network or not self.sandboxed,
             "network_offer": self.sandboxed and not self.network,
-            "sandbox_note": note,
             "suggested_rule": suggest_rule(command) if isinstance(command, str) else None,
         }
 

@@ -128,6 +128,7 @@ class SkillTool:
         "required": ["name"],
     }
     effect = Effect.read_only
+    touches = "It only reads a skill's instructions or files, from the skills folder in Hearth's data folder."
 
     def __init__(self, skills: list[Skill]):
         self._skills = {s.name: s for s in skills}

@@ -19,7 +19,7 @@ from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, trigram_vector
 from tests.support.pdf import write_pdf
-from tests.support.qt_helpers import MODEL, until
+from tests.support.qt_helpers import MODEL, open_task, type_and_send, until
 
 
 class Opened(QObject):
@@ -117,6 +117,18 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     assert await rt.memories() == []
     page.enabled.setChecked(False)
     await until(lambda: not rt.memory_enabled, what="memory off")
+
+
+async def test_a_memory_approval_says_it_changes_the_memories_every_task_shares(launch):
+    model = ScriptedModel([[Call("memory", {"command": "create", "path": "tea.md", "content": "# Green tea"})]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Tea", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "Remember that I like green tea.")
+    await until(lambda: panel.waiting is not None and panel.settled, what="approval asked")
+    assert panel.waiting.note.isVisibleTo(panel)
+    assert panel.waiting.note.text() == ("It saves a new memory tea.md in Hearth's memory folder, which every task "
+                                         "and chat reads (not this task's workspace folder).")
 
 
 async def test_memory_page_and_jobs_tab_say_why_the_last_extraction_failed(launch):

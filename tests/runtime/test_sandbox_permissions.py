@@ -81,7 +81,7 @@ async def test_full_auto_asks_before_each_unsandboxed_command_unless_the_risk_is
         assert events[-1].reason == EndReason.waiting and not outside.exists()
         request = (await rt.get_task(task.id)).pending_request
         assert request["sandboxed"] is False and request["network"] is True and request["network_offer"] is False
-        assert "WITHOUT a sandbox (bubblewrap" in request["sandbox_note"] and "WITHOUT a sandbox" in request["prompt"]
+        assert "WITHOUT a sandbox (bubblewrap" in request["touches"] and "WITHOUT a sandbox" in request["prompt"]
         with pytest.raises(ConfigError, match="'approve' or 'deny'"):
             await rt.answer(task.id, request["request_id"], "approve_network")
         await rt.answer(task.id, request["request_id"], "approve")  # the person's explicit yes: it runs as them
@@ -123,7 +123,7 @@ async def test_on_windows_settings_say_there_is_no_sandbox_and_full_auto_asks_be
             assert events[-1].reason == EndReason.waiting and written() == before  # asked first, nothing ran
             request = (await rt.get_task(task.id)).pending_request
             assert request["sandboxed"] is False
-            assert "WITHOUT a sandbox (Windows has no sandbox Hearth can use yet)" in request["sandbox_note"]
+            assert "WITHOUT a sandbox (Windows has no sandbox Hearth can use yet)" in request["touches"]
             await rt.answer(task.id, request["request_id"], "approve")
             assert (await collect(rt, task.id))[-1].reason == EndReason.completed
             assert written() == after
@@ -148,7 +148,7 @@ async def test_the_network_is_asked_per_command_and_allowed_per_task(home, model
         await _turn(rt, task.id, "one")
         request = (await rt.get_task(task.id)).pending_request
         assert request["sandboxed"] is True and request["network"] is False and request["network_offer"] is True
-        assert "in the sandbox" in request["prompt"] and "no network" in request["sandbox_note"]
+        assert "in the sandbox" in request["prompt"] and "no network" in request["touches"]
         await rt.answer(task.id, request["request_id"], "approve")
         (state, result), = _tool_results(await collect(rt, task.id))
         assert state == "done" and "Connection refused" in result and accepted == []
