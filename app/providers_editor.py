@@ -1,5 +1,7 @@
 """Settings → Models: the provider list with presets, a form for the selected one, "Test connection", and the
-default model. Keys typed here are handed to the runtime's keyring on save and never kept in settings.json."""
+default model. Keys typed here are handed to the runtime's keyring on save and never kept in settings.json.
+A server's context window is asked from the server unless the form gives it in tokens (`context_window`); one set
+per model in settings.json is shown, not edited here."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -23,6 +26,8 @@ from PySide6.QtWidgets import (
 from . import dialogs
 from .presets import NOTES, provider_entry
 
+ASK_SERVER = "Ask the server"
+MAX_WINDOW = 10_000_000
 KIND_LABELS = {"openai": "OpenAI-compatible server", "llama_cpp": "Bundled model (llama.cpp, offline)",
                "scripted": "Scripted (tests)"}
 
@@ -78,6 +83,23 @@ class ProvidersEditor(QWidget):
         form.addRow("Server URL", self.url)
         form.addRow("API key", self.key)
         form.addRow("Model file", self.model_path)
+        self.context = QSpinBox()
+        self.context.setRange(0, MAX_WINDOW)
+        self.context.setSingleStep(1024)
+        self.context.setSuffix(" tokens")
+        self.context.setSpecialValueText(ASK_SERVER)  # 0: not set
+        self.context.setToolTip("How many tokens one request to this server's models may hold. Ask the server: "
+                               "Hearth reads it from the server, or assumes 8,192 when the server does not say.")
+        self.context.valueChanged.connect(self._window_edited)
+        self.per_model = QLabel()  # a figure per model, from settings.json
+        self.per_model.setObjectName("Muted")
+        window_row = QHBoxLayout()
+        window_row.addWidget(self.context)
+        window_row.addWidget(self.per_model, 1)
+        self.context_row = QWidget()
+        self.context_row.setLayout(window_row)
+        window_row.setContentsMargins(0, 0, 0, 0)
+        form.addRow("Context window", self.context_row)
         right.addLayout(form)
         self.note = QLabel()
         self.note.setObjectName("Muted")
@@ -160,7 +182,7 @@ class ProvidersEditor(QWidget):
         self._loading = True
         try:
             enabled = p is not None
-            for w in (self.id, self.url, self.key, self.model_path, self.remove):
+            for w in (self.id, self.url, self.key, self.model_path, self.context, self.remove):
                 w.setEnabled(enabled)
             self.test.setEnabled(enabled)
             p = p or {}
@@ -173,6 +195,8 @@ class ProvidersEditor(QWidget):
             self.form.setRowVisible(self.model_path, kind == "llama_cpp")
             self.key.setText(self.keys.get(p.get("id", ""), ""))
             self.form.setRowVisible(self.key, kind == "openai")
+            self._show_window(p.get("context_window"))
+            self.form.setRowVisible(self.context_row, kind == "openai")
             ref = p.get("api_key_ref")
             self.key.setPlaceholderText(
                 f"Saved ({ref}) — type to replace" if ref else "Not needed for local servers")
@@ -180,6 +204,22 @@ class ProvidersEditor(QWidget):
             self.result.clear()
         finally:
             self._loading = False
+
+    def _show_window(self, setting) -> None:
+        per_model = isinstance(setting, dict)
+        self.context.setValue(setting if isinstance(setting, int) else 0)
+        self.context.setVisible(not per_model)
+        self.per_model.setVisible(per_model)
+        if per_model:
+            self.per_model.setText("Per model, in settings.json: " + ", ".join(
+                f"{model} {tokens:,}" for model, tokens in setting.items()))
+
+    def _window_edited(self, tokens: int) -> None:
+        p = self.current()
+        if p is None or self._loading or isinstance(p.get("context_window"), dict):
+            return
+        p["context_window"] = tokens or None  # None: ask the server
+        self.changed.emit()
 
     def _edited(self, _text: str) -> None:
         p = self.current()

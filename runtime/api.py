@@ -118,7 +118,8 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         self.knowledge = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: self.jobs.submit(kind, None, job),
                                    self._embedder)
         self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
-                            self.models, memory=self.memory, knowledge=self.knowledge)
+                            self.models, memory=self.memory, knowledge=self.knowledge,
+                            told=self._context_window_told)
         self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self._db_check = None  # verify_database's check while it runs
         self.task_turns = self._host(store, self.kit, self._task_row)

@@ -96,6 +96,8 @@ class Settings(BaseModel):
     sandbox_max_processes: int = Field(default=256, ge=0)
 
     memory: bool = True  # the person's saved memories are used and saved (Settings ▸ Memory, `hearth memory off`)
+    # Providers whose person was told, once, that their context window is assumed (kit.AgentKit.context_window).
+    context_window_told: list[str] = Field(default_factory=list)
     embeddings: EmbeddingsConfig | None = None  # unset: knowledge search is BM25 alone, fully offline
 
     def provider(self, provider_id: str) -> ProviderConfig:

@@ -63,7 +63,7 @@ class AgentKit:
     def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
                  providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents,
                  library: ModelLibrary | None = None, *, memory: Memory | None = None,
-                 knowledge: Knowledge | None = None):
+                 knowledge: Knowledge | None = None, told: Callable[[str], Awaitable[None]] | None = None):
         self.home = home
         self.memory = memory
         self.knowledge = knowledge
@@ -73,7 +73,8 @@ class AgentKit:
         self.providers = providers
         self._extra_tools = tools
         self._consents = consents
-        self._defaulted: set[tuple[str, str]] = set()  # (provider, model) told about the assumed window
+        self._told = told  # keeps in settings that a provider's person was told about its assumed window
+        self._defaulted: set[str] = set()  # providers told in this process (also when keeping it failed)
         self._library = library  # installed local models, served by a llama_cpp provider without model_path
 
     @property
@@ -184,17 +185,23 @@ class AgentKit:
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """(tokens, a one-time note) for the model's context window: the provider's own figure (a local model's
         n_ctx, settings.json, what the server says), else a conservative default, with a sentence the first
-        time a model has to make do with it."""
+        time one of the provider's models has to make do with it. Once per provider, ever: settings.json keeps
+        that it was said (`context_window_told`), so neither the next answer nor the next start says it again."""
         tokens = await self.window_tokens(provider, model)
         if tokens:
             return tokens, None
-        note = None
-        if (provider.id, model) not in self._defaulted:
-            self._defaulted.add((provider.id, model))
-            note = (f"The server does not say how long a context {model} takes, so Hearth assumes "
-                    f"{UNKNOWN_CONTEXT_TOKENS:,} tokens. Set context_window for this provider in Settings if it "
-                    "can take more.")
-        return UNKNOWN_CONTEXT_TOKENS, note
+        if provider.id in self._defaulted or provider.id in self._settings().context_window_told:
+            return UNKNOWN_CONTEXT_TOKENS, None
+        self._defaulted.add(provider.id)
+        if self._told is not None:
+            try:
+                await self._told(provider.id)
+            except Exception:  # a full disk costs the note's memory, never the turn
+                log.exception("could not keep that the context window note for %s was given", provider.id)
+        return UNKNOWN_CONTEXT_TOKENS, (
+            f"The server of {provider.id} does not say how long a context {model} takes, so Hearth assumes "
+            f"{UNKNOWN_CONTEXT_TOKENS:,} tokens for its models. If they can take more, set the context window in "
+            f"Settings ▸ Models ▸ {provider.id}.")
 
     async def window_tokens(self, provider: Provider, model: str) -> int | None:
         """The model's context window as its provider knows it (a local model's n_ctx, settings.json, what the

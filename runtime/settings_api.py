@@ -124,6 +124,12 @@ class SettingsMixin:
         remember(new.secret_values())
         self.settings = new
 
+    async def _context_window_told(self, provider_id: str) -> None:
+        """The person was told that `provider_id`'s context window is assumed: not again (kit.py)."""
+        new = self.settings.model_copy(deep=True)
+        new.context_window_told = [*new.context_window_told, provider_id]
+        await self.save_settings(new)
+
     # -- MCP servers: a server is launched only after the person saw its command line and agreed --
 
     def mcp_servers(self) -> list[tuple[str, str, bool]]:

@@ -144,3 +144,42 @@ async def test_settings_ask_before_removing_a_provider_and_before_dropping_unsav
             assert [p["id"] for p in saved["providers"]] == ["a"]
         finally:
             await ctl.shutdown()
+
+
+async def test_the_provider_form_sets_a_servers_context_window_or_asks_the_server(home):
+    async with OpenAIServer(models=["alpha"]) as one, OpenAIServer(models=["gamma"]) as two:
+        _settings(home, one.base_url, two.base_url)
+        saved = json.loads((home / "settings.json").read_text())
+        saved["providers"][1]["context_window"] = {"gamma": 65536}
+        saved["providers"].append({"id": "builtin", "kind": "llama_cpp"})
+        (home / "settings.json").write_text(json.dumps(saved))
+        ctl = await _app(home)
+        try:
+            rt = ctl.rt
+            assert (await rt.kit.context_window(rt.provider("a"), "alpha"))[0] == 8192  # the server does not say
+            win = ctl.open_settings()
+            editor = win.providers
+            editor.list.setCurrentRow(0)
+            assert editor.form.isRowVisible(editor.context_row) and editor.context.text() == "Ask the server"
+            editor.context.setValue(32768)
+            assert win.dirty
+            win.save.click()
+            await until(lambda: win.status.text().startswith("Saved."), what="saved")
+            saved = json.loads((home / "settings.json").read_text())
+            assert saved["providers"][0]["context_window"] == 32768
+            assert saved["providers"][1]["context_window"] == {"gamma": 65536}  # per model: kept as it was
+            assert await rt.kit.context_window(rt.provider("a"), "alpha") == (32768, None)
+
+            editor.list.setCurrentRow(1)  # figures per model are shown, and left to settings.json
+            assert editor.context.isHidden() and editor.per_model.text() == "Per model, in settings.json: gamma 65,536"
+            editor.list.setCurrentRow(3)
+            assert not editor.form.isRowVisible(editor.context_row)  # a local model knows its own
+            editor.list.setCurrentRow(0)
+            assert editor.context.value() == 32768
+            editor.context.setValue(0)  # back to asking the server
+            win.save.click()
+            await until(lambda: not win.dirty and win.status.text().startswith("Saved."), what="saved again")
+            assert "context_window" not in json.loads((home / "settings.json").read_text())["providers"][0]
+            assert (await rt.kit.context_window(rt.provider("a"), "alpha"))[0] == 8192
+        finally:
+            await ctl.shutdown()

@@ -35,22 +35,39 @@ async def test_the_window_is_read_from_what_the_server_says(home, kind):
             await rt.aclose()
 
 
-async def test_settings_win_and_an_unknown_window_is_assumed_with_one_note(home):
+async def test_settings_win_and_an_unknown_window_is_assumed_with_one_note_per_provider_ever(home):
     async with OpenAIServer(models=["m", "n"]) as server:
-        server.script(Reply(chunks=["one"]), Reply(chunks=["two"]))
         (home / "settings.json").write_text(json.dumps({
             "providers": [{"id": "p", "kind": "openai", "base_url": server.base_url},
-                          {"id": "q", "kind": "openai", "base_url": server.base_url, "context_window": {"n": 65536}}],
+                          {"id": "q", "kind": "openai", "base_url": server.base_url, "context_window": {"n": 65536}},
+                          {"id": "r", "kind": "openai", "base_url": server.base_url}],
             "default_model": "p/m"}))
+
+        async def notes(rt: Runtime, model: str, *texts: str) -> list[str]:
+            task = await rt.create_task(model=model)
+            said = []
+            for text in texts:
+                server.script(Reply(chunks=["ok"]))
+                await rt.send(task.id, text)
+                said += [e.message for e in [ev async for ev in rt.subscribe(task.id)] if e.type == "warning"]
+                await rt.wait_idle(task.id)
+            return said
+
         rt = await Runtime.open(home)
         try:
             assert (await rt.kit.context_window(rt.provider("q"), "n"))[0] == 65536
-            task = await rt.create_task()
-            notes = []
-            for text in ("first", "second"):
-                await rt.send(task.id, text)
-                notes += [e.message for e in [ev async for ev in rt.subscribe(task.id)] if e.type == "warning"]
-                await rt.wait_idle(task.id)
-            assert len(notes) == 1 and "assumes 8,192 tokens" in notes[0] and "context_window" in notes[0]
+            [note] = await notes(rt, "p/m", "first", "second")
+            assert note == ("The server of p does not say how long a context m takes, so Hearth assumes 8,192 tokens "
+                            "for its models. If they can take more, set the context window in Settings ▸ Models ▸ p.")
+            assert await notes(rt, "p/n", "another model of p") == []  # once per provider, not per model
+            [other] = await notes(rt, "r/m", "another provider")
+            assert other.startswith("The server of r does not say")
+        finally:
+            await rt.aclose()
+        assert json.loads((home / "settings.json").read_text())["context_window_told"] == ["p", "r"]
+        rt = await Runtime.open(home)  # a restart does not say it again
+        try:
+            assert await notes(rt, "p/m", "after a restart") == []
+            assert await rt.kit.context_window(rt.provider("p"), "m") == (8192, None)
         finally:
             await rt.aclose()
