@@ -26,12 +26,13 @@ from ..providers.base import (
     TOOL_START,
     USAGE,
     ModelRequest,
+    named_choice,
     outgoing_messages,
 )
 from ..redact import redact_known
 from ..stream_buffer import REASONING_KIND, TEXT_KIND
-from ..tools.base import Effect, ToolContext, touches
-from ..tools.planning import plan_steps, todo_lines
+from ..tools.base import Effect, ToolContext, tool_spec, touches
+from ..tools.planning import SubmitPlan, plan_steps, todo_lines
 from .context import DENIED, message_chars, tool_call_entry, tool_message
 from .subagents import PARALLEL
 
@@ -48,16 +49,23 @@ async def run_agent(ctx: TurnContext) -> None:
     if ctx.pending_request is not None:
         return
     quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
+    # A planning turn that answers in words asks once more, for the plan by name (plan_only): `ask_plan` for the
+    # next request, `plan_asked` so that it happens once.
+    ask_plan = plan_asked = False
     for step in range(ctx.max_steps):
         ctx.check_abort()
         # Until the first token the person sees what the turn waits for; the provider may say more (STATUS).
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.agent_running, detail=WAITING))
-        ctx.step = step
+        if not ask_plan:  # the plan asked for joins the words' step: one assistant message, text then the call
+            ctx.step = step
         if ctx.compactor is not None:  # the last step's tool results, the MCP tools' schemas or the notes
             await ctx.compactor.fit(ctx, ctx.ratio)  # may push this request over the window
             ctx.check_abort()
         messages = outgoing_messages(with_notes(ctx), empty_tool_call_content=quirk)
         request = ModelRequest(model=ctx.model_name, messages=messages, tools=ctx.tool_specs)
+        if ask_plan or (step == ctx.max_steps - 1 and plans(ctx)):
+            request.tools, request.tool_choice = plan_only(ctx)
+        ask_plan = False
         request_chars = ctx.request_chars()  # the whole request, as the window check measures it
         record = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
@@ -102,8 +110,11 @@ async def run_agent(ctx: TurnContext) -> None:
             mark_truncated(ctx)
             return
         if not calls:
-            return
-        assistant = {"role": "assistant", "content": ctx.step_text(step) or None, "tool_calls": []}
+            if plan_asked or not plans(ctx):
+                return
+            ask_plan = plan_asked = True  # its words stay; the next request must come back with the plan
+            continue
+        assistant = {"role": "assistant", "content": ctx.step_text(ctx.step) or None, "tool_calls": []}
         for call in calls:
             part = ctx.tool_part(call.call_id, call.name)
             part["args"] = call.args if call.args is not None else {}
@@ -126,6 +137,19 @@ async def run_agent(ctx: TurnContext) -> None:
             return
         ctx.dirty = True
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
+
+
+def plans(ctx: TurnContext) -> bool:
+    """A planning turn: it must end with a plan to approve (submit_plan)."""
+    return SubmitPlan.name in ctx.tools
+
+
+def plan_only(ctx: TurnContext) -> tuple[list[dict], dict]:
+    """The tools and tool_choice of a request that must come back with the plan: submit_plan alone, named. A
+    planning turn sends it after an answer in plain words, and as its last step: a model that does not call
+    submit_plan by itself (some never do) still gives the person a plan to approve. The first steps stay free,
+    so that the model can look around with the read-only tools first."""
+    return [tool_spec(ctx.tools[SubmitPlan.name])], named_choice(SubmitPlan.name)
 
 
 def _groups(ctx: TurnContext, calls: list) -> list[list]:

@@ -49,10 +49,28 @@ class ModelRequest:
     max_tokens: int | None = None
     temperature: float | None = None
     seed: int | None = None
-    tool_choice: str | None = None  # "required": the step must call a tool (None: the model decides)
+    # None: the model decides. "required": the step must call a tool. {"type": "function", "function": {"name":
+    # N}} (the chat-completions shape): it must call N (`forced_tool`), as a planning turn asks for its plan.
+    tool_choice: str | dict[str, Any] | None = None
     # "turn": a step of a person's turn. Else a background job's side request, "title" or "memory" (extraction):
     # the bundled model serves turns first (llama_queue.py), the scripted test model answers titles apart.
     purpose: str = "turn"
+
+
+def named_choice(name: str) -> dict[str, Any]:
+    """The `tool_choice` that makes a step call the tool `name`."""
+    return {"type": "function", "function": {"name": name}}
+
+
+def forced_tool(request: ModelRequest) -> str | None:
+    """The tool the request's `tool_choice` names, or None."""
+    choice = request.tool_choice
+    return choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+
+
+def must_call(request: ModelRequest) -> bool:
+    """The step must be a tool call: `tool_choice` is "required" or names a tool."""
+    return request.tool_choice == "required" or forced_tool(request) is not None
 
 
 # The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).

@@ -12,7 +12,8 @@ call format, see `llama_chat.py`); called by `llama_worker.Job`.
    tools' JSON schemas: `{"name": <one of the tool names>, "arguments": <that tool's schema>}` (`parameters`
    for llama3_json; inside `[ … ]` for mistral), so the name is a real tool and the arguments valid JSON of the
    right shape. TOOL_START is sent as soon as the name is complete, TOOL_CALLS when the object is.
-A request with `tool_choice="required"` skips step 2: the call starts right after the prompt. One call per step
+A request with `tool_choice="required"` (or naming a tool: the worker then passes only that tool) skips step 2: the
+call starts right after the prompt. One call per step
 (the agent loop calls again in the next step). Tokens are sampled with llama-cpp-python's
 own sampler chain (`Llama.generate`: top-k 40, top-p 0.95, min-p 0.05, as `create_completion`), decoded
 incrementally (multi-byte characters split across tokens come out whole).
@@ -29,7 +30,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ProviderError
-from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ToolCallRequest
+from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ToolCallRequest, must_call
 from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate
 from runtime.providers.llama_models import quiet_llama_cpp
 from runtime.providers.llama_prefill import prefilled
@@ -191,7 +192,7 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
     request, llm = job.request, job.model.llm
     tools = [{"type": "function", "function": f} for f in functions]
     written = None
-    if request.tool_choice != "required":  # a cut-off answer: the model writes on from its text (llama_prefill.py)
+    if not must_call(request):  # a cut-off answer: the model writes on from its text (llama_prefill.py)
         written = prefilled(lambda messages: chat.render(messages, tools), request.messages)
     prompt = written if written is not None else chat.render(request.messages, tools)
     job.model.last_prompt = prompt
@@ -201,7 +202,7 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
         prepare_prefix(job.model, job.prefix_cache, tokens, functions, head, tools)
     job.meter.prompt = len(tokens)
 
-    if request.tool_choice == "required":  # no free writing: the call starts at once
+    if must_call(request):  # no free writing: the call starts at once
         marker = MARKERS[chat.format]
         before = llm.tokenize(marker.encode("utf-8"), add_bos=False, special=True) if marker else []
         used = 0

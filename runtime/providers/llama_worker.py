@@ -42,6 +42,10 @@
   had just read, or list_files at random); and its text and arguments are sampled with a repeat penalty
   (SMALL_REPEAT_PENALTY), without which a third of its answers looped until max_tokens and write_file
   contents ran on ("Hello world. This is a test. This is a test…").
+- A step whose `tool_choice` is "required" or names a tool (a planning turn asking for its plan) skips the choice
+  between a message and a call, as llama-cpp-python's `chatml-function-calling` handler does for a named tool:
+  the prompt goes on with `functions.<name>:` and the arguments under the schema's grammar (a named tool_choice
+  leaves only that tool; "required" chooses the name under a grammar of the names).
 - A Continue (`base.continuation`) gets no instruction: the prompt opens the assistant's turn with the cut-off
   answer's text and the model writes on (`llama_prefill.py`), in a plain chat as in a tool step, where it skips
   the choice between a message and a call (the answer is text already).
@@ -66,7 +70,18 @@ from collections.abc import Callable
 from typing import Any
 
 from runtime.events import Usage
-from runtime.providers.base import FINISH, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from runtime.providers.base import (
+    FINISH,
+    STATUS,
+    TEXT,
+    TOOL_CALLS,
+    TOOL_START,
+    USAGE,
+    ModelRequest,
+    ToolCallRequest,
+    forced_tool,
+    must_call,
+)
 from runtime.providers.llama_calls import run_template_step
 from runtime.providers.llama_channel import END, Channel
 from runtime.providers.llama_chat import chat_of
@@ -276,8 +291,12 @@ class Job(Channel):
         pick, why = self._complete(prompt, max_tokens=1, stop=[], logits_processor=branch, temperature=0.0)
         if why is None or pick.strip() != llm.detokenize([call]).decode("utf-8", "replace").strip():
             return None, why is not None
+        return self._name(prompt, names)
+
+    def _name(self, prompt: str, names: list[str]) -> tuple[str | None, bool]:
+        """The function a call is of, written under a grammar of the names; False when stopped."""
         gbnf = "root ::= (" + " | ".join(json.dumps(name) for name in names) + ') ":"\n'
-        grammar = cached_grammar(llama_cpp, gbnf=gbnf)
+        grammar = cached_grammar(quiet_llama_cpp(), gbnf=gbnf)
         name, why = self._complete(prompt + "functions.", max_tokens=32, stop=[":"], grammar=grammar, temperature=0)
         return (name if name in names else None), why is not None
 
@@ -309,18 +328,21 @@ class Job(Channel):
         tools = self.request.tools
         functions = [t.get("function", t) for t in tools if t.get("type", "function") == "function"]
         by_name = {f["name"]: f for f in functions if f.get("name")}
+        forced, must = forced_tool(self.request), must_call(self.request)
+        if forced in by_name:  # a named tool_choice: only that tool can be called (as llama-cpp-python does it)
+            by_name = {forced: by_name[forced]}
         messages, small, llm = self.request.messages, self.model.small, self.model.llm
         chat = None if small else chat_of(self.model)
         if chat is not None:  # a real model with its own template and call format
             run_template_step(self, chat, [by_name[name] for name in by_name])
             return
-        written = prefilled(lambda msgs: render_tool_prompt(msgs, functions, bare=small), messages)
+        written = None if must else prefilled(lambda msgs: render_tool_prompt(msgs, functions, bare=small), messages)
         if written is not None:  # a cut-off answer: the model writes on from its text (llama_prefill.py)
             self._static_prefix(written, functions, tools)
             self._message(written, written=True)
             return
         base = render_tool_prompt(messages, functions, bare=small)
-        if small and messages and messages[-1].get("role") == "tool":
+        if small and not must and messages and messages[-1].get("role") == "tool":
             self._message(base)  # a small model answers with the results in hand
             return
         # A small model decides, and writes its call, from the last user message alone: on a prompt without
@@ -335,8 +357,11 @@ class Job(Channel):
         if snapshot is None:  # a first turn: its static prefix may be on disk
             self._static_prefix(source, functions, tools)
         try:
-            name, chosen = self._choose(source, list(by_name))  # 1. a message, or which function to call
-            if not chosen or (name is not None and self._calls(source, name, by_name)):
+            if must:  # 1. no message: the call starts at once, of the named function or one under a grammar
+                name, chosen = (forced, True) if forced in by_name else self._name(source, list(by_name))
+            else:  # 1. a message, or which function to call
+                name, chosen = self._choose(source, list(by_name))
+            if not chosen or (name is not None and self._calls(source, name, by_name, repeat_ok=must)):
                 return
         finally:
             if snapshot is not None:
@@ -351,11 +376,12 @@ class Job(Channel):
             tokens = self.model.llm.tokenize(prompt.encode("utf-8"), special=True)
             prepare_prefix(self.model, self.prefix_cache, tokens, functions, head, tools)
 
-    def _calls(self, prompt: str, name: str, by_name: dict[str, dict[str, Any]]) -> bool:
+    def _calls(self, prompt: str, name: str, by_name: dict[str, dict[str, Any]], *, repeat_ok: bool = False) -> bool:
         """2. The arguments under the function's JSON-schema grammar; then, when more than one call per step
         is allowed, another constrained choice: one more call, or the end of the turn. False: the step is a
         message instead, because the first call repeats one whose results end the conversation (small models
-        call the same tool again and again with its result in hand); its TOOL_START waits for that check."""
+        call the same tool again and again with its result in hand); its TOOL_START waits for that check.
+        `repeat_ok`: the step must be a call (`tool_choice`), so even a repeat is one."""
         llama_cpp = quiet_llama_cpp()
         choices = " | ".join(json.dumps(f"functions.{name}:") for name in by_name)
         budget = self.max_tokens
@@ -382,7 +408,7 @@ class Job(Channel):
             args = args.strip()
             parsed = parse_args(args)
             key = call_key(name, args)
-            if not calls and key in answered and self.meter.output < budget:
+            if not calls and not repeat_ok and key in answered and self.meter.output < budget:
                 return False
             if calls and key in seen:  # small models repeat the same call: that ends the step
                 break

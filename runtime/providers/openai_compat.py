@@ -198,6 +198,8 @@ class OpenAICompatProvider:
         }
         if request.tools:
             kwargs["tools"] = request.tools
+            if request.tool_choice is not None:
+                kwargs["tool_choice"] = request.tool_choice
         max_tokens = self.max_tokens if request.max_tokens is None else request.max_tokens
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens

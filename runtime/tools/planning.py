@@ -79,7 +79,9 @@ class SubmitPlan:
         "type": "object",
         "properties": {
             "summary": {"type": "string", "description": "One or two sentences: the approach."},
-            "steps": {"type": "array", "items": {"type": "string"}, "description": "The steps, in order."},
+            # At least one: a local model writes its call under a grammar made from this schema.
+            "steps": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                      "description": "The steps, in order."},
         },
         "required": ["steps"],
     }

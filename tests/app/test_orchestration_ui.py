@@ -9,6 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 
@@ -164,3 +166,21 @@ def test_a_long_helper_progress_shows_its_newest_steps_and_opens_to_all():
     card.progress_toggle.click()
     assert card.progress.text().splitlines() == [*steps[-PROGRESS_PEEK + 1:], "reader finished"]
     card.close()
+
+
+async def test_a_server_model_that_answers_in_words_still_brings_a_plan_to_approve(launch, home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["I would back up first, then tidy."]),
+                      Reply(chunks=[], finish="tool_calls", tool_calls=[
+                          ("c1", "submit_plan", {"summary": "Back up, then tidy.", "steps": ["Back up", "Tidy"]})]))
+        ctl = await launch()
+        task = await ctl.bridge.create_task(title="Disk", model="local/test-model", planning=True)
+        panel = await open_task(ctl, task.id)
+        type_and_send(panel, "Tidy my disk.")
+        await until(lambda: panel.waiting is not None and panel.waiting.kind == "plan", what="the plan card")
+        assert panel.waiting.steps.toPlainText() == "Back up\nTidy"
+        assert panel.conversation.assistant_items()[0].block.text() == "I would back up first, then tidy."
+        first, second = server.chat_requests
+        assert "tool_choice" not in first
+        assert second["tool_choice"] == {"type": "function", "function": {"name": "submit_plan"}}

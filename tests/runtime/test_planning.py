@@ -7,9 +7,11 @@ import json
 import sys
 from pathlib import Path
 
+from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
-from tests.support.helpers import MODEL, open_runtime
+from tests.support.helpers import MODEL, open_runtime, write_settings
+from tests.support.openai_server import OpenAIServer, Reply
 
 PLAN = ["List the photos", "Rename them by date", "Write notes.md"]
 
@@ -114,3 +116,82 @@ async def test_a_planning_turn_starts_no_mcp_server_and_an_approved_plan_gets_it
         assert done[-1]["state"] == "done" and "5" in done[-1]["result"]
     finally:
         await rt.aclose()
+
+
+PLAN_CHOICE = {"type": "function", "function": {"name": "submit_plan"}}
+IN_WORDS = "Here is my plan: first back up, then tidy."
+
+
+async def test_a_plan_in_plain_words_is_asked_for_again_by_name_and_comes_back_to_approve(home):
+    model = ScriptedModel([
+        [Call("list_files", {"path": "."})],  # looking around first is free
+        [IN_WORDS],  # no submit_plan: the next request names it
+        [Call("submit_plan", {"summary": "Back up, then tidy.", "steps": ["Back up", "Tidy"]})],
+        ["Backing up."],
+    ])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL, planning=True)
+        await rt.send(task.id, "Tidy my disk.")
+        await rt.wait_idle(task.id)
+        assert [r.tool_choice for r in model.requests] == [None, None, PLAN_CHOICE]
+        assert _tool_names(model.requests[2]) == {"submit_plan"}
+        assert model.requests[2].messages == model.requests[1].messages  # the same question, the plan required
+        info = await rt.get_task(task.id)
+        assert info.state == "waiting" and info.pending_request["kind"] == "plan"
+        assert info.pending_request["plan"] == ["Back up", "Tidy"]
+        [answer] = [m for m in await rt.messages(task.id) if m.role == "assistant"]
+        said = [(p["type"], p["step"]) for p in answer.parts if p["type"] in ("text", "tool_call")]
+        assert said == [("tool_call", 0), ("text", 1), ("tool_call", 1)]  # the words and their plan: one step
+        await rt.answer(task.id, info.pending_request["request_id"], "approve")
+        await rt.wait_idle(task.id)
+        planned = [m for m in model.requests[3].messages if m["role"] == "assistant"][-1]
+        assert planned["content"] == IN_WORDS and planned["tool_calls"][0]["function"]["name"] == "submit_plan"
+        assert (await rt.get_task(task.id)).plan_status == "approved"
+    finally:
+        await rt.aclose()
+
+
+async def test_a_model_that_never_plans_is_asked_once_and_its_last_step_must_plan(home):
+    (home / "settings.json").write_text(json.dumps({"max_steps": 3}))
+    model = ScriptedModel([[IN_WORDS], ["Still just words."]])
+    rt = await open_runtime(home, model)
+    try:
+        task = await rt.create_task(model=MODEL, planning=True)
+        await rt.send(task.id, "Tidy my disk.")
+        await rt.wait_idle(task.id)
+        assert [r.tool_choice for r in model.requests] == [None, PLAN_CHOICE]  # asked once, never again
+        assert (await rt.get_task(task.id)).last_reason == "completed"
+        looking = [[Call("list_files", {"path": "."})]] * 3
+        model.add_steps(*looking)
+        await rt.send(task.id, "Look around as long as you like.")
+        await rt.wait_idle(task.id)
+        assert [r.tool_choice for r in model.requests[2:]] == [None, None, PLAN_CHOICE]  # the last step plans
+        model.add_steps(*looking)
+        task = await rt.create_task(model=MODEL)  # no planning: nothing is forced
+        await rt.send(task.id, "Look around.")
+        await rt.wait_idle(task.id)
+        assert all(r.tool_choice is None for r in model.requests[5:])
+    finally:
+        await rt.aclose()
+
+
+async def test_a_server_model_that_answers_in_words_is_asked_for_the_plan_with_tool_choice(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=[IN_WORDS]),
+                      Reply(chunks=[], tool_calls=[("c1", "submit_plan", {"steps": ["Back up", "Tidy"]})],
+                            finish="tool_calls"))
+        rt = await Runtime.open(home)
+        try:
+            task = await rt.create_task(planning=True)
+            await rt.send(task.id, "Tidy my disk.")
+            await rt.wait_idle(task.id)
+            first, second = server.chat_requests
+            assert "tool_choice" not in first and len(first["tools"]) > 1
+            assert second["tool_choice"] == PLAN_CHOICE
+            assert [t["function"]["name"] for t in second["tools"]] == ["submit_plan"]
+            request = (await rt.get_task(task.id)).pending_request
+            assert request["kind"] == "plan" and request["plan"] == ["Back up", "Tidy"]
+        finally:
+            await rt.aclose()

@@ -448,6 +448,33 @@ async def test_a_call_repeating_the_answered_one_becomes_a_message(provider, mon
     assert items[-1][0] == FINISH and items[-1][1] in ("stop", "length")
 
 
+PLAN_FIRST = [{"role": "user", "content": "hello"}]
+
+
+@slow_model
+@pytest.mark.parametrize("small", [True, False])
+@pytest.mark.parametrize("messages", [PLAN_FIRST, ANSWERED], ids=["a greeting", "a result in hand"])
+async def test_a_named_tool_choice_always_comes_back_as_that_call(provider, monkeypatch, small, messages):
+    """A planning turn that asks for its plan by name gets the submit_plan call, as llama-cpp-python's handler
+    gives a named tool_choice: never a message, even where the model would answer (a greeting; a result in hand,
+    where a small model answers and a repeat becomes a message)."""
+    from runtime.providers.base import named_choice
+    from runtime.tools.base import tool_spec
+    from runtime.tools.planning import SubmitPlan
+
+    await provider.load()
+    monkeypatch.setattr(provider._model, "small", small)
+    req = request("", max_tokens=160, tools=[READ_FILE, tool_spec(SubmitPlan())], messages=messages)
+    req.tool_choice = named_choice("submit_plan")
+    items = await collect(provider, req)
+    (calls,) = [i[1] for i in items if i[0] == TOOL_CALLS]
+    assert [c.name for c in calls] == ["submit_plan"] and not [i for i in items if i[0] == TEXT]
+    assert [i[3] for i in items if i[0] == TOOL_START] == ["submit_plan"]
+    assert items[-1][0] == FINISH and items[-1][1] in ("tool_calls", "length")
+    if items[-1][1] == "tool_calls":  # the arguments follow the tool's schema
+        assert isinstance(calls[0].args, dict) and isinstance(calls[0].args["steps"], list)
+
+
 def runtime_tools() -> list[dict]:
     from runtime.tools.base import tool_spec
     from runtime.tools.builtin import builtin_tools

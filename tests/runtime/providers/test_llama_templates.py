@@ -154,3 +154,21 @@ async def test_a_long_prompt_is_read_with_progress_on_the_template_path(copies):
     first_text = next(i for i, item in enumerate(items) if item[0] == TEXT)
     statuses = [item[1] for item in items[:first_text] if item[0] == STATUS]
     assert statuses[0] == "Reading your message… 0%" and len(statuses) >= 3
+
+
+@pytest.mark.parametrize("fmt", [HERMES, LLAMA3, MISTRAL])
+async def test_a_named_tool_choice_is_written_by_the_grammar_as_that_call(copies, fmt):
+    from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, ModelRequest, named_choice
+
+    weather = {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    plan = {"name": "submit_plan", "parameters": {"type": "object", "properties": {
+        "steps": {"type": "array", "items": {"type": "string"}}}, "required": ["steps"]}}
+    provider = AsBigModel("local", str(copies[fmt]))
+    request = ModelRequest(model="x", messages=[{"role": "user", "content": "What's the weather in Paris?"}],
+                           tools=[{"type": "function", "function": f} for f in (weather, plan)],
+                           tool_choice=named_choice("submit_plan"), max_tokens=96, temperature=0.0, seed=7)
+    items = [i async for i in provider.stream(request)]
+    await provider.aclose()
+    (calls,) = [i[1] for i in items if i[0] == TOOL_CALLS]
+    assert [c.name for c in calls] == ["submit_plan"] and not [i for i in items if i[0] == TEXT]
+    assert items[-1][0] == FINISH and items[-1][1] in ("tool_calls", "length")
