@@ -59,7 +59,7 @@ class MemoryPage(QWidget):
         split = QSplitter(Qt.Orientation.Horizontal)
         self.list = QListWidget()
         self.list.currentItemChanged.connect(
-            lambda item, _old: self.bridge.run(self._show(item), owner=self, load=True))
+            lambda item, _old: self.bridge.run(self._show(self.current_name()), owner=self, load=True))
         split.addWidget(self.list)
         right = QWidget()
         side = QVBoxLayout(right)
@@ -147,10 +147,12 @@ class MemoryPage(QWidget):
         if not writing:
             self.editor.setPlainText("")
 
-    async def _show(self, item) -> None:
+    async def _show(self, name: str | None) -> None:
         self._selection_changed()
-        if item is not None:
-            self.editor.setPlainText(await self.rt.memory_text(item.data(Qt.ItemDataRole.UserRole)))
+        if name is not None:
+            text = await self.rt.memory_text(name)
+            if self.current_name() == name:  # still the one chosen (New, or another, may have come meanwhile)
+                self.editor.setPlainText(text)
 
     def _start_new(self) -> None:
         """An empty memory to write: its name above the text; Save adds it."""
@@ -173,9 +175,9 @@ class MemoryPage(QWidget):
             self.status.setText(f"Not saved: {error_text(exc)}")
             return
         self.name.setVisible(False)
-        self.status.setText(f"Saved {name}.")
         await self.reload()
         self._select(name)
+        self.status.setText(f"Saved {name}.")  # last: the page shows what it says
 
     def _select(self, name: str) -> None:
         for i in range(self.list.count()):
@@ -205,9 +207,9 @@ class MemoryPage(QWidget):
             self.status.setText(f"Not deleted: {error_text(exc)}")
             return
         self._deleted = name
+        await self.reload()
         self.status.setText(f"Deleted {name}.")
         self.undo.setVisible(True)
-        await self.reload()
 
     async def _undo(self) -> None:
         name, self._deleted = self._deleted, None
@@ -219,9 +221,9 @@ class MemoryPage(QWidget):
         except Exception as exc:
             self.status.setText(f"Not brought back: {error_text(exc)}")
             return
-        self.status.setText(f"Brought back {name}.")
         await self.reload()
         self._select(name)
+        self.status.setText(f"Brought back {name}.")
 
     async def _forget_all(self) -> None:
         if not self._confirming:

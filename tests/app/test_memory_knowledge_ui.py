@@ -68,11 +68,12 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     assert (rt.memory_folder / "units.md").exists() and page.list.count() == 2
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
     next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
-    await until(lambda: page.list.count() == 1, what="deleted")
+    await until(lambda: page.status.text() == "Deleted units.md.", what="deleted")
     assert not (rt.memory_folder / "units.md").exists()
-    assert page.status.text() == "Deleted units.md." and page.undo.isVisibleTo(page)
+    assert page.list.count() == 1 and page.undo.isVisibleTo(page)
     QTest.mouseClick(page.undo, Qt.MouseButton.LeftButton)  # back as it was, with where it came from
-    await until(lambda: page.list.count() == 2, what="brought back")
+    await until(lambda: page.status.text() == "Brought back units.md.", what="brought back")
+    assert page.list.count() == 2
     assert (rt.memory_folder / "units.md").read_text() == "# Prefers metric units\nKilometres.\n"
     back = next(m for m in await rt.memories() if m["name"] == "units.md")
     assert {k: back[k] for k in ("origin", "created_at", "summary")} == {
@@ -81,7 +82,7 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     assert [m["name"] for m in await rt.memories("kilometres")] == ["units.md"]  # searchable again
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
     next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
-    await until(lambda: page.list.count() == 1, what="deleted again")
+    await until(lambda: page.status.text() == "Deleted units.md.", what="deleted again")
 
     QTest.mouseClick(page.new, Qt.MouseButton.LeftButton)  # written by hand, checked as the tool checks
     assert page.name.isVisibleTo(page) and page.save.isEnabled() and not page.delete.isEnabled()
@@ -108,7 +109,8 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
                 what="trains shown")
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
     next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
-    await until(lambda: page.list.count() == 1, what="trains deleted")
+    await until(lambda: page.status.text() == "Deleted trains.md.", what="trains deleted")
+    assert page.list.count() == 1
     QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
     await until(lambda: page.forget_all.text().startswith("Click again"), what="asks again")
     assert (rt.memory_folder / "tea.md").exists()
