@@ -102,10 +102,12 @@ class TurnSlot:
 
 
 class AbortRegistry:
-    """The slot of each task's current turn (the desktop implementation of the abort-registry port)."""
+    """The slot of each task's current turn (the desktop implementation of the abort-registry port), and the
+    slots of turns whose end is announced while their cleanup goes on."""
 
     def __init__(self) -> None:
         self._slots: dict[str, TurnSlot] = {}
+        self._ending: dict[str, set[TurnSlot]] = {}
 
     def get(self, task_id: str) -> TurnSlot | None:
         return self._slots.get(task_id)
@@ -113,10 +115,30 @@ class AbortRegistry:
     def register(self, slot: TurnSlot) -> None:
         self._slots[slot.task_id] = slot
 
-    def release(self, slot: TurnSlot) -> None:
-        """The turn is over and cleaned up: a new one may start, `wait_idle()` returns."""
+    def free(self, slot: TurnSlot) -> None:
+        """The turn's end is being announced: from now on the task takes its next input (that turn's run waits
+        for the task's lock, which the cleanup still holds), while `wait_idle()` still waits for the cleanup."""
         if self._slots.get(slot.task_id) is slot:
             del self._slots[slot.task_id]
+            self._ending.setdefault(slot.task_id, set()).add(slot)
+
+    def ending(self, task_id: str) -> TurnSlot | None:
+        """A freed slot of the task whose turn is still being cleaned up."""
+        return next(iter(self._ending.get(task_id, ())), None)
+
+    def idle(self, task_id: str) -> bool:
+        """No turn of the task runs or is being cleaned up."""
+        return task_id not in self._slots and task_id not in self._ending
+
+    def release(self, slot: TurnSlot) -> None:
+        """The turn is over and cleaned up: `wait_idle()` returns."""
+        if self._slots.get(slot.task_id) is slot:
+            del self._slots[slot.task_id]
+        ending = self._ending.get(slot.task_id)
+        if ending is not None:
+            ending.discard(slot)
+            if not ending:
+                del self._ending[slot.task_id]
         slot.release()
 
     def __contains__(self, task_id: str) -> bool:

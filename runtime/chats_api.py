@@ -122,7 +122,7 @@ class Chats:
         self._rt._writable()
         if chat_id in self._rt.aborts:
             await self.stop(chat_id)
-            await self.wait_idle(chat_id)
+        await self.wait_idle(chat_id)  # also an answer whose end is announced and whose cleanup goes on
         await self.store.delete_chat(chat_id)
 
     async def set_model(self, chat_id: str, model: str) -> ChatInfo:

@@ -10,8 +10,10 @@
 4. auxiliary records (usage anchor, steps, subagents) after the message commit; their failure is logged;
 5. background jobs (memory extraction; the model's title while the title is provisional), fire-and-forget,
    only after a successful commit;
-6. announce `turn_ended`, only after the commit; when it failed, the event says so.
-Cleanup is in turn.py's `finally`, so it also runs when setup threw.
+6. announce `turn_ended`, only after the commit; when it failed, the event says so. From that moment the owner
+   takes its next input (`announce_end`): an observer that saw `turn_ended` may send at once.
+Cleanup is in turn.py's `finally`, so it also runs when setup threw; it holds the owner's lock until it is done,
+so the next turn's run (which takes the lock first) never overlaps it.
 """
 
 from __future__ import annotations
@@ -85,4 +87,12 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
         if reason == EndReason.completed and wants_title(ctx.task) and ctx.provider is not None:
             services.jobs.submit("title", ctx.task_id, retitle(services, ctx.task_id, ctx.turn_id, ctx.provider,
                                                                ctx.model_name), disposable=True)
-    ctx.publish(TurnEnded(task_id=ctx.task_id, turn_id=ctx.turn_id, reason=reason, usage=ctx.usage, error=error))
+    announce_end(services, ctx, TurnEnded(task_id=ctx.task_id, turn_id=ctx.turn_id, reason=reason, usage=ctx.usage,
+                                          error=error))
+
+
+def announce_end(services: TurnServices, ctx: TurnContext, event: TurnEnded) -> None:
+    """Publish the turn's terminal event, the owner no longer busy first (no await in between, so no observer
+    can see the event and still find the owner busy); `wait_idle` goes on waiting for the cleanup."""
+    services.aborts.free(ctx.slot)
+    ctx.publish(event)

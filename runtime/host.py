@@ -230,7 +230,7 @@ class TurnHost:
 
     async def wait_idle(self, owner_id: str) -> None:
         """Wait until the owner's current (and queued) turns are finalized and cleaned up."""
-        while (slot := self.aborts.get(owner_id)) is not None:
+        while (slot := self.aborts.get(owner_id) or self.aborts.ending(owner_id)) is not None:
             await asyncio.shield(slot.done)
 
     async def subscribe(self, owner_id: str, after_seq: int = 0, turn_id: str | None = None,

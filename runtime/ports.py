@@ -59,6 +59,9 @@ class AbortPort(Protocol):
 
     def register(self, slot: TurnSlot) -> None: ...
 
+    def free(self, slot: TurnSlot) -> None:
+        """The turn's end is announced: the task takes its next input while the cleanup goes on."""
+
     def release(self, slot: TurnSlot) -> None: ...
 
 

@@ -106,7 +106,7 @@ class TasksMixin:
         self._writable()
         if task_id in self.aborts:
             await self.stop(task_id)
-            await self.wait_idle(task_id)
+        await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
         await self.store.delete_task(task_id)
 
     def is_running(self, task_id: str) -> bool:

@@ -268,7 +268,7 @@ class Teams:
     async def wait_idle(self, team_id: str) -> None:
         """Wait until no assignment of the team runs and the plan has taken in every ended turn."""
         while True:
-            running = [r["id"] for r in await self.store.assignments(team_id) if r["id"] in self._rt.aborts]
+            running = [r["id"] for r in await self.store.assignments(team_id) if not self._rt.aborts.idle(r["id"])]
             if not running and not self._settling:
                 return
             for assignment_id in running:

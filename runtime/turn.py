@@ -10,7 +10,9 @@ the StreamBuffer; `run_turn` is the asyncio task that does the rest, on the port
 3. the agent loop (agent/loop.py) in a separate *work* task, which is what Stop and shutdown cancel;
 4. finalize (finalize.py), exactly once, whatever happened; if finalize itself fails, observers still get a
    terminal `turn_ended` (reason `error`);
-5. cleanup: unregister the slot, close the turn's MCP sessions, release the lock, start a queued input.
+5. cleanup: close the turn's MCP sessions, release the lock, release the slot (`wait_idle` returns), start a
+   queued input. The owner already took new input since `turn_ended` (finalize.announce_end); a turn started
+   meanwhile waits for the lock, so it never overlaps this cleanup.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .agent.prompt import SYSTEM_PROMPT
 from .agent.state import Checkpointer, TurnContext
 from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
-from .finalize import finalize
+from .finalize import announce_end, finalize
 from .tools.approvals import rule_from_row
 from .tools.base import tool_spec
 
@@ -57,8 +59,8 @@ async def run_turn(services: TurnServices, slot: TurnSlot, task: dict, input_par
             except Exception as exc:
                 log.exception("finalize of turn %s failed", ctx.turn_id)
                 # An observer never hangs: the stream still gets its terminal event.
-                buffer.publish(TurnEnded(task_id=task_id, turn_id=ctx.turn_id, reason=EndReason.error,
-                                         error=f"The turn could not be finished ({type(exc).__name__})."))
+                announce_end(services, ctx, TurnEnded(task_id=task_id, turn_id=ctx.turn_id, reason=EndReason.error,
+                                                      error=f"The turn could not be finished ({type(exc).__name__})."))
             finally:
                 if ctx.mcp is not None:
                     try:

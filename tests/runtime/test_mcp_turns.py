@@ -14,7 +14,8 @@ import pytest
 from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
-from tests.support.helpers import MODEL, collect, open_runtime, text_from
+from runtime.tools.mcp import MCPTurnSessions
+from tests.support.helpers import MODEL, collect, mcp_http_server, open_runtime, text_from
 
 SERVER = [sys.executable, "-m", "tests.support.mcp_server"]
 
@@ -126,6 +127,57 @@ async def test_stop_during_a_slow_mcp_call_then_the_server_works_next_turn(home,
         assert next(e for e in events if e.type == "tool_call" and e.state == "done").result == "2"
     finally:
         await rt.aclose()
+
+
+async def test_a_send_made_on_turn_ended_is_taken_500_times_in_a_row(home, model, tmp_path, monkeypatch):
+    """An observer that saw `turn_ended` may send at once: the turn's MCP sessions close after its end is
+    announced, and that cleanup must not keep the task busy (nor overlap the next turn's sessions)."""
+    rounds = 500
+    async with mcp_http_server(tmp_path) as url:
+        _settings(home, {"calc": {"url": url}})
+        rt = await open_runtime(home, model)
+        closing, overlaps = [0], []
+        real_aclose = MCPTurnSessions.aclose
+
+        async def counted_aclose(self):
+            closing[0] += 1
+            try:
+                await real_aclose(self)
+            finally:
+                closing[0] -= 1
+
+        real_start = MCPTurnSessions.start
+
+        def checked_start(self):
+            overlaps.append(closing[0])  # a new turn's sessions start only after the last turn's closed
+            real_start(self)
+
+        try:
+            rt.approve_mcp_server("calc")
+            task = await rt.create_task(model=MODEL)
+            ends: list[str] = []
+
+            async def send_on_every_end() -> None:
+                async for ev in rt.subscribe(task.id, follow=True, deltas=False):
+                    if ev.type == "turn_ended":
+                        ends.append(ev.reason)
+                        if len(ends) == rounds:
+                            return
+                        await rt.send(task.id, f"again {len(ends)}")  # TaskBusy here fails the test
+
+            follower = asyncio.ensure_future(send_on_every_end())
+            monkeypatch.setattr(MCPTurnSessions, "aclose", counted_aclose)
+            monkeypatch.setattr(MCPTurnSessions, "start", checked_start)
+            await rt.send(task.id, "first")
+            await asyncio.wait_for(follower, timeout=600)
+            await rt.wait_idle(task.id)
+            assert ends == ["completed"] * rounds
+            assert len(model.requests) == rounds
+            assert all(any(t["function"]["name"] == "calc__add" for t in r.tools) for r in model.requests)
+            assert overlaps and set(overlaps) == {0}
+            assert len([m for m in await rt.messages(task.id) if m.role == "user"]) == rounds
+        finally:
+            await rt.aclose()
 
 
 async def test_cli_mcp_add_list_import_remove(home, tmp_path):

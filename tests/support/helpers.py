@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
+import socket
+import sys
+import time
 from pathlib import Path
 
 from runtime.api import Runtime
@@ -44,3 +50,36 @@ ECHO = FunctionTool(
     effect=Effect.read_only,
     fn=_echo,
 )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.asynccontextmanager
+async def mcp_http_server(tmp_path: Path):
+    """tests/support/mcp_server.py serving streamable HTTP in its own process; yields its url."""
+    port = free_port()
+    env = {**os.environ, "MCP_TEST_CANCEL_FILE": str(tmp_path / "http.cancel")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, str(Path(__file__).with_name("mcp_server.py")), "--http", str(port), env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.returncode is not None:
+                    raise AssertionError("the HTTP MCP server did not start") from None
+                await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.terminate()
+        await proc.wait()

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import stat
 import sys
 import time
@@ -24,6 +23,7 @@ from runtime.tools.base import Effect, ToolContext
 from runtime.tools.mcp import MCPTurnSessions
 from runtime.tools.mcp_consent import MCPConsents, command_line, config_fingerprint
 from runtime.tools.mcp_util import result_text, schema_problem, tool_name
+from tests.support.helpers import free_port, mcp_http_server
 
 SERVER = str(Path(__file__).resolve().parents[2] / "support" / "mcp_server.py")
 # A Python server needs ~1-3 s to start here (importing the SDK); the hang test waits this long.
@@ -383,40 +383,8 @@ async def test_aclose_leaves_no_process_even_while_connecting_and_is_idempotent(
 # -- streamable HTTP --
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@contextlib.asynccontextmanager
-async def http_server(tmp_path: Path):
-    port = free_port()
-    env = {**os.environ, "MCP_TEST_CANCEL_FILE": str(tmp_path / "http.cancel")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, SERVER, "--http", str(port), env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.returncode is not None:
-                    raise AssertionError("the HTTP MCP server did not start") from None
-                await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            proc.terminate()
-        await proc.wait()
-
-
 async def test_streamable_http(tmp_path: Path, ctx):
-    async with http_server(tmp_path) as url, sessions({"web": MCPServerConfig(url=url)}) as s:
+    async with mcp_http_server(tmp_path) as url, sessions({"web": MCPServerConfig(url=url)}) as s:
         tools, warnings = await s.ready()
         assert warnings == []
         by = {t.name: t for t in tools}
