@@ -24,10 +24,16 @@ class TextPart(TypedDict):
     step: int
 
 
+def hearth_call_id(turn_id: str, part_id: int) -> str:
+    """A tool call's identity: the turn that made it and its part's position there. Servers' own ids repeat
+    (some give every call `call_0`), so cards, results, approvals and the model input go by this one."""
+    return f"call_{turn_id[:16]}_{part_id}"
+
+
 class ToolPart(TypedDict):
     type: Literal["tool_call"]
     part_id: int
-    call_id: str
+    call_id: str  # hearth_call_id of the turn that made the call (an answer's turn completes it under the same id)
     name: str
     args: dict[str, Any]
     state: str  # a ToolState value
@@ -35,7 +41,7 @@ class ToolPart(TypedDict):
     step: int
     effect: NotRequired[str]  # an Effect value; "read_only" when absent
     note: NotRequired[str]  # why an interrupted call ended as it did
-    awaiting: NotRequired[bool]  # the call waits for the person's answer
+    awaiting: NotRequired[bool]  # the call waits for the person's answer (its turn ended `waiting`)
 
 
 class MarkerPart(TypedDict):
@@ -77,6 +83,7 @@ def settle_parts(parts: list[dict]) -> int:
             else:
                 part["note"] = OUTCOME_UNKNOWN
             part["state"] = ToolState.interrupted.value
+            part.pop("awaiting", None)
             changed += 1
     return changed
 

@@ -4,9 +4,13 @@ Nothing but the messages table (plus the system prompt and the usage anchor) fee
 continued after a crash or a restart sees exactly what was confirmed. Rules:
 - an assistant message is split by `step`: each step becomes an assistant message (text + tool_calls)
   followed by one `tool` message per call;
-- a call's result comes from the latest part with its `call_id` (an approval or an answer given in a later
-  turn completes the call there); a call that never got a result is explained instead, so the model never
-  sees a dangling tool call;
+- a call's result is its own part's, or for a call that waited for the person, the part with its `call_id` in
+  the answer's turn (an approval or an answer completes the call there); a call that never got a result is
+  explained instead, so the model never sees a dangling tool call;
+- each call goes by its `call_id` (Hearth's own, unique in the conversation: parts.hearth_call_id). Where a
+  conversation saved before had servers' ids, which some servers repeat, only the last call of an id keeps it
+  (an answer completes that one) and the earlier ones get ids made unique by their message and position, so
+  every tool message pairs with its call;
 - `tool_message()` is the one function that turns a tool part into the model's tool message, used both
   here and by the live loop: tool output is framed as data and capped the same way live and rebuilt (output
   of an MCP server's tool as untrusted data from a program outside Hearth);
@@ -44,9 +48,26 @@ def tool_cap(window: int) -> int:
     return min(DEFAULT_WRAP_CAP, int(window * CHARS_PER_TOKEN / 4))
 
 
-def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP) -> dict[str, Any]:
-    """The chat message that carries a tool part's outcome to the model."""
-    return {"role": "tool", "tool_call_id": part["call_id"], "content": _tool_content(part, cap)}
+def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP, call_id: str | None = None) -> dict[str, Any]:
+    """The chat message that carries a tool part's outcome to the model, for the call named `call_id` in the
+    model input (default: the part's own id)."""
+    return {"role": "tool", "tool_call_id": call_id or part["call_id"], "content": _tool_content(part, cap)}
+
+
+class WireIds:
+    """The ids tool calls go by in one live model input (a turn's, a helper's). A call keeps the id the server
+    gave it unless that is empty or already taken there (some servers give every call `call_0`); then it goes by
+    `own`, an id of Hearth's that is unique by construction, so every tool message still pairs with its call."""
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+        self.of: dict[str, str] = {}  # own id -> the id used
+
+    def name(self, own: str, given: str | None) -> str:
+        wire = given if given and given not in self._taken else own
+        self._taken.add(wire)
+        self.of[own] = wire
+        return wire
 
 
 def _tool_content(part: dict, cap: int) -> str:
@@ -100,16 +121,38 @@ def _rewind(parts: list[dict]) -> dict | None:
     return next((p for p in parts if p.get("type") in ("continue", "retry", "edit")), None)
 
 
+class _Calls:
+    """The tool calls of saved messages: which part holds each call's outcome when it is not the call's own (for
+    a call that waited for the person, the part with its id in the answer's turn, which is no call of its own),
+    and which call keeps an id that more than one call has (the last: an answer completes that one)."""
+
+    def __init__(self, messages: list[dict]):
+        self.outcome: dict[int, dict] = {}  # id() of a call's part -> the part holding its outcome
+        self.completing: set[int] = set()  # id()s of parts that complete an earlier call
+        self.last: dict[str, int] = {}  # call id -> id() of the last call's part with it
+        waiting: dict[str, dict] = {}  # call id -> its part that waits for an answer
+        for msg in messages:
+            for part in msg["parts"]:
+                if part.get("type") != "tool_call":
+                    continue
+                asked = waiting.pop(part["call_id"], None)
+                if asked is not None:
+                    self.outcome[id(asked)] = part
+                    self.completing.add(id(part))
+                    continue
+                self.last[part["call_id"]] = id(part)
+                if part.get("state") == "pending":  # saved pending: it waited for the person (finalize settles
+                    waiting[part["call_id"]] = part     # every other unfinished call)
+
+    def name(self, part: dict, message_id: int, position: int) -> str:
+        own = part["call_id"]
+        return own if self.last.get(own) == id(part) else f"{own}_{message_id}_{part.get('part_id', position)}"
+
+
 def build_chat(system_prompt: str, messages: list[dict], current_input_id: int | None,
                cap: int = DEFAULT_WRAP_CAP) -> list[dict]:
-    latest: dict[str, dict] = {}
-    for msg in messages:
-        for part in msg["parts"]:
-            if part.get("type") == "tool_call":
-                latest[part["call_id"]] = part
-
+    calls_of = _Calls(messages)
     chat: list[dict[str, Any]] = [{"role": "system", "content": system_prompt}]
-    emitted: set[str] = set()
     spans: dict[int, tuple[int, int]] = {}  # input message id -> chat length before and after it
     for msg in messages:
         if msg["status"] == "queued" and msg["id"] != current_input_id:
@@ -140,17 +183,17 @@ def build_chat(system_prompt: str, messages: list[dict], current_input_id: int |
             steps.setdefault(part.get("step", 0), []).append(part)
         for parts in steps.values():
             text = "".join(p.get("text", "") for p in parts if p.get("type") == "text")
-            calls = [p for p in parts if p.get("type") == "tool_call" and p["call_id"] not in emitted]
+            calls = [p for p in parts if p.get("type") == "tool_call" and id(p) not in calls_of.completing]
             if not text and not calls:
                 continue
             entry: dict[str, Any] = {"role": "assistant", "content": text or None}
+            names = [calls_of.name(p, msg["id"], i) for i, p in enumerate(calls)]
             if calls:
-                entry["tool_calls"] = [tool_call_entry(p["call_id"], p["name"], json.dumps(p.get("args") or {}))
-                                       for p in calls]
+                entry["tool_calls"] = [tool_call_entry(name, p["name"], json.dumps(p.get("args") or {}))
+                                       for name, p in zip(names, calls, strict=True)]
             chat.append(entry)
-            for p in calls:
-                emitted.add(p["call_id"])
-                chat.append(tool_message(latest[p["call_id"]], cap))
+            for name, p in zip(names, calls, strict=True):
+                chat.append(tool_message(calls_of.outcome.get(id(p), p), cap, name))
     return chat
 
 

@@ -91,8 +91,8 @@ async def run_agent(ctx: TurnContext) -> None:
                 reasoning.add(item[1])
                 append(REASONING_KIND, reasoning.part_id, item[1])
                 ctx.dirty = True
-            elif kind == TOOL_START:
-                ctx.new_tool_part(item[2], item[3])
+            elif kind == TOOL_START:  # (TOOL_START, position in the step, the server's id, name)
+                ctx.step_call(item[1], item[3])
             elif kind == TOOL_CALLS:
                 calls = item[1]
             elif kind == USAGE:
@@ -115,19 +115,22 @@ async def run_agent(ctx: TurnContext) -> None:
             ask_plan = plan_asked = True  # its words stay; the next request must come back with the plan
             continue
         assistant = {"role": "assistant", "content": ctx.step_text(ctx.step) or None, "tool_calls": []}
-        for call in calls:
-            part = ctx.tool_part(call.call_id, call.name)
+        made = []
+        for index, call in enumerate(calls):
+            part = ctx.step_call(index, call.name)
             part["args"] = call.args if call.args is not None else {}
-            assistant["tool_calls"].append(tool_call_entry(call.call_id, call.name, call.arguments))
+            # The result goes back under the server's own id for the call, unless this turn used that id already.
+            wire = ctx.wire_ids.name(part["call_id"], call.call_id)
+            assistant["tool_calls"].append(tool_call_entry(wire, call.name, call.arguments))
+            made.append((call, part))
         ctx.append_chat(assistant)
-        for group in _groups(ctx, calls):
+        for group in _groups(ctx, made):
             if ctx.pending_request is not None:
                 break  # the turn waits; later calls of this step stay pending and are settled
             if len(group) > 1:
-                await _together(ctx, group)
+                await _together(ctx, [part for _call, part in group])
             else:
-                call = group[0]
-                part = ctx.tool_part(call.call_id, call.name)
+                call, part = group[0]
                 if call.args is None:
                     finish_call(ctx, part, ToolState.error, f"Invalid JSON arguments: {call.arguments[:200]}")
                 else:
@@ -152,30 +155,31 @@ def plan_only(ctx: TurnContext) -> tuple[list[dict], dict]:
     return [tool_spec(ctx.tools[SubmitPlan.name])], named_choice(SubmitPlan.name)
 
 
-def _groups(ctx: TurnContext, calls: list) -> list[list]:
-    """The step's calls in order, consecutive calls of a tool that may run at once (delegate) grouped."""
-    groups: list[list] = []
-    for call in calls:
+def _groups(ctx: TurnContext, made: list[tuple]) -> list[list[tuple]]:
+    """The step's (call, part) pairs in order, consecutive calls of a tool that may run at once (delegate)
+    grouped."""
+    groups: list[list[tuple]] = []
+    for call, part in made:
         tool = ctx.tools.get(call.name)
         together = getattr(tool, "concurrent", False) and call.args is not None
-        if together and groups and groups[-1][0].name == call.name:
-            groups[-1].append(call)
+        if together and groups and groups[-1][0][0].name == call.name:
+            groups[-1].append((call, part))
         else:
-            groups.append([call])
+            groups.append([(call, part)])
     return groups
 
 
-async def _together(ctx: TurnContext, group: list) -> None:
+async def _together(ctx: TurnContext, group: list[ToolPart]) -> None:
     """Run a group of calls at once (at most PARALLEL), their results kept in the order the model made them."""
     gate = asyncio.Semaphore(PARALLEL)
     start = len(ctx.chat)
 
-    async def one(call) -> None:
+    async def one(part: ToolPart) -> None:
         async with gate:
-            await dispatch(ctx, ctx.tool_part(call.call_id, call.name))
+            await dispatch(ctx, part)
 
-    await asyncio.gather(*(one(c) for c in group))
-    order = {c.call_id: i for i, c in enumerate(group)}
+    await asyncio.gather(*(one(p) for p in group))
+    order = {ctx.wire_ids.of[p["call_id"]]: i for i, p in enumerate(group)}
     ctx.chat[start:] = sorted(ctx.chat[start:], key=lambda m: order.get(m.get("tool_call_id"), len(order)))
 
 
@@ -286,7 +290,7 @@ def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str)
     part["result"] = redact_known(result)  # a key a tool printed reaches neither the model nor the database
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    ctx.append_chat(tool_message(part, ctx.tool_cap))
+    ctx.append_chat(tool_message(part, ctx.tool_cap, ctx.wire_ids.of.get(part["call_id"])))
 
 
 async def resolve_answer(ctx: TurnContext) -> None:
@@ -295,7 +299,7 @@ async def resolve_answer(ctx: TurnContext) -> None:
     if answer is None:
         return
     req = answer["request"]
-    part = ctx.tool_part(req["call_id"], req["tool_name"])
+    part = ctx.new_tool_part(req["tool_name"], call_id=req["call_id"])  # the earlier turn's call, completed here
     part["args"] = req.get("tool_args") or {}
     part["effect"] = req.get("effect", str(Effect.read_only))
     # The call was declared by the previous turn's assistant message; the chat already holds it, so

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..events import TodosChanged, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
-from ..parts import ToolPart
+from ..parts import ToolPart, hearth_call_id
 from ..redact import redact
 from ..tools.approvals import decide
 from ..tools.base import tool_spec
 from ..tools.builtin import DEFAULT_WRAP_CAP
 from ..tools.discovery import offered
 from ..tools.planning import reminder
-from .context import message_chars
+from .context import WireIds, message_chars
 
 if TYPE_CHECKING:
     from ..abort import TurnSlot
@@ -83,7 +83,9 @@ class TurnContext:
         self.parts: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []  # saved after the parts, so the answer shows them later too
         self._texts: dict[int, TextAccumulator] = {}
-        self._tool_index: dict[str, int] = {}
+        self._step_calls: dict[tuple[int, int], int] = {}  # (step, the call's position in it) -> part id
+        self._calls: dict[str, int] = {}  # call id -> part id
+        self.wire_ids = WireIds()  # the ids this turn's calls go by in its model input
         self.step = 0
         self.steps: list[dict] = []
         self.usage = Usage()
@@ -209,8 +211,11 @@ class TurnContext:
         acc = self._texts[part_id] = TextAccumulator(part_id)
         return acc
 
-    def new_tool_part(self, call_id: str, name: str) -> ToolPart:
+    def new_tool_part(self, name: str, index: int | None = None, call_id: str | None = None) -> ToolPart:
+        """The part of a tool call: the step's call at `index`, under Hearth's own id (parts.hearth_call_id), or
+        under `call_id`, the id of an earlier turn's call that this turn completes (an answer)."""
         part_id = len(self.parts)
+        call_id = call_id or hearth_call_id(self.turn_id, part_id)
         part: ToolPart = {
             "type": "tool_call", "part_id": part_id, "call_id": call_id, "name": name, "args": {},
             "state": ToolState.pending.value, "result": None, "step": self.step,
@@ -219,14 +224,22 @@ class TurnContext:
         if tool is not None:
             part["effect"] = str(tool.effect)
         self.parts.append(part)  # type: ignore[arg-type]
-        self._tool_index[call_id] = part_id
+        if index is not None:
+            self._step_calls[(self.step, index)] = part_id
+        self._calls[call_id] = part_id
         self.publish_tool(part)
         self.tool_state_changed()
         return part
 
-    def tool_part(self, call_id: str, name: str) -> ToolPart:
-        idx = self._tool_index.get(call_id)
-        return self.parts[idx] if idx is not None else self.new_tool_part(call_id, name)  # type: ignore[return-value]
+    def step_call(self, index: int, name: str) -> ToolPart:
+        """The part of this step's call at position `index` (made when the call began, or now). A call is known
+        by its place, never by the server's id for it: servers repeat those."""
+        idx = self._step_calls.get((self.step, index))
+        return self.parts[idx] if idx is not None else self.new_tool_part(name, index)  # type: ignore[return-value]
+
+    def call_part(self, call_id: str) -> ToolPart:
+        """The part of this turn's call `call_id` (a tool's `ToolContext.call_id`)."""
+        return self.parts[self._calls[call_id]]  # type: ignore[return-value]
 
     def tool_state_changed(self) -> None:
         """Tool states are checkpointed at once, not on the text timer."""

@@ -30,6 +30,7 @@ from ..providers.base import TEXT, TOOL_CALLS, USAGE, ModelRequest
 from ..tools.base import Effect, ToolContext, ToolResult, tool_spec
 from ..tools.builtin import wrap_tool_output
 from ..tools.skills import front_matter
+from .context import WireIds, tool_call_entry
 
 if TYPE_CHECKING:
     from .state import TurnContext
@@ -115,7 +116,7 @@ class Child:
         self.definition = definition
         self.task = task
         self.call_id = call_id
-        self.part = turn.tool_part(call_id, "delegate")
+        self.part = turn.call_part(call_id)
         self.usage = Usage()
         self.calls: list[str] = []
 
@@ -158,7 +159,8 @@ class Child:
         chat: list[dict] = [{"role": "system", "content": self.definition.instructions},
                             {"role": "user", "content": self.task}]
         self.progress(f"{self.definition.name} started")
-        for _ in range(CHILD_STEPS):
+        ids = WireIds()  # its server may repeat call ids (every call `call_0`): each still pairs with its result
+        for step in range(CHILD_STEPS):
             text, calls = [], []
             async for item in provider.stream(ModelRequest(model=model, messages=chat, tools=specs)):
                 if item[0] == TEXT:
@@ -172,16 +174,16 @@ class Child:
             if not calls:
                 self.progress(f"{self.definition.name} finished")
                 return answer or "(no answer)"
+            names = [ids.name(f"{self.call_id}_{step}_{i}", c.call_id) for i, c in enumerate(calls)]
             chat.append({"role": "assistant", "content": answer or None, "tool_calls": [
-                {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                for c in calls]})
-            for call in calls:
-                chat.append({"role": "tool", "tool_call_id": call.call_id,
-                             "content": await self._call(tools, call, chat)})
+                tool_call_entry(name, c.name, c.arguments) for name, c in zip(names, calls, strict=True)]})
+            for name, call in zip(names, calls, strict=True):
+                result = await self._call(tools, call, name, chat)
+                chat.append({"role": "tool", "tool_call_id": name, "content": result})
         self.progress(f"{self.definition.name} stopped after {CHILD_STEPS} steps")
         return "The helper ran out of steps; what it found is above." if not chat else _last_text(chat)
 
-    async def _call(self, tools: dict[str, Any], call, chat: list[dict]) -> str:
+    async def _call(self, tools: dict[str, Any], call, call_id: str, chat: list[dict]) -> str:
         tool = tools.get(call.name)
         self.calls.append(call.name)
         if tool is None:
@@ -195,7 +197,7 @@ class Child:
             # The turn and the helper's own conversation: a tool checks what the helper read (the memory tool
             # refuses a secret hidden in it) as the loop's tools check the turn's conversation.
             result = await tool.run(call.args, ToolContext(self.turn.task_id, self.turn.turn_id, self.turn.workspace,
-                                                           call.call_id, {"turn": self.turn, "helper_chat": chat}))
+                                                           call_id, {"turn": self.turn, "helper_chat": chat}))
         except ToolError as exc:
             return wrap_tool_output(call.name, f"Error: {exc}", self.turn.tool_cap)
         except Exception as exc:

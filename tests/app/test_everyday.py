@@ -13,7 +13,7 @@ from app.message_item import AssistantItem
 from runtime.agent.context import CONTINUE, DENIED
 from runtime.providers.base import FINISH, TEXT
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
-from tests.support.helpers import write_settings
+from tests.support.helpers import ECHO, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
@@ -153,6 +153,57 @@ async def test_denying_updates_the_one_card_in_place(launch):
     assert not Path(task.workspace, "a.txt").exists()
     denied = [m for m in model.requests[-1].messages if m["role"] == "tool"]
     assert [m["content"] for m in denied] == [DENIED]  # the model was told, and nothing was written
+
+
+async def test_cards_of_a_server_that_repeats_call_ids_stay_in_their_own_turns(launch, home):
+    """A server that names every call `call_0`: two calls of one step are two cards, each turn's card stays in
+    its turn, approve and deny land on the card that asked, live and when the task is opened again."""
+    def cards(panel) -> list[list[tuple[str, str]]]:
+        return [[(c.name, c.state) for c in item.block.cards()] for item in panel.conversation.assistant_items()]
+
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        same = "call_0"
+        server.script(
+            Reply(chunks=[], tool_calls=[(same, "echo", {"text": "one"}), (same, "echo", {"text": "two"})],
+                  finish="tool_calls"),
+            Reply(chunks=["Echoed twice."]),
+            Reply(chunks=[], tool_calls=[(same, "write_file", {"path": "a.txt", "content": "hi"})],
+                  finish="tool_calls"),
+            Reply(chunks=["Written."]),
+            Reply(chunks=[], tool_calls=[(same, "run_shell", {"command": "rm a.txt"})], finish="tool_calls"),
+            Reply(chunks=["Left it."]),
+        )
+        ctl = await launch(tools=[ECHO])
+        task = await ctl.bridge.create_task(title="Same ids")
+        panel = await open_task(ctl, task.id)
+        type_and_send(panel, "echo one and two")
+        await wait_turns(ctl, panel)
+        assert cards(panel) == [[("echo", "done"), ("echo", "done")]]
+        first, second = panel.conversation.cards()
+        assert (first.result, second.result) == ("echo: one", "echo: two")
+
+        type_and_send(panel, "write a.txt")
+        await until(lambda: panel.waiting is not None and panel.settled, what="the write asked")
+        QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
+        await wait_turns(ctl, panel, 3)
+        await until(lambda: cards(panel)[1:] == [[("write_file", "done")], []], what="the write approved")
+
+        type_and_send(panel, "now remove it")
+        await until(lambda: panel.waiting is not None and panel.settled, what="the removal asked")
+        waiting = [(c.name, c.waiting) for c in panel.conversation.cards()]
+        assert waiting == [("echo", False), ("echo", False), ("write_file", False), ("run_shell", True)]
+        assert cards(panel) == [[("echo", "done")] * 2, [("write_file", "done")], [], [("run_shell", "pending")]]
+        QTest.mouseClick(panel.waiting.deny, Qt.MouseButton.LeftButton)
+        await wait_turns(ctl, panel, 5)
+        after = [[("echo", "done")] * 2, [("write_file", "done")], [], [("run_shell", "denied")], []]
+        await until(lambda: cards(panel) == after, what="the removal denied on its own card")
+        assert Path(task.workspace, "a.txt").read_text() == "hi"
+
+        ctl.window.close_panel()
+        panel = await open_task(ctl, task.id)  # the same, read back from the saved parts
+        assert cards(panel) == after
+        assert [c.result for c in panel.conversation.cards()[:2]] == ["echo: one", "echo: two"]
 
 
 async def test_retry_and_edit_from_the_conversation(launch):

@@ -67,10 +67,11 @@ async def test_a_key_under_any_name_never_leaves_through_tools_events_requests_f
             task = await rt.create_task(approval="full_auto")
             events = await collect(rt, task.id, turn_id=(await rt.send(task.id, "show the environment")).turn_id)
             assert events[-1].type == "turn_ended" and events[-1].reason == "completed", events[-1]
-            results = {e.call_id: e.result for e in events if e.type == "tool_call" and e.state == "done"}
-            assert "PATH=" in results["c1"]  # the shell really printed its environment ...
-            assert key_var not in results["c1"] and mcp_var not in results["c1"]  # ... without the variables
-            assert results["c2"] == results["c3"] == "(unset)"  # nor does an MCP server inherit them
+            done = [(e.name, e.result) for e in events if e.type == "tool_call" and e.state == "done"]
+            (shell, printed), (_, got_key), (_, got_mcp) = done
+            assert shell == "run_shell" and "PATH=" in printed  # the shell really printed its environment ...
+            assert key_var not in printed and mcp_var not in printed  # ... without the variables
+            assert got_key == got_mcp == "(unset)"  # nor does an MCP server inherit them
             await rt.wait_idle(task.id)
 
             events += await collect(rt, task.id, turn_id=(await rt.send(task.id, "again")).turn_id)

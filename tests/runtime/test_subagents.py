@@ -137,6 +137,55 @@ async def test_two_delegates_in_one_step_run_at_once_and_report_back(home):
         await rt.aclose()
 
 
+class SameIds(ScriptedModel):
+    """The helpers' model on a server that names every call `call_0`: reads notes.txt twice, then answers."""
+
+    def __init__(self):
+        super().__init__(id="kid")
+
+    async def stream(self, request, *, on_queued=None):
+        self.requests.append(request)
+        if sum(m["role"] == "tool" for m in request.messages) < 2:
+            yield (TOOL_START, 0, "call_0", "read_file")
+            yield (TOOL_CALLS, [ToolCallRequest("call_0", "read_file", '{"path": "notes.txt"}', {"path": "notes.txt"})])
+        else:
+            yield (TEXT, f"Read it twice for {request.messages[1]['content']}")
+        yield (FINISH, "stop")
+
+
+async def test_delegates_and_helpers_on_a_server_that_repeats_call_ids(home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(HELPER)
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "find A"}, call_id="call_0"),
+                            Call("delegate", {"agent": "reader", "task": "find B"}, call_id="call_0")],
+                           ["Both found."]])
+    kid = SameIds()
+    rt = await Runtime.open(home, providers={"scripted": model, "kid": kid})
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")
+        Path(task.workspace, "notes.txt").write_text("the notes")
+        await rt.send(task.id, "research")
+        assert (await collect(rt, task.id))[-1].reason == EndReason.completed
+        # Each delegate call keeps its own card, with its own helper's steps.
+        saved = [p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "delegate"]
+        assert len({p["call_id"] for p in saved}) == 2
+        assert [p["progress"].count("reader started") for p in saved] == [1, 1]
+        assert ["find A" in saved[0]["result"], "find B" in saved[1]["result"]] == [True, True]
+        # Each result goes back paired with its own call, in the order the calls were made.
+        back = model.requests[1].messages
+        calls = back[-3]["tool_calls"]
+        assert [m["tool_call_id"] for m in back[-2:]] == [c["id"] for c in calls] and calls[0]["id"] != calls[1]["id"]
+        assert ["find A" in back[-2]["content"], "find B" in back[-1]["content"]] == [True, True]
+        # In a helper's own conversation too, each of its calls has an id of its own that its result answers.
+        for request in kid.requests:
+            asked = [c["id"] for m in request.messages for c in m.get("tool_calls") or ()]
+            answered = [m["tool_call_id"] for m in request.messages if m["role"] == "tool"]
+            assert asked == answered and len(set(asked)) == len(asked)
+        assert max(len([m for m in r.messages if m["role"] == "tool"]) for r in kid.requests) == 2
+    finally:
+        await rt.aclose()
+
+
 async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home):
     (home / "agents").mkdir()
     (home / "agents" / "reader.md").write_text(HELPER)

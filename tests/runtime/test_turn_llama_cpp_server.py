@@ -35,6 +35,7 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.events import EndReason
+from runtime.parts import hearth_call_id
 from runtime.providers.llama_cpp import bundled_model_path
 from runtime.providers.openai_compat import OpenAICompatProvider
 from runtime.tools.base import Effect, FunctionTool
@@ -178,7 +179,8 @@ async def test_streamed_tool_calling_turn(home, llama_server):
         assert first["stream"] is True and first["tool_choice"]["function"]["name"] == FORCED_TOOL
         assert "tool_choice" not in second
         assistant, tool = second["messages"][-2:]
-        assert assistant["tool_calls"][0]["id"] == part["call_id"] == tool["tool_call_id"]
+        assert assistant["tool_calls"][0]["id"] == tool["tool_call_id"]  # the server's own id, answered in the step
+        assert part["call_id"] == hearth_call_id(handle.turn_id, part["part_id"])  # saved under Hearth's
         assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == calls[0]
     finally:
         await rt.aclose()
