@@ -111,7 +111,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.conversation.set_hint(EMPTY_HINT)  # once the first page is read: an empty chat never flashes it
         self._show_info(info)
         running = self.source.is_running()
-        self.composer.set_running(running)
+        self.composer.set_running(running, waiting=info.state == "waiting")
         self.conversation.set_running(running)
         if not running:
             self.phase.hide()

@@ -114,6 +114,7 @@ class Composer(QFrame):
         self.attachments: list[str] = []
         self.files_allowed = True
         self.running = False
+        self.waiting = False  # the task waits for the person's answer (shown above the composer)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(6)
@@ -177,13 +178,17 @@ class Composer(QFrame):
             else "Message Hearth — Ctrl+Enter to send"
         )
 
-    def set_running(self, running: bool) -> None:
-        self.running = running
-        self.stop.setVisible(running)
+    def set_running(self, running: bool, waiting: bool = False) -> None:
+        """A turn runs, or (`waiting`) the task waits for the person's answer: Stop ends either."""
+        self.running, self.waiting = running, waiting and not running
+        self.stop.setVisible(running or self.waiting)
         self.stop.setEnabled(True)
+        self.stop.setToolTip("Stop the running turn (Esc)" if running else
+                             "Stop waiting: the request is dropped and nothing it asked for runs (Esc)")
         self.send.setText("Queue" if running else "Send")
         self.send.setToolTip("Runs when the current turn ends" if running else "")
-        self.hint.setText("Working… you can queue another message." if running else "")
+        self.hint.setText("Working… you can queue another message." if running else
+                          "Waiting for your answer above — or Stop." if self.waiting else "")
 
     def submit(self) -> None:
         text = self.edit.toPlainText().strip()
@@ -218,7 +223,7 @@ class Composer(QFrame):
         self.add_files(files)
 
     def _escape(self) -> None:
-        if self.running:
+        if self.running or self.waiting:
             self.stop.setEnabled(False)
             self.stop_requested.emit()
 

@@ -186,6 +186,7 @@ class ConversationFeed:
             by_turn.setdefault(ev.turn_id, []).append(ev)
         for turn_id, events in by_turn.items():
             if turn_id in self._final:
+                self._ended_again(turn_id, events)
                 continue
             m = self.live.get(turn_id)
             if m is not None:
@@ -195,6 +196,23 @@ class ConversationFeed:
                 if any(ev.type == "turn_started" for ev in events):
                     self._turn_started(turn_id)
             self.panel.show_phases(events)
+
+    def _ended_again(self, turn_id: str, events: list[Batched]) -> None:
+        """A finished turn whose end is told anew, other than the panel shows it (a wait for the person's answer
+        that ended without one: its card now reads stopped): show its message as saved now. A replay of what the
+        panel read changes nothing."""
+        ended = next((ev for ev in reversed(events) if ev.type == "turn_ended"), None)
+        m = next((m for m in self.conversation.messages if m.role == "assistant" and m.turn_id == turn_id), None)
+        if ended is None or m is None:
+            return
+        # Its parts and its turn row are two reads: either may predate the wait's end.
+        asking = any(p.get("type") == "tool_call" and p.get("state") == "pending" for p in m.parts)
+        if (m.turn or {}).get("reason") != ended.reason or (asking and ended.reason != "waiting"):
+            self.bridge.run(self._reread(m))
+
+    async def _reread(self, m: Message) -> None:
+        await self.refresh_message(m)
+        await self.sync()
 
     def _turn_started(self, turn_id: str) -> None:
         # Only one turn of a task runs at a time: any other live one has ended (its end may not be replayed).

@@ -156,9 +156,9 @@ class TaskPanel(FeedPanel, QWidget):
         self._set_title(info)
         self.commands.show_info(info)
         running = self.bridge.is_running(self.task_id)
-        self.composer.set_running(running)
-        self.conversation.set_running(running)
         pending = info.pending_request if info.state == "waiting" and not running else None
+        self.composer.set_running(running, waiting=pending is not None)
+        self.conversation.set_running(running)
         self._set_waiting(pending)
         self.conversation.mark_waiting(pending.get("call_id") if pending else None)
         if not running:

@@ -252,7 +252,7 @@ class TeamPanel(TurnDetails, QWidget):
         self.detail_title.setText(f"{a.key} · {a.member} · {STATUS_WORDS.get(a.status, a.status)}")
         self.conversation.set_running(a.status == "running")
         self.detail_title.setToolTip(a.instructions)
-        self.buttons["Stop"].setVisible(a.status == "running")
+        self.buttons["Stop"].setVisible(a.status in ("running", "waiting"))  # Stop also ends a wait
         self.buttons["Retry"].setVisible(a.status in ("failed", "aborted", "interrupted"))
         self.buttons["Skip"].setVisible(a.status not in ("running", "done", "skipped"))
         self._set_waiting(a.pending_request if a.status == "waiting" else None)

@@ -28,11 +28,11 @@ from .util import human_size
 
 STATE_LABELS = {
     "pending": "pending", "running": "running…", "done": "done", "error": "failed", "denied": "denied",
-    "interrupted": "interrupted", "waiting": "waiting for you",
+    "interrupted": "interrupted", "stopped": "stopped", "waiting": "waiting for you",
 }
 STATE_COLORS = {
     "pending": "idle", "running": "running", "done": "done", "error": "error", "denied": "waiting",
-    "interrupted": "interrupted", "waiting": "waiting",
+    "interrupted": "interrupted", "stopped": "interrupted", "waiting": "waiting",
 }
 TRUNCATE_CHARS = 2000
 TRUNCATE_LINES = 30

@@ -9,8 +9,9 @@
   MCP calls, each in their own `finally`.
 - The agent loop checks `slot.aborted` before every model request and after every tool call, so a tool that
   swallows the cancellation (returns, or raises something else) cannot let the loop call the model again.
-- `aborted` is published in one place, `_announce()`: when the Stop is recorded if the turn's stream already
-  exists, else when the stream is attached. Nothing else publishes it.
+- `aborted` is published by `_announce()`: when the Stop is recorded if the turn's stream already exists, else
+  when the stream is attached. The one other place is a Stop of a turn that already ended `waiting` (it has no
+  slot any more): host.py tells that turn's stream its end anew.
 - `slot.settle(verdict)` is how finalize takes the ending reason: the recorded abort reason wins over the
   verdict it computed (an error a Stop provoked stays `aborted`); from then on the reason is fixed, and a Stop
   that lands during finalize's commit neither changes it nor publishes `aborted`.

@@ -11,8 +11,10 @@ Decisions where the design is silent:
   one after another when the turn before them ends. After a restart they wait, shown as queued, until the
   person sends them (`run_queued`), discards them (`discard_queued`) or sends a new input, which is queued
   behind them: a new input never overtakes an older queued one.
-- `send()` to a task that waits for an answer starts a normal turn; the unanswered call is shown to the
-  model as not run.
+- `stop()` on a task that waits for an answer ends the wait: the waiting turn's end becomes `aborted`, the call
+  that asked `stopped` (never run), the request gone, and observers get that turn's `aborted`, the call's
+  `tool_call` and a new `turn_ended` (host.py). `send()` (any input but the answer) to a waiting task ends the
+  wait the same way before its turn starts.
 - `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id). An approval of
   a shell command may be answered "approve_network" when the request offers it (`network_offer`): that one
   command runs in the sandbox with the network. `remember=True` stores a task rule (tools/approvals.py): for the

@@ -1,4 +1,4 @@
-"""Headless CLI: `hearth run | answer | tasks | show | models | mcp | backup | check | restore | team`, also
+"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team`, also
 `python -m runtime.cli` (`hearth team …`: runtime/cli_team.py; `hearth mcp …`: runtime/cli_mcp.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
@@ -33,7 +33,7 @@ from .cli_chat import add_chat_parser, chat_command
 from .cli_models import add_models_parser, models_command
 from .cli_status import StatusLine
 from .cli_storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
-from .cli_tasks import add_task_parsers, resolve_task, show_command, skills_command, tasks_command
+from .cli_tasks import add_task_parsers, resolve_task, show_command, skills_command, stop_command, tasks_command
 from .errors import (
     ConfigError,
     DataFolderBusy,
@@ -133,7 +133,12 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
             ended = await _stream_until_idle(rt, task_id, turn_id)
             if stopped or ended is None or ended.reason != EndReason.waiting or not sys.stdin.isatty():
                 break
-            handle = await _ask_in_terminal(rt, task_id)
+            try:
+                handle = await _ask_in_terminal(rt, task_id)
+            except RequestNotFound:
+                if not stopped:
+                    raise
+                break  # Ctrl-C while the question was asked: the wait was stopped, not answered
             if handle is None:
                 break
             turn_id = handle.turn_id
@@ -191,7 +196,7 @@ def _print_event(ev: Event) -> str:
         sys.stdout.write(ev.text)
         sys.stdout.flush()
         return ev.text
-    if ev.type == "tool_call" and ev.state in ("running", "done", "error", "denied", "interrupted"):
+    if ev.type == "tool_call" and ev.state != "pending":
         line = f"\n[{ev.name} {ev.state}]\n"
     elif ev.type == "input_requested":
         line = f"\n[waiting] {ev.prompt}\n"
@@ -280,6 +285,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await _answer(rt, args)
         if args.command == "tasks":
             return await tasks_command(rt)
+        if args.command == "stop":
+            return await stop_command(rt, args)
         if args.command == "skills":
             return await skills_command(rt, args)
         if args.command == "models":

@@ -1,10 +1,12 @@
-"""Reading tasks and skills in the terminal (runtime/cli.py): `hearth tasks`, `hearth show ID [--steps]`,
+"""Tasks and skills in the terminal (runtime/cli.py): `hearth tasks`, `hearth show ID [--steps]`, `hearth stop ID`,
 `hearth skills list|add FOLDER`.
 
 A task is named by its id or any unique start of it. `hearth tasks` has a header, the time of the last activity
 and the app's state words (events.STATE_WORDS); `hearth show` marks each answer that did not simply complete
 (stopped, interrupted, failed with its error, cut off at the length limit) and with `--steps` lists every turn's
-model steps and helpers (times, tokens, tool calls, endings).
+model steps and helpers (times, tokens, tool calls, endings). `hearth stop` ends a task's wait for an answer (the
+turn ends stopped, its call is not run); a running turn belongs to the process that runs it (the app, a `hearth
+run`), which owns the data folder, so there it is stopped (Stop, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def add_task_parsers(sub) -> None:
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id", help="the task's id or a unique start of it")
     show.add_argument("--steps", action="store_true", help="also each turn's model steps and helpers")
+    stop = sub.add_parser("stop", help="stop a task that waits for an approval or an answer")
+    stop.add_argument("task_id", help="the task's id or a unique start of it")
     skills = sub.add_parser("skills", help="the skills the model can use").add_subparsers(dest="skills_command")
     skills.add_parser("list", help="installed skills (the default)")
     add = skills.add_parser("add", help="install a skill folder (one with a SKILL.md)")
@@ -59,6 +63,16 @@ async def tasks_command(rt: Runtime) -> int:
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
         print(f"{t.id:<32}  {state:<15}  {_when(t.updated_at):<16}  {t.model:<28}  {t.title or '(untitled)'}")
+    return EXIT_OK
+
+
+async def stop_command(rt: Runtime, args: argparse.Namespace) -> int:
+    task_id = await resolve_task(rt, args.task_id)
+    if (await rt.get_task(task_id)).state != "waiting":
+        print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
+        return EXIT_OK
+    await rt.stop(task_id)
+    print(f"Stopped: task {task_id} no longer waits for an answer; the next message starts afresh.")
     return EXIT_OK
 
 

@@ -58,9 +58,11 @@ class ToolState(StrEnum):
     error = "error"
     denied = "denied"
     interrupted = "interrupted"
+    stopped = "stopped"  # it waited for the person's answer and the wait ended without one (Stop, another input)
 
 
-FINAL_TOOL_STATES = frozenset({ToolState.done, ToolState.error, ToolState.denied, ToolState.interrupted})
+FINAL_TOOL_STATES = frozenset({ToolState.done, ToolState.error, ToolState.denied, ToolState.interrupted,
+                               ToolState.stopped})
 
 
 class Usage(BaseModel):

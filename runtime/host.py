@@ -9,6 +9,10 @@ replays the turn and follows it live.
 
 `send()` does only what must happen before the work could disappear (runtime/ARCHITECTURE.md, "A turn"); the
 turn itself runs in `turn.run_turn` on this host's `TurnServices`.
+
+A turn that ended `waiting` leaves the owner waiting for the person's answer. Stop ends that wait (as any input
+but the answer does): the turn's end becomes `aborted`, its calls that waited `stopped`, and its observers are
+told so on the turn's stream (`_told_ended_wait`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 from .abort import TurnSlot
 from .errors import ConfigError, TaskBusy
-from .events import EndReason, Event, TurnStarted
+from .events import Aborted, EndReason, Event, TurnEnded, TurnStarted
 from .infos import TurnHandle
-from .parts import text_of
+from .parts import text_of, tool_event
 from .ports import TurnServices
 from .store.conversations import DuplicateMessage
 from .titles import provisional_title
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
     from .jobs import JobQueue
     from .locks import TaskLocks
     from .ports import AgentPort
-    from .store.conversations import Conversations
+    from .store.conversations import Conversations, EndedWait, Started
     from .stream_buffer import BufferRegistry
 
 # (owner row, the input's parts) -> the parts to store: a task adds its attachments' text here.
@@ -126,10 +130,8 @@ class TurnHost:
         except BaseException:
             self.aborts.release(slot)
             raise
-        input_id, input_parts, slot.output_message_id = started
-        slot.input_message_id = input_id
-        self._launch(slot, owner, input_parts)
-        if input_id != msg_id:  # older queued inputs go first; this one waits behind them
+        self._launch(slot, owner, started)
+        if started.input_id != msg_id:  # older queued inputs go first; this one waits behind them
             self._has_queue.add(owner_id)
             return TurnHandle(owner_id, None, msg_id, queued=True)
         return TurnHandle(owner_id, slot.turn_id, msg_id)
@@ -204,17 +206,19 @@ class TurnHost:
             self._has_queue.discard(slot.task_id)
             self.aborts.release(slot)
             return
-        slot.input_message_id, parts, slot.output_message_id = started
-        self._launch(slot, owner, parts)
+        self._launch(slot, owner, started)
 
     # -- the turn --
 
-    def _launch(self, slot: TurnSlot, owner: dict, parts: list[dict]) -> None:
+    def _launch(self, slot: TurnSlot, owner: dict, started: Started) -> None:
+        slot.input_message_id, slot.output_message_id = started.input_id, started.output_id
+        if started.ended_wait is not None:  # the input ended a wait for an answer: said before the turn starts
+            self._told_ended_wait(slot.task_id, started.ended_wait)
         buffer = self.buffers.reset(slot.task_id, slot.turn_id)
         buffer.publish(TurnStarted(task_id=slot.task_id, turn_id=slot.turn_id,
                                    input_message_id=slot.input_message_id))
         slot.attach(buffer.publish)
-        self._spawn(run_turn(self.services, slot, owner, parts))
+        self._spawn(run_turn(self.services, slot, owner, started.parts))
 
     def _spawn(self, coro) -> asyncio.Task:
         run = asyncio.ensure_future(coro)
@@ -223,10 +227,37 @@ class TurnHost:
         return run
 
     async def stop(self, owner_id: str) -> None:
-        """Stop the running turn: idempotent, a no-op when nothing runs."""
+        """Stop the running turn, or end a wait for the person's answer (both end `aborted`): idempotent, a no-op
+        when nothing runs or waits."""
         slot = self.aborts.get(owner_id)
         if slot is not None:
             slot.abort(EndReason.aborted)
+            return
+        if not await self.store.is_waiting(owner_id) or owner_id in self.aborts:
+            return  # (an input that came meanwhile ends the wait itself)
+        self._writable()
+        # Registered while the wait ends, as a turn's slot is: an input sent meanwhile queues behind it.
+        slot = TurnSlot(owner_id, uuid.uuid4().hex, None)
+        self.aborts.register(slot)
+        try:
+            ended = await self.store.end_wait(owner_id)
+        finally:
+            self.aborts.release(slot)
+        if ended is not None:
+            self._told_ended_wait(owner_id, ended)
+            self._turn_done(owner_id)  # a team's plan takes in the stopped assignment
+        else:
+            self._after_turn(owner_id)
+
+    def _told_ended_wait(self, owner_id: str, ended: EndedWait) -> None:
+        """Tell the turn that waited that its end is now `aborted`: observers of the turn (a follow-subscriber goes
+        on after what it saw) and of every task (`rt.events()`) learn that nothing waits any more."""
+        buffer = self.buffers.reopen(owner_id, ended.turn_id)
+        buffer.publish(Aborted(task_id=owner_id, turn_id=ended.turn_id))
+        for part in ended.stopped:
+            buffer.publish(tool_event(owner_id, ended.turn_id, part))
+        buffer.publish(TurnEnded(task_id=owner_id, turn_id=ended.turn_id, reason=EndReason.aborted,
+                                 usage=ended.usage))
 
     async def wait_idle(self, owner_id: str) -> None:
         """Wait until the owner's current (and queued) turns are finalized and cleaned up."""
@@ -247,10 +278,16 @@ class TurnHost:
                 if turn_id is not None and turn_id != buffer.turn_id:
                     after_seq = 0
                 async for event in buffer.subscribe(after_seq, deltas):
+                    after_seq = event.seq
                     yield event
             if not follow:
                 return
-            after_seq, turn_id = 0, None
+            # The next buffer is a later turn's (from its start), or this one's again with its end told anew (a
+            # wait that ended without an answer: from after what was seen).
+            if buffer is None:
+                after_seq, turn_id = 0, None
+            else:
+                turn_id = buffer.turn_id
             buffer = await self.buffers.next_buffer(owner_id, buffer)
             if buffer is None:
                 return

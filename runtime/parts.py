@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
-from .events import FINAL_TOOL_STATES, ToolState, Usage
+from .events import FINAL_TOOL_STATES, ToolCall, ToolState, Usage
 
 OUTCOME_UNKNOWN = "outcome unknown — verify before retrying"
 NEVER_RAN = "interrupted before it ran"
@@ -86,6 +86,26 @@ def settle_parts(parts: list[dict]) -> int:
             part.pop("awaiting", None)
             changed += 1
     return changed
+
+
+def tool_event(task_id: str, turn_id: str, part: ToolPart | dict[str, Any]) -> ToolCall:
+    """The `tool_call` event that tells observers a tool part's state."""
+    return ToolCall(task_id=task_id, turn_id=turn_id, part_id=part["part_id"], call_id=part["call_id"],
+                    name=part["name"], state=ToolState(part["state"]), args=part.get("args") or {},
+                    result=part.get("result"), effect=part.get("effect", "read_only"))
+
+
+def stop_waiting(parts: list[dict]) -> list[dict]:
+    """The wait for the person's answer ended without one (Stop, or another input): the calls of a turn that
+    ended `waiting` (saved `pending`: finalize settles every other unfinished call) become `stopped`. Returns
+    them."""
+    stopped = []
+    for part in parts:
+        if part.get("type") == "tool_call" and part.get("state") == ToolState.pending:
+            part.pop("awaiting", None)
+            part["state"] = ToolState.stopped.value
+            stopped.append(part)
+    return stopped
 
 
 def text_of(parts: list[dict], kind: str = "text") -> str:

@@ -90,6 +90,7 @@ class StreamBuffer:
         self._firsts = array("q")  # first seq of each entry
         self._waiter: asyncio.Future | None = None
         self._size = 0  # approximate bytes, for eviction
+        self.successor: StreamBuffer | None = None  # the task's next buffer: follow-subscribers go on there
 
     @property
     def state(self) -> BufferState:
@@ -98,6 +99,15 @@ class StreamBuffer:
     @property
     def size(self) -> int:
         return self._size + sum(e.size for e in self._entries if type(e) is _Run)
+
+    def carry(self, ended: StreamBuffer) -> None:
+        """Start from the events of `ended` (the same turn's buffer) but its terminal one: the turn's end is told
+        again (a wait the person stopped). Numbering goes on after it, so a reader that saw it misses nothing."""
+        entries = ended._entries[:-1] if ended.ended else ended._entries
+        self._entries = list(entries)
+        self._firsts = array("q", ended._firsts[: len(entries)])
+        self.seq = ended.seq
+        self._size = ended._size
 
     # -- producer side (never awaits) --
 
@@ -197,16 +207,32 @@ class BufferRegistry:
         self.budget_bytes = budget_bytes
 
     def reset(self, task_id: str, turn_id: str) -> StreamBuffer:
+        old = self._buffers.get(task_id)
         self.evict()
         buf = self._buffers[task_id] = StreamBuffer(task_id, turn_id, self._fan_out)
+        if old is not None:
+            old.successor = buf
         waiter = self._next.pop(task_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
         return buf
 
+    def reopen(self, task_id: str, turn_id: str) -> StreamBuffer:
+        """A new buffer for a turn that ended and whose end changes (a wait for the person's answer that ended
+        without one): it holds the turn's events so far when they are still in memory. Follow-subscribers take it
+        up as the task's next buffer, and go on after the last event they saw (TurnHost.subscribe)."""
+        old = self._buffers.get(task_id)
+        buf = self.reset(task_id, turn_id)
+        if old is not None and old.turn_id == turn_id:
+            buf.carry(old)
+        return buf
+
     async def next_buffer(self, task_id: str, current: StreamBuffer | None) -> StreamBuffer | None:
-        """The task's buffer once it is another than `current` (a new turn began); None once closed."""
+        """The buffer that followed `current` (a new turn began, or its end is told anew), or else the task's
+        buffer once it is another than `current`; None once closed."""
         while not self._closed:
+            if current is not None and current.successor is not None:
+                return current.successor
             buf = self._buffers.get(task_id)
             if buf is not None and buf is not current:
                 return buf

@@ -210,7 +210,8 @@ class Teams:
         return await self.get(team_id)
 
     async def stop(self, team_id: str) -> None:
-        """Stop the team: its running assignments end `aborted` and nothing more starts until `run`."""
+        """Stop the team: its running assignments, and those waiting for an answer, end `aborted`, and nothing more
+        starts until `run`."""
         self._rt._writable()
         async with self._locks[team_id]:
             await self._team(team_id)

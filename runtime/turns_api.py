@@ -125,7 +125,8 @@ class TurnsMixin:
         return await self.task_turns.discard_queued(task_id, message_id)
 
     async def stop(self, task_id: str) -> None:
-        """Stop the running turn: idempotent, a no-op when nothing runs."""
+        """Stop the running turn, or end the task's wait for an approval or an answer (it ends `aborted`, the call
+        that asked is `stopped`): idempotent, a no-op when nothing runs or waits."""
         await self.task_turns.stop(task_id)
 
     async def wait_idle(self, task_id: str) -> None:

@@ -41,6 +41,7 @@ CHARS_PER_TOKEN = 4.0
 THRESHOLD = 0.8  # of the context window: a request above this is compacted (agent/compaction.py)
 TRIM_KEEP = 600  # characters kept at each end of an older step's tool output when the input is too big
 DENIED = "The person denied this tool call. Do not retry it unless they ask."
+STOPPED = "Not run: the person ended the wait for their answer without giving one. Do not retry it unless they ask."
 
 
 def tool_cap(window: int) -> int:
@@ -80,6 +81,8 @@ def _tool_content(part: dict, cap: int) -> str:
         return wrap_tool_output(part["name"], f"Error: {result}", cap, server=server)
     if state == "denied":
         return result or DENIED
+    if state == "stopped":
+        return STOPPED
     if state == "interrupted":
         note = part.get("note")
         if note == NEVER_RAN:

@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..events import TodosChanged, ToolCall, ToolState, Usage, UsageEvent, WarningEvent
-from ..parts import ToolPart, hearth_call_id
+from ..events import TodosChanged, ToolState, Usage, UsageEvent, WarningEvent
+from ..parts import ToolPart, hearth_call_id, tool_event
 from ..redact import redact
 from ..tools.approvals import decide
 from ..tools.base import tool_spec
@@ -195,13 +195,7 @@ class TurnContext:
             self.dirty = True
 
     def publish_tool(self, part: ToolPart) -> None:
-        self.buffer.publish(
-            ToolCall(
-                task_id=self.task_id, turn_id=self.turn_id, part_id=part["part_id"], call_id=part["call_id"],
-                name=part["name"], state=ToolState(part["state"]), args=part.get("args") or {},
-                result=part.get("result"), effect=part.get("effect", "read_only"),
-            )
-        )
+        self.buffer.publish(tool_event(self.task_id, self.turn_id, part))
 
     # -- parts --
 

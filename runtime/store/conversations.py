@@ -16,7 +16,8 @@ from sqlalchemy import Table, Text, func, insert, or_, select, type_coerce, upda
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from ..parts import FinalRecord, settle_parts
+from ..events import Usage
+from ..parts import FinalRecord, settle_parts, stop_waiting
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,26 @@ class ContextInputs:
     messages: list[dict[str, Any]]
     anchor: dict[str, Any] | None
     checkpoint: dict[str, Any] | None  # {"id", "upto_message_id", "summary"}: the older history, summarized
+
+
+@dataclass
+class EndedWait:
+    """A wait for the person's answer that ended without one (Stop, or another input): the turn that waited, its
+    calls now `stopped`, and its tokens (what its `turn_ended` repeats)."""
+
+    turn_id: str
+    stopped: list[dict[str, Any]]
+    usage: Usage
+
+
+@dataclass
+class Started:
+    """A turn that started: its input (id, parts), its answer's message id, and the wait it ended, if any."""
+
+    input_id: int
+    parts: list[dict[str, Any]]
+    output_id: int
+    ended_wait: EndedWait | None
 
 
 class DuplicateMessage(Exception):
@@ -93,11 +114,11 @@ class Conversations:
     async def add_input(
         self, owner_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
         title: str | None = None,
-    ) -> tuple[int, tuple[int, list[dict], int] | None]:
+    ) -> tuple[int, Started | None]:
         """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
         starts for the owner's oldest queued input, which is this one unless older queued inputs wait (a new
-        input never overtakes them). Returns (message id, (started input id, its parts, output message id) or
-        None). Raises `DuplicateMessage` when `client_msg_id` was used before by this owner."""
+        input never overtakes them). Returns (message id, the started turn or None). Raises `DuplicateMessage`
+        when `client_msg_id` was used before by this owner."""
         now = time.time()
         m, o = self.t.messages, self.t.owner
         try:
@@ -128,15 +149,16 @@ class Conversations:
                 o.c.id == owner_id, or_(o.c.title_provisional.is_(True), o.c.title.is_(None))).values(values))
         return result.rowcount == 1
 
-    async def start_queued_turn(self, owner_id: str, turn_id: str) -> tuple[int, list[dict], int] | None:
-        """Start a turn for the oldest queued input: (input id, parts, output message id), or None."""
+    async def start_queued_turn(self, owner_id: str, turn_id: str) -> Started | None:
+        """Start a turn for the oldest queued input, or None when there is none."""
         async with self.engine.begin() as conn:
             return await self._start_oldest_queued(conn, owner_id, turn_id, time.time())
 
-    async def _start_oldest_queued(self, conn, owner_id: str, turn_id: str, now: float):
+    async def _start_oldest_queued(self, conn, owner_id: str, turn_id: str, now: float) -> Started | None:
         """The oldest queued input becomes its turn's input. Later inputs queued behind it would otherwise sit
         between it and its answer (ids give the order): it moves to the end of the conversation first, under a
-        new id, its old row left as an empty `discarded` tombstone (ids never reused)."""
+        new id, its old row left as an empty `discarded` tombstone (ids never reused). An input that is no answer
+        ends a wait for one first (`end_wait`), so no question or approval is left pending."""
         m = self.t.messages
         first = (await conn.execute(select(m.c.id, m.c.parts, m.c.client_msg_id, m.c.created_at).where(
             self._own(m, owner_id), m.c.status == "queued").order_by(m.c.id).limit(1))).first()
@@ -153,7 +175,9 @@ class Conversations:
                 "client_msg_id": first.client_msg_id, "created_at": first.created_at}))).inserted_primary_key[0]
         else:
             await conn.execute(update(m).where(m.c.id == first.id).values(status="complete"))
-        return input_id, first.parts, await self._start_turn(conn, owner_id, turn_id, input_id, now)
+        answers = any(p.get("type") == "answer" for p in first.parts)
+        ended = None if answers else await self._end_wait(conn, owner_id)
+        return Started(input_id, first.parts, await self._start_turn(conn, owner_id, turn_id, input_id, now), ended)
 
     async def _start_turn(self, conn, owner_id: str, turn_id: str, input_id: int, now: float) -> int:
         m, t, o = self.t.messages, self.t.turns, self.t.owner
@@ -258,6 +282,37 @@ class Conversations:
                 status="ended", reason="error", ended_at=now, error=rec["error"]))
             await conn.execute(update(o).where(o.c.id == rec["task_id"]).values(
                 state="idle", last_reason="error", last_error=rec["error"], pending_request=None, updated_at=now))
+
+    async def is_waiting(self, owner_id: str) -> bool:
+        """Whether the owner waits for the person's answer (False for one that does not exist)."""
+        o = self.t.owner
+        async with self.engine.connect() as conn:
+            state = (await conn.execute(select(o.c.state).where(o.c.id == owner_id))).scalar_one_or_none()
+        return state == "waiting"
+
+    async def end_wait(self, owner_id: str) -> EndedWait | None:
+        """End the owner's wait for an answer without one (Stop), in one transaction; None when it did not wait."""
+        async with self.engine.begin() as conn:
+            return await self._end_wait(conn, owner_id)
+
+    async def _end_wait(self, conn, owner_id: str) -> EndedWait | None:
+        """The owner idle, its question or approval gone, the turn that waited `aborted` and its waiting calls
+        `stopped`: only if it waits (the check and the change are one statement)."""
+        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        ended = await conn.execute(update(o).where(o.c.id == owner_id, o.c.state == "waiting").values(
+            state="idle", last_reason="aborted", last_error=None, pending_request=None, updated_at=time.time()))
+        if ended.rowcount != 1:
+            return None
+        turn = (await conn.execute(select(t.c.id, t.c.output_message_id, t.c.input_tokens, t.c.output_tokens).where(
+            self._own(t, owner_id), t.c.reason == "waiting").order_by(t.c.started_at.desc()).limit(1))).first()
+        if turn is None:
+            return None
+        parts = (await conn.execute(select(m.c.parts).where(m.c.id == turn.output_message_id))).scalar() or []
+        stopped = stop_waiting(parts)
+        await conn.execute(update(m).where(m.c.id == turn.output_message_id).values(parts=parts))
+        await conn.execute(update(t).where(t.c.id == turn.id).values(reason="aborted"))
+        return EndedWait(turn.id, stopped, Usage(input_tokens=turn.input_tokens or 0,
+                                                 output_tokens=turn.output_tokens or 0))
 
     # -- recovery --
 

@@ -117,3 +117,49 @@ async def test_continue_after_an_interrupted_turn(launch, home):
     await until(lambda: panel.turn_text(last.turn_id) == "Picked it up again.", what="answer shown")
     await until(lambda: not any(b.button.isVisibleTo(panel) for b in panel.conversation.banners()),
                 what="the old banner offers no Continue any more")
+
+
+async def test_stop_while_an_approval_waits_closes_it_as_stopped(launch):
+    """The composer offers Stop while an approval waits; Stop (its button, Task ▸ Stop / Ctrl+., Esc) closes the
+    request: the card reads stopped, nothing is pending, and the composer takes the next message at once."""
+    write = ["I will write it.", Call("write_file", {"path": "a.txt", "content": "hi"})]
+    model = ScriptedModel([write, write, write, ["Fresh start."]])
+    ctl = await launch(model)
+    task = await ctl.bridge.create_task(title="Stop the wait", model=MODEL)
+    panel = await open_task(ctl, task.id)
+
+    async def asked(n: int) -> None:
+        type_and_send(panel, f"write a.txt ({n})")
+        await until(lambda: panel.waiting is not None and panel.settled
+                    and len(panel.conversation.cards()) == n, what=f"approval {n} asked")
+        assert panel.composer.stop.isVisibleTo(panel) and "Waiting for your answer" in panel.composer.hint.text()
+        assert panel.conversation.cards()[-1].waiting
+
+    async def stopped(n: int) -> None:
+        await until(lambda: panel.waiting is None and [c.state for c in panel.conversation.cards()] == ["stopped"] * n,
+                    what=f"request {n} closed as stopped")
+        card = panel.conversation.cards()[-1]
+        assert card.badge.text() == "● stopped" and not card.waiting
+        await until(lambda: panel.composer.stop.isHidden(), what="composer ready")
+        assert panel.composer.send.text() == "Send" and panel.composer.hint.text() == ""
+        assert "stopped by you" in panel.conversation.assistant_items()[-1].footer.text()
+        info = await ctl.rt.get_task(task.id)
+        assert (info.state, info.last_reason, info.pending_request) == ("idle", "aborted", None)
+
+    await asked(1)
+    QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
+    await stopped(1)
+    await asked(2)
+    ctl.window.actions_by_name["Stop"].trigger()  # Task ▸ Stop, Ctrl+.
+    await stopped(2)
+    await asked(3)
+    QTest.keyClick(panel.composer.edit, Qt.Key.Key_Escape)
+    await stopped(3)
+
+    type_and_send(panel, "something else")
+    await wait_turns(ctl, panel, 4)
+    await until(lambda: panel.conversation.assistant_items()[-1].block.text() == "Fresh start.", what="a clean turn")
+    assert [c.state for c in panel.conversation.cards()] == ["stopped"] * 3
+    ctl.window.close_panel()
+    panel = await open_task(ctl, task.id)  # read back: nothing pending anywhere
+    assert [c.state for c in panel.conversation.cards()] == ["stopped"] * 3 and panel.waiting is None

@@ -223,6 +223,27 @@ async def test_an_assignment_asking_approval_is_answered_on_the_board(launch):
     assert "Saved the essay." in [m.text for m in panel.conversation.messages]
 
 
+async def test_stop_on_the_board_ends_an_assignment_waiting_for_approval(launch):
+    lead = ScriptedModel([["Outline."]])
+    writer = ScriptedModel([["Saving.", Call("write_file", {"path": "essay.md", "content": "An essay."})]])
+    ctl = await launch(lead=lead, writer=writer, critic=ScriptedModel([["Fine."]]))
+    window = ctl.window
+    dlg = window.new_team()
+    _fill(dlg, "Stop the wait on the board")
+    dlg.set_member(1, "writer", "writer/small", "You write.", "ask")
+    dlg.create.click()
+    await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
+    panel = window.panel
+    panel.run_button.click()
+    await until(lambda: _row(panel, "B")[2] == "waiting for you", timeout=15, what="B asks")
+    panel.select("B")
+    await until(lambda: panel.waiting is not None and panel.buttons["Stop"].isVisible(), what="Stop for the wait")
+    panel.buttons["Stop"].click()
+    await until(lambda: _row(panel, "B")[2] == "stopped" and panel.waiting is None, what="B stopped")
+    await until(lambda: [c.state for c in panel.conversation.cards()] == ["stopped"], what="its card stopped")
+    assert not panel.buttons["Stop"].isVisible() and panel.buttons["Retry"].isVisible()
+
+
 async def test_a_lead_plans_the_team_from_the_dialog_and_its_assignments_run_on_the_board(launch):
     proposal = {"assignments": [
         {"id": "W", "title": "Write", "member": "writer", "instructions": "Write about lighthouses."},
