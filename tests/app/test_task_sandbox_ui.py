@@ -5,7 +5,6 @@ this task" accepts that risk for the task so the next command runs without askin
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from PySide6.QtCore import Qt
@@ -13,11 +12,10 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel, QPushButton
 
 from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import connect_command
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 NO_BWRAP = "/nonexistent/bwrap"
-CONNECT = (f"{sys.executable} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
-           f"print(s.recv(100).decode())\"")
 
 
 async def _results(rt, task_id: str) -> list[tuple[str, str]]:
@@ -27,7 +25,7 @@ async def _results(rt, task_id: str) -> list[tuple[str, str]]:
 
 async def test_new_task_lets_commands_use_the_network_and_the_header_turns_it_off(launch, listener):
     port, accepted = listener
-    connect = CONNECT.format(port=port)
+    connect = connect_command(port)
     model = ScriptedModel([[Call("run_shell", {"command": connect})], ["Reached it."],
                            [Call("run_shell", {"command": connect})], ["Could not reach it."]])
     ctl = await launch(model)

@@ -13,11 +13,9 @@ import pytest
 from runtime.api import ConfigError, TaskNotFound
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
-from tests.support.helpers import MODEL, collect, open_runtime
+from tests.support.helpers import MODEL, collect, connect_command, open_runtime
 
 NO_BWRAP = "/nonexistent/bwrap"
-CONNECT = (f"{sys.executable} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
-           f"print(s.recv(100).decode())\"")
 
 
 @pytest.fixture
@@ -138,7 +136,7 @@ async def test_on_windows_settings_say_there_is_no_sandbox_and_full_auto_asks_be
 
 async def test_the_network_is_asked_per_command_and_allowed_per_task(home, model, listener):
     port, accepted = listener
-    connect = CONNECT.format(port=port)
+    connect = connect_command(port)
     model.add_steps([Call("run_shell", {"command": connect})], ["no network"],
                     [Call("run_shell", {"command": connect})], ["with network"],
                     [Call("run_shell", {"command": connect})], ["task network"])

@@ -17,6 +17,17 @@ from runtime.tools.base import Effect, FunctionTool
 
 MODEL = "scripted/test"
 
+# A Python that a sandboxed command can run: the interpreter the venv was made from. The venv's own `python`
+# lives in the checkout, which the sandbox's private /tmp hides when the checkout is under /tmp. Sandboxed probes
+# use only the standard library.
+SANDBOX_PY = os.path.realpath(sys._base_executable)
+
+
+def connect_command(port: int) -> str:
+    """A shell command that connects to 127.0.0.1:`port` and prints what the server says first."""
+    return (f"{SANDBOX_PY} -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=3); "
+            f"print(s.recv(100).decode())\"")
+
 
 async def open_runtime(home: Path, model: ScriptedModel | None = None, tools=()) -> Runtime:
     return await Runtime.open(home, providers={"scripted": model or ScriptedModel()}, tools=tools)

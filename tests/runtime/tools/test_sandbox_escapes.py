@@ -15,7 +15,6 @@ import os
 import shutil
 import socket
 import sqlite3
-import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -25,8 +24,8 @@ import pytest
 from runtime.tools.base import ToolContext
 from runtime.tools.sandbox import SandboxPolicy, bwrap_argv, detect, hidden_paths
 from runtime.tools.shell import RunShell
+from tests.support.helpers import SANDBOX_PY, connect_command
 
-PY = sys.executable
 SECRETS = {
     "db": f"DB-SECRET-{uuid.uuid4().hex}", "key": f"KEY-SECRET-{uuid.uuid4().hex}",
     "ssh": f"SSH-SECRET-{uuid.uuid4().hex}", "gpg": f"GPG-SECRET-{uuid.uuid4().hex}",
@@ -139,7 +138,7 @@ CASES = {
     "home-mtime": "touch -d 2000-01-01 $HOME/.bashrc",
     "home-chmod": "chmod 777 $HOME/Documents/notes.txt",
     "outside-new-file": "touch {outside}/new.txt",
-    "outside-python-write": f"{PY} -c \"open('{{outside}}/py.txt', 'w').write('x')\"",
+    "outside-python-write": f"{SANDBOX_PY} -c \"open('{{outside}}/py.txt', 'w').write('x')\"",
     "outside-move-in": "mv {outside}/file.txt .",
     # /tmp outside the private one, and /var/tmp
     "host-tmp-overwrite": "echo pwned > {host_tmp}/hosttmp-file.txt",
@@ -204,14 +203,10 @@ async def test_the_workspace_and_private_tmp_are_writable_and_the_rest_readable(
 # -- network --
 
 
-CONNECT = (f"{PY} -c \"import socket; s = socket.create_connection(('127.0.0.1', {{port}}), timeout=3); "
-           f"print(s.recv(100).decode())\"")
-
-
 async def test_a_loopback_listener_outside_is_unreachable(sandbox, world, listener):
     port, accepted = listener
     before = world.snapshot()
-    out = await run(sandbox, world, CONNECT.format(port=port))
+    out = await run(sandbox, world, connect_command(port))
     assert "hello from the host" not in out and "Connection refused" in out
     await asyncio.sleep(0.1)
     assert accepted == []
@@ -237,8 +232,8 @@ async def test_udp_ipv6_and_abstract_sockets_outside_are_unreachable(sandbox, wo
                 f"except OSError as e: print(e)\n")
         (world.ws / "probe.py").write_text(code)
         before = world.snapshot()
-        out = await run(sandbox, world, f"{PY} probe.py")
-        assert "CONNECTED" not in out, out
+        out = await run(sandbox, world, f"{SANDBOX_PY} probe.py")
+        assert "CONNECTED" not in out and out.endswith("[exit code: 0]"), out  # the probe ran, and got nowhere
         assert world.snapshot() == before, out
         with pytest.raises(BlockingIOError):
             udp.recvfrom(10)
@@ -252,7 +247,7 @@ async def test_udp_ipv6_and_abstract_sockets_outside_are_unreachable(sandbox, wo
 async def test_the_listener_is_reached_when_the_task_allows_the_network(sandbox, world, listener):
     port, accepted = listener
     before = world.snapshot()
-    out = await run(sandbox, world, CONNECT.format(port=port), network=True)
+    out = await run(sandbox, world, connect_command(port), network=True)
     assert "hello from the host" in out
     assert accepted == [1]
     assert world.snapshot() == before, out  # the network opens, the files stay closed
