@@ -105,9 +105,16 @@ def main(argv: list[str] | None = None) -> int:
     import qasync
     from PySide6.QtWidgets import QApplication
 
+    from . import xcb_check
     from .icons import app_icon
     from .single import InstanceServer, hand_over, server_name
 
+    if QApplication.instance() is None and (found := xcb_check.problem(dict(os.environ), qt_args)) is not None:
+        text, certain = found
+        print(text, file=sys.stderr)
+        log.info("before the window: %s", text)  # the log file (stderr has it already)
+        if certain:
+            return 1
     app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
     name = server_name(args.home)
     if hand_over(name):  # Hearth already runs on this data folder: it shows its window instead
