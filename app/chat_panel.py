@@ -1,7 +1,8 @@
 """A chat panel: a quick conversation beside the tasks, lighter than a task panel.
 
-No folder, approval or planning chips (a chat has no workspace and no tools that change anything); the model is a
-button, because a chat's model may change between answers (a line in the conversation marks where). "Turn into a
+No folder, approval or planning chips (a chat has no workspace, and its one tool that changes something, the
+memory, asks: an approval box above the composer, Approve or Deny); the model is a button, because a chat's model
+may change between answers (a line in the conversation marks where). "Turn into a
 task" starts a task whose history is this chat. The conversation itself is the task panel's: the same feed
 (paging, replay of a running answer, live events), read through a `ChatSource`; the turn goes on when the panel
 is closed.
@@ -21,6 +22,7 @@ from .conversation_feed import ConversationFeed, FeedPanel
 from .model_picker import ModelDialog
 from .sources import ChatSource
 from .task_panel import PHASES
+from .waiting import WaitingBox, swap_box
 
 if TYPE_CHECKING:
     from .bridge import Batched
@@ -89,6 +91,9 @@ class ChatPanel(FeedPanel, QWidget):
         self.phase.setObjectName("Phase")
         self.phase.hide()
         bl.addWidget(self.phase)
+        self.waiting: WaitingBox | None = None
+        self.waiting_slot = QVBoxLayout()
+        bl.addLayout(self.waiting_slot)
         self.composer = Composer()
         self.composer.without_files()
         self.composer.set_enter_sends(enter_sends)
@@ -105,6 +110,7 @@ class ChatPanel(FeedPanel, QWidget):
     def turn_started(self) -> None:
         self.composer.set_running(True)
         self.conversation.set_running(True)
+        self.waiting = swap_box(self.waiting_slot, self.waiting, None, self._waiting_box)
 
     def apply_info(self, info) -> None:
         self.info = info
@@ -113,8 +119,30 @@ class ChatPanel(FeedPanel, QWidget):
         running = self.source.is_running()
         self.composer.set_running(running, waiting=info.state == "waiting")
         self.conversation.set_running(running)
+        pending = info.pending_request if info.state == "waiting" and not running else None
+        self.waiting = swap_box(self.waiting_slot, self.waiting, pending, self._waiting_box)
+        self.conversation.mark_waiting(pending.get("call_id") if pending else None)
         if not running:
             self.phase.hide()
+
+    def _waiting_box(self, request: dict) -> WaitingBox:
+        """Approve or Deny one memory write: a chat has no rules of its own to remember the answer in."""
+        box = WaitingBox(request)
+        box.always.hide()
+        box.answered.connect(self._on_answer)
+        return box
+
+    def _on_answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
+        async def go():
+            try:
+                await self.source.answer(request_id, answer)
+            except Exception:
+                if self.waiting is not None and not self._closed:
+                    self.waiting.reenable()
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
 
     def show_phases(self, events: list[Batched]) -> None:
         for ev in events:

@@ -90,6 +90,9 @@ class ChatSource:
     async def set_model(self, model: str):
         return await self._changed(self.chats.set_model(self.id, model))
 
+    async def answer(self, request_id: str, answer: str):
+        return await self._changed(self.chats.answer(self.id, request_id, answer))
+
     async def stop(self) -> None:
         await self.chats.stop(self.id)
 

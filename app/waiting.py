@@ -5,6 +5,8 @@ Built from the task's persisted `pending_request`, so it is the same after an ap
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QVBoxLayout
@@ -179,6 +181,21 @@ class WaitingBox(QFrame):
     def reenable(self) -> None:
         for b in self.buttons:
             b.setEnabled(True)
+
+
+def swap_box(slot: QVBoxLayout, box: WaitingBox | None, request: dict | None,
+             make: Callable[[dict], WaitingBox]) -> WaitingBox | None:
+    """The box `slot` shows for `request`: `box` while the request is the same one, else a new one from `make`
+    (None when nothing waits)."""
+    if box is not None and request and box.request_id == request.get("request_id"):
+        return box
+    if box is not None:
+        box.deleteLater()
+    if not request:
+        return None
+    box = make(request)
+    slot.addWidget(box)
+    return box
 
 
 def _short(text: str, limit: int = 28) -> str:

@@ -1,12 +1,14 @@
 """Chats: quick conversations beside tasks, on the same turn engine (`rt.chats`).
 
 A chat is not a task: its rows are its own (store/chats.py), it has no workspace, no file or shell tools (only
-memory and a read-only search of the knowledge library), no approvals and no plan, and its model may change
-between turns (a marker in the conversation says so). Its turns run through a `host.TurnHost` on the runtime's
-shared lock, Stop registry and stream buffers, so they have a task turn's guarantees: the input durable before
-`send` returns, one write per client message id, replay and live events through `subscribe`, Stop ends the turn
-`aborted`, a crash leaves it `interrupted` (startup recovery), and `continue_chat` carries on from there. "Turn
-into a task" (`to_task`) starts a task whose history is the chat's messages.
+memory and a read-only search of the knowledge library) and no plan, and its model may change between turns (a
+marker in the conversation says so). What it can change is the person's memory: the model's saving, changing or
+deleting a memory asks first (approval mode `ask`, with the global permission rules), and `answer` goes on.
+Its turns run through a `host.TurnHost` on the runtime's shared lock, Stop registry and stream buffers, so they
+have a task turn's guarantees: the input durable before `send` returns, one write per client message id, replay
+and live events through `subscribe`, Stop ends the turn `aborted`, a crash leaves it `interrupted` (startup
+recovery), and `continue_chat` carries on from there. "Turn into a task" (`to_task`) starts a task whose history
+is the chat's messages.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import split_model_ref
-from .errors import ChatNotFound, ConfigError, TaskBusy
+from .errors import ChatNotFound, ConfigError, RequestNotFound, TaskBusy
 from .events import Event
 from .infos import ChatInfo, MessageInfo, TaskInfo, TurnHandle
 from .kit import Prepared
@@ -82,12 +84,12 @@ class Chats:
         self.host: TurnHost = rt._host(store, ChatKit(rt.kit), self._row, noun="Chat")
 
     async def _row(self, chat_id: str) -> dict:
-        """The chat as the turn engine reads an owner: no workspace, nothing to approve (it has no tools that
-        change anything)."""
+        """The chat as the turn engine reads an owner: no workspace; its one tool that changes something, the
+        memory tool's writes, asks."""
         row = await self.store.get_chat(chat_id)
         if row is None:
             raise ChatNotFound(chat_id)
-        return dict(row, workspace="", approval="full_auto", planning=False)
+        return dict(row, workspace="", approval="ask", planning=False)
 
     def _model(self, model: str | None) -> str:
         model = (model or self._rt.settings.default_model).strip()
@@ -176,6 +178,19 @@ class Chats:
         """A new answer to the last message (with the chat's current model)."""
         last = await self.host.last_input(chat_id)
         return await self.host.send(chat_id, [{"type": "retry", "message_id": last}], client_msg_id, False)
+
+    async def answer(self, chat_id: str, request_id: str, answer: str) -> TurnHandle:
+        """Reply "approve" or "deny" to the approval the chat waits for (a memory write); the answer goes on."""
+        self._rt._writable()
+        req = (await self._row(chat_id))["pending_request"]
+        if not req or req["request_id"] != request_id:
+            if seen := await self.store.find_client_message(chat_id, f"answer:{request_id}"):
+                return self.host.duplicate(seen)  # answered already (a double click)
+            raise RequestNotFound(chat_id, request_id, "Chat")
+        if answer not in ("approve", "deny"):
+            raise ConfigError(f"An approval is answered with 'approve' or 'deny', not {answer!r}.")
+        parts = [{"type": "answer", "request": req, "answer": answer}]
+        return await self.host.send(chat_id, parts, f"answer:{request_id}", False)
 
     async def run_queued(self, chat_id: str) -> TurnHandle | None:
         return await self.host.run_queued(chat_id)

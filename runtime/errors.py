@@ -68,8 +68,8 @@ class ToolError(HearthError):
 
 
 class RequestNotFound(HearthError):
-    def __init__(self, task_id: str, request_id: str):
-        super().__init__(f"Task {task_id!r} is not waiting for an answer to request {request_id!r}.")
+    def __init__(self, task_id: str, request_id: str, noun: str = "Task"):
+        super().__init__(f"{noun} {task_id!r} is not waiting for an answer to request {request_id!r}.")
 
 
 class DataFolderBusy(HearthError):

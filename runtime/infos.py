@@ -39,6 +39,7 @@ class ChatInfo(BaseModel):
     state: str
     last_reason: str | None
     last_error: str | None
+    pending_request: dict | None = None  # while `state` is "waiting": the memory write to approve
     input_tokens: int
     output_tokens: int
     created_at: float

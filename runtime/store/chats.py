@@ -1,7 +1,8 @@
 """Chats in SQLite: their rows, and (through `Conversations`) their messages, turns and checkpoints.
 
 A chat turn runs on the same engine as a task's (`turn.run_turn`), so this store answers the same storage port
-(ports.TurnStorage); what a chat does not have — a todo list, permission rules, helpers — is empty.
+(ports.TurnStorage); what a chat does not have — a todo list, helpers — is empty. Its permission rules are the
+global ones (RulesRepo: none names a chat).
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..parts import FinalRecord
 from .conversations import Conversations, Tables, row_dict
 from .models import ChatCheckpointRow, ChatMessageRow, ChatRow, ChatStepRow, ChatTurnRow
+from .rules import RulesRepo
 
 CHAT_TABLES = Tables(ChatRow.__table__, ChatMessageRow.__table__, ChatTurnRow.__table__,
                      ChatCheckpointRow.__table__, "chat_id")
 
 
-class ChatStore(Conversations):
+class ChatStore(Conversations, RulesRepo):
     def __init__(self, engine: AsyncEngine):
         super().__init__(engine, CHAT_TABLES)
 
@@ -83,5 +85,3 @@ class ChatStore(Conversations):
     async def set_todos(self, chat_id: str, todos: list[dict]) -> None:
         return None
 
-    async def permission_rules(self, chat_id: str) -> list[dict[str, Any]]:
-        return []

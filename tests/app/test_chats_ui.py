@@ -144,3 +144,20 @@ async def test_a_chat_answer_has_details_with_its_model_steps(launch):
     dialog = panel.details_dialog
     assert dialog.steps.rowCount() == 2 and dialog.steps.item(0, 5).text() == "memory"
     assert dialog.helpers.isHidden()  # a chat runs no helpers
+
+
+async def test_a_chats_memory_write_waits_for_approve_in_the_panel(launch, home):
+    note = {"command": "create", "path": "drinks.md", "content": "Prefers tea to coffee.\nSaid in a chat."}
+    ctl = await launch(ScriptedModel([["I'll note that.", Call("memory", note)], ["Saved."]]))
+    await _default_model(ctl)
+    panel = await _new_chat(ctl)
+    type_and_send(panel, "Remember: tea beats coffee.")
+    await until(lambda: panel.waiting is not None and panel.settled, what="the approval asked")
+    assert [c.state for c in panel.conversation.cards()] == ["pending"] and panel.conversation.cards()[0].waiting
+    assert panel.waiting.always.isHidden() and not (home / "memory" / "drinks.md").exists()
+    QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
+    await until(lambda: panel.settled and not ctl.rt.chats.is_running(panel.chat_id)
+                and panel.conversation.assistant_items()[-1].block.text() == "Saved.", what="the answer")
+    await until(lambda: panel.waiting is None, what="the box gone")
+    assert [c.state for c in panel.conversation.cards()] == ["done"]
+    assert (home / "memory" / "drinks.md").read_text().startswith("Prefers tea to coffee.")

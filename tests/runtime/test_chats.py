@@ -257,3 +257,44 @@ async def test_a_chat_turn_keeps_its_model_steps_for_details_until_the_chat_is_d
     finally:
         await rt.aclose()
     assert _count(home, "select count(*) from chat_steps") == 0
+
+
+async def test_a_chats_memory_writes_ask_first(home):
+    """The chat's model saves, changes or deletes a memory only once the person approves; viewing needs no
+    approval, and a global "always allow memory" rule (Settings ▸ Permissions) lets it write without asking."""
+    note = {"command": "create", "path": "drinks.md", "content": "Prefers tea to coffee.\nAsked in a chat."}
+    model = ScriptedModel([[Call("memory", note)], ["Saved."],
+                           [Call("memory", {"command": "delete", "path": "drinks.md"})], ["Kept it."]])
+    rt = await open_runtime(home, model)
+    try:
+        chat = await rt.chats.create(model=MODEL)
+        await rt.chats.send(chat.id, "Remember: tea beats coffee.")
+        await rt.chats.wait_idle(chat.id)
+        info = await rt.chats.get(chat.id)
+        req = info.pending_request
+        assert info.state == "waiting" and req["kind"] == "approval" and req["tool_name"] == "memory"
+        assert not (home / "memory" / "drinks.md").exists()  # nothing written before the answer
+        with pytest.raises(ConfigError):
+            await rt.chats.answer(chat.id, req["request_id"], "maybe")
+        handle = await rt.chats.answer(chat.id, req["request_id"], "approve")
+        assert (await rt.chats.answer(chat.id, req["request_id"], "approve")).duplicate  # a double click
+        await rt.chats.wait_idle(chat.id)
+        assert (home / "memory" / "drinks.md").read_text().startswith("Prefers tea to coffee.")
+        assert (await rt.chats.messages(chat.id))[-1].text == "Saved." and handle.task_id == chat.id
+
+        await rt.chats.send(chat.id, "Forget that.")
+        await rt.chats.wait_idle(chat.id)
+        req = (await rt.chats.get(chat.id)).pending_request
+        await rt.chats.answer(chat.id, req["request_id"], "deny")
+        await rt.chats.wait_idle(chat.id)
+        assert (home / "memory" / "drinks.md").exists() and (await rt.chats.get(chat.id)).state == "idle"
+        assert (await rt.chats.messages(chat.id))[-1].text == "Kept it."
+
+        await rt.add_permission_rule("memory", "allow")
+        model.add_steps([Call("memory", {**note, "command": "update"})], ["Updated."])
+        await rt.chats.send(chat.id, "Say it again.")
+        await rt.chats.wait_idle(chat.id)
+        info = await rt.chats.get(chat.id)
+        assert info.state == "idle" and info.last_reason == "completed" and info.pending_request is None
+    finally:
+        await rt.aclose()

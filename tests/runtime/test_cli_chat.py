@@ -33,6 +33,33 @@ async def test_chat_answers_goes_on_by_id_and_lists_without_making_a_task(home):
         assert code == 0 and chat_id not in out
 
 
+async def test_a_memory_write_waits_and_chat_approve_goes_on(home):
+    """Not in a terminal, a chat whose model wants to save a memory exits 4 saying how to answer; `--approve`
+    saves it and the answer goes on, `--deny` keeps the memories as they are."""
+    note = {"command": "create", "path": "drinks.md", "content": "Prefers tea to coffee.\nSaid in a chat."}
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=[], tool_calls=[("m1", "memory", note)], finish="tool_calls"))
+        code, _, err = await _result(await _cli("chat", "Remember: tea beats coffee.", home=home))
+        chat_id = next(line.split()[1] for line in err.splitlines() if line.startswith("chat "))
+        assert code == 4 and f"hearth chat --id {chat_id} --approve or --deny" in err, err
+        assert not (home / "memory" / "drinks.md").exists()
+
+        server.script(Reply(chunks=["Saved."]))
+        code, out, err = await _result(await _cli("chat", "--id", chat_id, "--approve", home=home))
+        assert code == 0 and out.strip() == "Saved.", err
+        assert (home / "memory" / "drinks.md").read_text().startswith("Prefers tea to coffee.")
+
+        server.script(Reply(chunks=[], tool_calls=[("m2", "memory", {"command": "delete", "path": "drinks.md"})],
+                            finish="tool_calls"), Reply(chunks=["Kept it."]))
+        code, _, err = await _result(await _cli("chat", "--id", chat_id, "Forget it.", home=home))
+        assert code == 4, err
+        code, out, err = await _result(await _cli("chat", "--id", chat_id, "--deny", home=home))
+        assert code == 0 and out.strip() == "Kept it." and (home / "memory" / "drinks.md").exists(), err
+        code, _, err = await _result(await _cli("chat", "--id", chat_id, "--deny", home=home))
+        assert code == 2 and "is not waiting" in err and "Traceback" not in err
+
+
 async def test_chat_errors_are_one_plain_sentence(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)
