@@ -20,24 +20,23 @@ OLLAMA_DEFAULT_CTX = 4096
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)", re.MULTILINE)
 
 
-async def discover(base_url: str, model: str, api_key: str | None, timeout: float = 2.0) -> tuple[int, str] | None:
-    """(tokens, which server said it) for `model`, or None."""
-    import httpx
+async def discover(client: Any, base_url: str, model: str, timeout: float = 2.0) -> tuple[int, str] | None:
+    """(tokens, which server said it) for `model`, or None; asked on `client`, the provider's httpx2 client (its
+    key, and connections the chat request can reuse)."""
+    import httpx2  # already imported: `client` is one of its
 
     root = base_url.rstrip("/").removesuffix("/v1")
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
 
-        async def ask(method: str, url: str, body: dict | None = None) -> Any:
-            try:
-                r = await client.request(method, url, json=body)
-                return r.json() if r.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
-                return None
+    async def ask(method: str, url: str, body: dict | None = None) -> Any:
+        try:
+            r = await client.request(method, url, json=body, timeout=timeout)
+            return r.json() if r.status_code == 200 else None
+        except (httpx2.HTTPError, ValueError):
+            return None
 
-        props, models, lmstudio, ollama = await asyncio.gather(
-            ask("GET", f"{root}/props"), ask("GET", f"{base_url.rstrip('/')}/models"),
-            ask("GET", f"{root}/api/v0/models"), ask("POST", f"{root}/api/show", {"model": model}))
+    props, models, lmstudio, ollama = await asyncio.gather(
+        ask("GET", f"{root}/props"), ask("GET", f"{base_url.rstrip('/')}/models"),
+        ask("GET", f"{root}/api/v0/models"), ask("POST", f"{root}/api/show", {"model": model}))
     for source, found in (("llama.cpp server", _llama_cpp(props)), ("server's model list", _listed(models, model)),
                           ("LM Studio", _lm_studio(lmstudio, model)), ("Ollama", _ollama(ollama))):
         if found:

@@ -1,20 +1,24 @@
 """A provider for any OpenAI-compatible chat-completions server (Ollama, llama.cpp server, vLLM, LM Studio,
-OpenAI itself), on the `openai` SDK's `AsyncOpenAI` for requests, auth and typed HTTP errors.
+OpenAI itself). Chat completions go out on `httpx2` (the `openai` SDK's own transport) directly; the SDK's
+`AsyncOpenAI` serves the model list and embeddings.
 
 Decisions (the design contract is silent on them):
-- `openai` (with `httpx2`, its transport, and `httpx_sse`) is imported on first use, in a worker thread, so
-  neither startup nor the event loop (the Qt loop in the app) pays the 0.6 s import. The client is built once
-  per provider and reused; `aclose()` closes it.
-- The SDK's automatic retries are off by default (`max_retries=0`): the agent loop decides about retrying, and
+- The stream is read raw: the SDK's typed iterator builds a response object per chunk (~80 µs, most of a
+  fast server's cost), so `sse.py` decodes the events (as httpx-sse, the maintained upstream of the SDK's
+  private decoder, does) and `json.loads` turns each one into plain dicts that are read straight into the
+  provider's tuples. Nothing is kept per chunk; tool-call fragments are collected in lists per call and joined
+  once at the end.
+- Since the stream is read raw, the request does not need the SDK either: importing `openai` costs ~0.6 s,
+  most of a `hearth run` on a server model (tests/benchmarks/bench_first_token.py (b)), and building its request
+  ~0.7 ms of every step. The request is the SDK's (the same JSON body, `Authorization: Bearer` with a dummy key
+  for servers that need none, redirects followed, no retries) and an error status is said as the SDK's typed
+  error was (`openai_errors.response_error`: the same body and message), before any line is read.
+- `httpx2` (and `openai`, for the model list and embeddings) is imported on first use, in a worker thread, so
+  neither startup nor the event loop (the Qt loop in the app) pays for it. Each client is built once per
+  provider and reused; `aclose()` closes them.
+- No automatic retries (the SDK's are off too, `max_retries=0`): the agent loop decides about retrying, and
   a person waiting on a dead server should hear about it at once. Timeouts are explicit: `connect_timeout`
   for connecting, `read_timeout` per gap between chunks (and for writes and the pool).
-- The stream is read raw: the SDK's typed iterator builds a response object per chunk (~80 µs, most of a
-  fast server's cost), so the request goes through `with_streaming_response` (the SDK still raises its typed
-  errors, e.g. 401, before any line is read), `httpx_sse` decodes the events and `json.loads` turns each
-  one into plain dicts that are read straight into the provider's tuples. Nothing is kept per chunk;
-  tool-call fragments are collected in lists per call and joined once at the end. httpx-sse rather than the
-  SDK's own decoder: that one lives in the private `openai._streaming` and its interface has changed
-  between releases; httpx-sse is the maintained upstream it was copied from.
 - The fault semantics are the SDK iterator's, made explicit: `data: {"error": ...}` is an error from the
   server, `[DONE]` ends the events (the rest of the body gets 0.1 s to arrive, so the connection can be
   reused), a data line that is not JSON or a chunk that is not shaped like a chat-completion chunk is a
@@ -63,10 +67,12 @@ from runtime.providers.openai_errors import (
     malformed,
     model_words,
     not_streaming,
+    response_error,
     server_text,
     status_error,
     stream_error,
 )
+from runtime.providers.sse import NotEventStream, event_data
 
 WAITING_FOR_SERVER = "Waiting for the server…"  # until its first token: it may be loading the model
 _DUMMY_KEY = "not-needed"  # AsyncOpenAI refuses to construct without a key; local servers ignore it
@@ -75,19 +81,29 @@ _DRAIN_SECONDS = 0.1  # what follows [DONE] may take this long before the connec
 _SHAPE_ERRORS = (AttributeError, KeyError, IndexError, TypeError)
 
 
-_stack: tuple[Any, Any, Any] | None = None  # (openai, httpx2, httpx_sse) once fully imported
+_httpx2: Any = None  # once imported
+_sdk: Any = None  # openai, once imported
 
 
-def _import_stack() -> tuple[Any, Any, Any]:
-    global _stack
-    # httpx_sse (and with it legacy httpx) before openai: the SDK's error handlers look httpx up in sys.modules
-    # and fail if they find it half-imported by this thread while an SDK call fails on the loop.
-    import httpx2  # the SDK's transport: its exceptions reach us while we read the raw response
-    import httpx_sse
+def _import_http() -> Any:
+    global _httpx2
+    import httpx2
+
+    _httpx2 = httpx2
+    return httpx2
+
+
+def _import_sdk() -> Any:
+    global _sdk
+    # Legacy httpx before openai: the SDK's error handlers look httpx up in sys.modules and fail if they find it
+    # half-imported by this thread while an SDK call fails on the loop.
+    import httpx  # noqa: F401
+
+    _import_http()
     import openai
 
-    _stack = (openai, httpx2, httpx_sse)
-    return _stack
+    _sdk = openai
+    return openai
 
 
 class OpenAICompatProvider:
@@ -119,27 +135,45 @@ class OpenAICompatProvider:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_retries = max_retries
-        self._client: Any = None
+        self._http: Any = None  # httpx2.AsyncClient: chat completions and the context window's questions
+        self._http_lock = asyncio.Lock()
+        self._client: Any = None  # openai.AsyncOpenAI: the model list and embeddings
         self._openai: Any = None
-        self._event_source: Any = None  # httpx_sse.EventSource
-        self._not_sse: tuple[type[BaseException], ...] = ()  # httpx_sse.SSEError: the body is no event stream
         self._timeouts: tuple[type[BaseException], ...] = ()
         self._transport_errors: tuple[type[BaseException], ...] = ()
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAICompatProvider(id={self.id!r}, base_url={self.base_url!r})"
 
+    def _know_errors(self, httpx2: Any) -> None:
+        self._timeouts = (httpx2.TimeoutException, *((self._openai.APITimeoutError,) if self._openai else ()))
+        self._transport_errors = (httpx2.RequestError, OSError)
+
+    async def _get_http(self) -> Any:
+        """The client of the chat requests (and of the context window's questions), built once, in a worker
+        thread: importing httpx2 and making its SSL context take tens of milliseconds."""
+        if self._http is None:
+            async with self._http_lock:
+                if self._http is None:
+                    self._http = await asyncio.to_thread(self._new_http)
+        return self._http
+
+    def _new_http(self) -> Any:
+        """A client as the SDK would have built it: the same timeouts, redirects followed."""
+        httpx2 = _httpx2 or _import_http()
+        self._know_errors(httpx2)
+        return httpx2.AsyncClient(
+            timeout=httpx2.Timeout(self._read_timeout, connect=self._connect_timeout), follow_redirects=True,
+            headers={"Authorization": f"Bearer {self._api_key}", "Accept": "application/json"})
+
     async def _get_client(self) -> Any:
         client = self._client
         if client is not None:
             return client
-        openai, httpx2, httpx_sse = _stack or await asyncio.to_thread(_import_stack)
+        openai = _sdk or await asyncio.to_thread(_import_sdk)
         if self._client is None:  # another caller may have built it while we imported
             self._openai = openai
-            self._event_source = httpx_sse.EventSource
-            self._not_sse = (httpx_sse.SSEError,)
-            self._timeouts = (httpx2.TimeoutException, openai.APITimeoutError)
-            self._transport_errors = (httpx2.RequestError, OSError)
+            self._know_errors(_httpx2)
             self._client = openai.AsyncOpenAI(
                 base_url=self.base_url,
                 api_key=self._api_key,
@@ -149,7 +183,10 @@ class OpenAICompatProvider:
         return self._client
 
     async def aclose(self) -> None:
+        http, self._http = self._http, None
         client, self._client = self._client, None
+        if http is not None:
+            await http.aclose()
         if client is not None:
             await client.close()
 
@@ -164,8 +201,9 @@ class OpenAICompatProvider:
         if model not in self._windows:
             from .context_window import discover
 
-            key = None if self._api_key == _DUMMY_KEY else self._api_key
-            self._windows[model] = await discover(self.base_url, model, key)
+            # On the chat requests' client: the turn asks this beside its setup, so the client is ready (and
+            # connected) when the first request goes out.
+            self._windows[model] = await discover(await self._get_http(), self.base_url, model)
         return self._windows[model]
 
     async def list_models(self) -> list[str]:
@@ -214,21 +252,21 @@ class OpenAICompatProvider:
     async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
         # `on_queued` is unused: a server queues requests itself.
         yield (STATUS, WAITING_FOR_SERVER)
-        client = await self._get_client()
+        http = await self._get_http()
         kwargs = self._request_kwargs(request)
         loads = json.loads
         finish = None
         usage = None
         seen = False  # a chunk arrived
         calls: list[list[Any]] = []  # per tool call: [call_id, name, [argument fragments], started]
-        api_response = None  # set once the SDK has sent the request and checked the status
+        streaming = False  # set once the server has answered with a success status
         try:
             async with (
-                client.chat.completions.with_streaming_response.create(**kwargs) as api_response,
-                contextlib.aclosing(self._event_source(api_response.http_response).aiter_sse()) as events,
+                http.stream("POST", f"{self.base_url}/chat/completions", json=kwargs) as response,
+                contextlib.aclosing(self._events(response, request.model)) as events,
             ):
-                async for sse in events:
-                    data = sse.data
+                streaming = True
+                async for data in events:
                     if data.startswith("[DONE]"):
                         await _drain(events)
                         break
@@ -267,7 +305,7 @@ class OpenAICompatProvider:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            raise self._map_error(exc, request.model, streaming=api_response is not None) from exc
+            raise self._map_error(exc, request.model, streaming=streaming) from exc
 
         if finish is None:
             if not seen:
@@ -295,6 +333,15 @@ class OpenAICompatProvider:
             yield (USAGE, step_usage)
         yield (FINISH, finish)
 
+    async def _events(self, response: Any, model: str) -> AsyncIterator[Any]:
+        """The response's server-sent events; an error status is raised first, as the SDK raised its typed
+        error before any line was read."""
+        if response.status_code >= 400:
+            await response.aread()
+            raise response_error(self.base_url, response.status_code, response.text, model)
+        async for data in event_data(response):
+            yield data
+
     # -- errors --------------------------------------------------------------------------------------------
 
     def _map_error(self, exc: BaseException, model: str | None, *, streaming: bool = False) -> ProviderError:
@@ -312,7 +359,7 @@ class OpenAICompatProvider:
             )
         if isinstance(exc, json.JSONDecodeError):
             return self._malformed(model, f"a data line is not JSON ({exc})")
-        if isinstance(exc, self._not_sse):
+        if isinstance(exc, NotEventStream):
             return self._not_streaming(model)
         if streaming and isinstance(exc, self._transport_errors):
             detail = f": {exc}" if str(exc) else ""
@@ -320,9 +367,9 @@ class OpenAICompatProvider:
                 f"The model server at {url} closed the stream before the answer was complete ({what}){detail}.",
                 retryable=True,
             )
-        if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc, self._transport_errors) or (openai and isinstance(exc, openai.APIConnectionError)):
             return ProviderError(f"Cannot reach the model server at {url}. Is it running?", retryable=True)
-        if isinstance(exc, openai.APIStatusError):
+        if openai and isinstance(exc, openai.APIStatusError):
             return status_error(url, exc.status_code, server_text(exc.body, exc.message), model)
         return ProviderError(f"The model server at {url} failed ({what}): {type(exc).__name__}: {exc}")
 

@@ -3,6 +3,7 @@ and the stream's errors onto these): each names the server and the model and say
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from runtime.errors import ProviderError
@@ -51,6 +52,23 @@ def not_streaming(url: str, model: str | None) -> ProviderError:
         f'protocol (it sent no chunks for model "{model}"). Check the base URL: '
         "for OpenAI-compatible servers it usually ends in /v1."
     )
+
+
+def response_error(url: str, status: int, text: str, model: str | None) -> ProviderError:
+    """An error response to a request sent without the SDK, said as the SDK's typed error (APIStatusError) was:
+    its body is the JSON's `error` (or the whole JSON, or the text) and its message "Error code: N - message"."""
+    message, body = f"Error code: {status}", text.strip()
+    try:
+        body = json.loads(body)
+    except (ValueError, RecursionError):
+        pass
+    else:
+        error = body.get("error", body) if isinstance(body, dict) else None
+        detail = error.get("message") if isinstance(error, dict) else None
+        if isinstance(detail, str) and detail:
+            message += f" - {detail}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    return status_error(url, status, server_text(data, message), model)
 
 
 def status_error(url: str, status: int, detail: str, model: str | None) -> ProviderError:

@@ -8,7 +8,15 @@
   - plain llama-cpp-python in a fresh process: `Llama(bundled GGUF)` + `create_chat_completion(stream=True)`
     with the same question as the only message (no system prompt, no tools), printing the first token.
 
-    python tests/benchmarks/bench_first_token.py [--rounds 5] [--frozen]
+(b) Time from process start to the first byte of the chat-completions request at a model server (the scripted
+    OpenAI-compatible server of the tests, in a process of its own on loopback), side by side:
+
+  - `hearth run "What is 2+2?"` on a data folder whose default model is that server's (a later run: the data
+    folder exists): imports, the data folder's SQLite, the turn's setup, the request;
+  - a bare script with the `openai` SDK, as a person would write it: `AsyncOpenAI(...)`, then
+    `chat.completions.create(stream=True)` with the question as the only message. Goal: hearth well under 1 s.
+
+    python tests/benchmarks/bench_first_token.py [--rounds 5] [--frozen] [--only bundled|server]
 
 `--frozen` runs the installer's bundle (`build/dist/hearth/hearth`, packaging/build.sh) instead of
 `python -m runtime.cli`: its first run restores the prompt-prefix state the bundle ships.
@@ -26,6 +34,7 @@ reported with every run, and the machine's load average before and after.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -48,6 +57,18 @@ for chunk in llm.create_chat_completion(messages=[{"role": "user", "content": sy
 """
 
 
+SDK_SCRIPT = """
+import asyncio, sys, openai
+async def main():
+    client = openai.AsyncOpenAI(base_url=sys.argv[1], api_key="not-needed", max_retries=0)
+    stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": sys.argv[2]}],
+                                                  stream=True)
+    async for chunk in stream:
+        pass
+asyncio.run(main())
+"""
+
+
 def first_byte(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]:
     """(seconds to the first non-blank stdout byte, seconds to exit, output)."""
     start = time.perf_counter()
@@ -63,12 +84,54 @@ def first_byte(argv: list[str], env: dict[str, str]) -> tuple[float, float, str]
     return first, time.perf_counter() - start, out.decode(errors="replace").strip()
 
 
+def server_first_request(argv: list[str], env: dict[str, str], stats_url: str) -> float:
+    """Seconds from starting `argv` to the first byte of its first chat-completions request at the server."""
+    import httpx
+
+    start = time.perf_counter()
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise SystemExit(f"{argv[:4]} failed (exit {done.returncode}): {done.stderr[-300:]}")
+    stats = httpx.get(stats_url).json()
+    return min(t for t, r in zip(stats["first_byte_times"], stats["requests"], strict=True)
+               if t > start and r == "POST /v1/chat/completions") - start
+
+
+def bench_server(cli: list[str], env: dict[str, str], home: Path, rounds: int) -> None:
+    """(b): hearth run and a bare SDK script, alternating, against one server process."""
+    server = subprocess.Popen([sys.executable, "-m", "tests.support.openai_server", "--chunks", "5"], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        url = server.stdout.readline().split()[1]
+        home.mkdir()
+        (home / "settings.json").write_text(json.dumps(
+            {"providers": [{"id": "local", "kind": "openai", "base_url": url}], "default_model": "local/m"}))
+        hearth = [*cli, "--home", str(home), "run", PROMPT]
+        sdk = [sys.executable, "-c", SDK_SCRIPT, url, PROMPT]
+        stats = url.removesuffix("/v1") + "/_stats"
+        for argv in (hearth, sdk):  # untimed: the data folder, the bytecode, the page cache
+            server_first_request(argv, env, stats)
+        runs: dict[str, list[float]] = {"hearth": [], "sdk": []}
+        for i in range(rounds):
+            for kind in (("hearth", "sdk") if i % 2 == 0 else ("sdk", "hearth")):
+                runs[kind].append(server_first_request(hearth if kind == "hearth" else sdk, env, stats))
+    finally:
+        server.terminate()
+        server.wait()
+    print("(b) process start -> first byte of the chat request at a loopback model server (medians)")
+    for name, label in (("hearth", "hearth run, server model"), ("sdk", "bare openai SDK script")):
+        print(f"{label:44} {statistics.median(runs[name]):7.2f} s   runs: "
+              f"{', '.join(f'{r:.2f}' for r in runs[name])}")
+    print("goal: hearth run well under 1 s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--frozen", action="store_true", help="run the bundle's hearth (packaging/build.sh)")
     ap.add_argument("--no-bytecode-cache", action="store_true",
                     help="compile every module from source at each start (as with PYTHONDONTWRITEBYTECODE=1)")
+    ap.add_argument("--only", choices=("bundled", "server"), help="run only (a), the bundled model, or (b)")
     args = ap.parse_args()
     py = sys.executable
     load_before = os.getloadavg()
@@ -80,6 +143,11 @@ def main() -> None:
         else:
             env["PYTHONPYCACHEPREFIX"] = str(pycache)
         cli = [str(ROOT / "build" / "dist" / "hearth" / "hearth")] if args.frozen else [py, "-m", "runtime.cli"]
+        if args.only == "server" or args.only is None:
+            bench_server(cli, env, Path(tmp) / "server-home", args.rounds)
+            print(f"load average before {load_before[0]:.2f}, now {os.getloadavg()[0]:.2f} (2 cores)\n")
+        if args.only == "server":
+            return
         hearth = [*cli, "--home", str(home), "run", PROMPT]
         plain = [py, "-c", PLAIN, PROMPT]
         first_plain = first_byte(plain, env)  # also warms the page cache with the model file, and the bytecode

@@ -46,6 +46,23 @@ async def test_run_streams_the_answer_and_exits_0(home):
         assert code == 0 and out.strip() == "Again."
 
 
+async def test_run_on_a_server_model_never_imports_openai(home):
+    """The SDK's import is most of a `hearth run`'s start (bench_first_token.py (b)): the turn and the context
+    window's questions go out on httpx2 alone (nor is the legacy httpx, with its command line, imported)."""
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(Reply(chunks=["Hello."]))
+        env = {**os.environ, "PYTHONPATH": os.getcwd()}
+        env.pop("HEARTH_HOME", None)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-X", "importtime", "-m", "runtime.cli", "--home", str(home), "run", "hi",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
+        code, out, err = await _result(proc)
+        assert code == 0 and out.strip() == "Hello.", err
+        imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if line.startswith("import time:")}
+        assert "httpx2" in imported and not {"openai", "httpx"} & imported
+
+
 async def test_console_script_uses_hearth_home(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)

@@ -92,6 +92,8 @@ class Reply:
     connection after the chunks, without finish, [DONE] or the end of the chunked body;
     connection_close: send the body delimited by closing the connection instead of chunked encoding;
     ensure_ascii=False: non-ASCII text goes out as raw UTF-8 (as llama.cpp's server sends it), not as \\u escapes;
+    line_end: what ends the event stream's lines ("\\r\\n" or "\\r" instead of "\\n": the SSE spec allows all three);
+    comments: a `: keep-alive` comment before each event (as servers send to keep a connection open);
     wait: seconds before the first byte of the response, headers included (a server loading a model).
     """
 
@@ -115,6 +117,8 @@ class Reply:
     omit_index: bool = False
     headers: dict[str, str] = field(default_factory=dict)
     ensure_ascii: bool = True
+    line_end: str = "\n"
+    comments: bool = False
     wait: float = 0.0
 
     @classmethod
@@ -305,7 +309,9 @@ class OpenAIServer:
     async def _respond(self, index: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         req = self.log[index]
         if req.path == "/_stats":  # for benchmarks with the server in another process (perf_counter is system-wide)
-            await self._send_simple(writer, 200, {"first_byte_times": self.first_byte_times[:index]}, False)
+            await self._send_simple(writer, 200, {"first_byte_times": self.first_byte_times[:index],
+                                                  "requests": [f"{r.method} {r.path}" for r in self.log[:index]]},
+                                    False)
             return True
         if self.api_key is not None and req.headers.get("authorization") != f"Bearer {self.api_key}":
             await self._send_simple(writer, 401, _error_body(401, None), False)
@@ -437,7 +443,16 @@ def _error_body(status: int, given: Any) -> Any:
 
 
 def _events(reply: Reply, model: str) -> list[bytes]:
-    """The SSE events of a streaming reply, pre-encoded."""
+    """The SSE events of a streaming reply, pre-encoded, framed as the reply says."""
+    out = _plain_events(reply, model)
+    if reply.comments:
+        out = [b": keep-alive\n\n" + ev for ev in out]
+    if reply.line_end != "\n":  # JSON holds no raw line break: every \n is the stream's own
+        out = [ev.replace(b"\n", reply.line_end.encode()) for ev in out]
+    return out
+
+
+def _plain_events(reply: Reply, model: str) -> list[bytes]:
     pre = (
         b'data: {"id":"chatcmpl-test","object":"chat.completion.chunk","created":0,"model":'
         + json.dumps(model).encode()

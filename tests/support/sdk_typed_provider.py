@@ -53,6 +53,9 @@ FAULTS = {
     "tool calls without index": Reply(
         chunks=[], tool_calls=[("c1", "f", {"p": 1}), ("c2", "g", {"q": 2})], finish="tool_calls", omit_index=True
     ),
+    "CRLF line ends, 6,000 events": Reply(chunks=["a", "bc"] * 3000, line_end="\r\n"),
+    "CR line ends, 6,000 events": Reply(chunks=["a", "bc"] * 3000, line_end="\r"),
+    "keep-alive comments": Reply(chunks=["a", "b"], comments=True),
     "reasoning_content": Reply(reasoning=["th", "ink"], chunks=["a"]),
     "reasoning": Reply(reasoning=["th", "ink"], chunks=["a"], reasoning_field="reasoning"),
     "HTTP 401": Reply(status=401),

@@ -118,7 +118,7 @@ async def test_client_is_reused_over_keep_alive(server, provider):
     clients = set()
     for _ in range(3):
         await collect(provider)
-        clients.add(id(provider._client))
+        clients.add(id(provider._http))
     assert len(server.requests) == 3
     assert len(clients) == 1 and server.connections == 1
 

@@ -14,8 +14,10 @@ from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.sdk_typed_provider import FAULTS, SdkTypedProvider, outcome
 
 # Text that is hard on an SSE decoder: field-like text, escapes, line breaks inside JSON strings, multi-byte
-# UTF-8 (sent raw, so 64 KiB HTTP chunks split characters) and an empty delta now and then.
-AWKWARD = ["data: [DONE]", "\n\n", 'quote " and \\ back', "naïve ", "🙂", "日本語 ", "\r", "", "event: x\n", "ok "]
+# UTF-8 (sent raw, so 64 KiB HTTP chunks split characters), characters `str.splitlines` takes for line ends but
+# JSON leaves raw (U+2028, U+2029, NEL) and an empty delta now and then.
+AWKWARD = ["data: [DONE]", "\n\n", 'quote " and \\ back', "naïve ", "🙂", "日本語 ", "\r", "", "event: x\n", "ok ",
+           "line\u2028separator ", "para\u2029graph ", "next\x85line "]
 
 
 @pytest.fixture
