@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
 
 
+def _skills_and_helpers(home: Path) -> tuple[list, list]:
+    return load_skills(home), load_definitions(home)
+
+
 def planning(task: dict[str, Any]) -> bool:
     return bool(task.get("planning")) and task.get("plan_status") != "approved"
 
@@ -98,20 +102,24 @@ class AgentKit:
         planning on has no approved plan, only the tools that change nothing, plus submit_plan), the skills
         the model may load, a skill the input activates with /name. The shell runs sandboxed when it can."""
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
-        status, sandbox = await self.sandbox()
+        # The skills and the helpers' definitions (files, read in one worker thread) and the memories (files and
+        # the database) are read side by side, then put in their fixed order.
+        (status, sandbox), (skills, definitions), (memory_tool, memory_note) = await asyncio.gather(
+            self.sandbox(), asyncio.to_thread(_skills_and_helpers, self.home), self._memory(task, input_parts))
         shell = {"sandbox": sandbox, "hidden": hidden_paths(self.home), "network": bool(task.get("network")),
                  "unsandboxed_reason": status.reason or ""}
         tools = [*builtin_tools(hidden_env=hidden, **shell), *interactive_tools(), *self._extra_tools]
-        skills = await asyncio.to_thread(load_skills, self.home)
-        notes = []
+        notes: list[str | None] = []
         if skills:
             tools.append(SkillTool(skills))
             notes.append(skills_note(skills))
             chosen = activated(skills, text_of(input_parts))
             if chosen is not None:
                 notes.append(instructions(chosen))
-        tools.append(Delegate(await asyncio.to_thread(load_definitions, self.home)))
-        await self._add_memory(task, input_parts, tools, notes)
+        tools.append(Delegate(definitions))
+        if memory_tool is not None:
+            tools.append(memory_tool)
+            notes.append(memory_note)
         bound = list(task.get("knowledge") or ())
         if bound and self.knowledge is not None:
             tools.append(SearchKnowledge(lambda query, limit: self._search(bound, query, limit)))
@@ -125,27 +133,31 @@ class AgentKit:
         """A chat's tools: no files, shell or MCP; memory when on, and search over the whole knowledge library
         (it only reads) when the library holds documents."""
         tools: list[Tool] = []
-        notes: list[str] = []
-        await self._add_memory(chat, input_parts, tools, notes)
+        notes: list[str | None] = []
+        documents = self.knowledge.documents() if self.knowledge is not None else asyncio.sleep(0, [])
+        (memory_tool, memory_note), documents = await asyncio.gather(self._memory(chat, input_parts), documents)
+        if memory_tool is not None:
+            tools.append(memory_tool)
+            notes.append(memory_note)
         if self.knowledge is not None:
-            library = [d["path"] for d in await self.knowledge.documents()]
+            library = [d["path"] for d in documents]
             if library:
                 tools.append(SearchKnowledge(lambda query, limit: self._search(library, query, limit)))
                 notes.append(LIBRARY_NOTE)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
-    async def _add_memory(self, owner: dict[str, Any], input_parts: list[dict], tools: list[Tool],
-                          notes: list[str]) -> None:
-        """The memory tool and the memories relevant to this input, when memory is on for this task or chat."""
+    async def _memory(self, owner: dict[str, Any], input_parts: list[dict]) -> tuple[Tool | None, str | None]:
+        """The memory tool and the note of the memories relevant to this input (None when there are none), when
+        memory is on for this task or chat; (None, None) when it is off."""
         if self.memory is None or not self.memory_on(owner):
-            return
+            return None, None
         said = text_of(input_parts)
-        tools.append(MemoryTool(self.memory))
         self._said[owner["id"]] = said
         try:
-            notes.append(await self.memory.note(f"{owner.get('title') or ''}\n{said}"))
+            return MemoryTool(self.memory), await self.memory.note(f"{owner.get('title') or ''}\n{said}")
         except Exception:  # a broken memory folder costs this turn its memories, never the turn
             log.exception("could not load the memories for %s", owner["id"])
+            return MemoryTool(self.memory), None
 
     def tool_names(self) -> list[str]:
         """Every name a turn's tools can have, MCP servers' aside, whether or not this task has them (skills,

@@ -141,7 +141,7 @@ class Memory:
 
     async def _sync(self) -> list[dict]:
         rows = {r["name"]: r for r in await self.repo.rows()}
-        files = await asyncio.to_thread(_scan, self.folder, {n: r["mtime"] for n, r in rows.items()})
+        files, index = await asyncio.to_thread(_scan, self.folder, {n: r["mtime"] for n, r in rows.items()})
         for f in files:
             if f.text is not None:
                 digest = _digest(f.text)
@@ -153,7 +153,9 @@ class Memory:
         entries = [dict(rows[f.name], name=f.name) for f in sorted(files, key=lambda f: f.name)]
         if not self.read_only:
             await self.repo.remove([n for n in rows if n not in names])
-            await asyncio.to_thread(_write_index, self.folder, entries)
+            text = _index_text(entries)
+            if text != index:  # every turn reads the memories: only a change costs another trip to the disk
+                await asyncio.to_thread(_write_index, self.folder, text)
         return entries
 
     async def entries(self) -> list[dict]:
@@ -300,11 +302,12 @@ def _unframe(text: str) -> str:
     return re.sub(r"</\s*memor", "<\\/memor", text, flags=re.IGNORECASE)
 
 
-def _scan(folder: Path, known_mtimes: dict[str, float]) -> list[_File]:
-    """The memory files; the text of those new or changed since their record."""
-    found = []
+def _scan(folder: Path, known_mtimes: dict[str, float]) -> tuple[list[_File], str | None]:
+    """The memory files, with the text of those new or changed since their record; INDEX.md's text (None when
+    there is none)."""
+    found: list[_File] = []
     if not folder.is_dir():
-        return found
+        return found, None
     for entry in os.scandir(folder):
         if not entry.name.endswith(".md") or entry.name == INDEX_NAME or not entry.is_file(follow_symlinks=False):
             continue
@@ -314,7 +317,11 @@ def _scan(folder: Path, known_mtimes: dict[str, float]) -> list[_File]:
             with open(entry.path, encoding="utf-8", errors="replace") as f:
                 text = f.read(MAX_MEMORY_CHARS * 4)
         found.append(_File(entry.name, mtime, text))
-    return found
+    try:
+        index = (folder / INDEX_NAME).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        index = None
+    return found, index
 
 
 def _write_file(path: Path, text: str) -> float:
@@ -324,16 +331,12 @@ def _write_file(path: Path, text: str) -> float:
     return path.stat().st_mtime
 
 
-def _write_index(folder: Path, entries: list[dict]) -> None:
-    """INDEX.md, rewritten only when it would change."""
-    folder.mkdir(parents=True, exist_ok=True)
+def _index_text(entries: list[dict]) -> str:
     lines = ["# Memory index", "", "Kept by Hearth: one line per memory file. Edit the files, not this list.", ""]
     lines += [f"- {e['name']}: {e['summary']}" for e in entries]
-    text = "\n".join(lines) + "\n"
-    path = folder / INDEX_NAME
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except OSError:
-        pass
-    _write_file(path, text)
+    return "\n".join(lines) + "\n"
+
+
+def _write_index(folder: Path, text: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_file(folder / INDEX_NAME, text)

@@ -99,14 +99,25 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
     ctx.provider = agent.provider(provider_id)
     ctx.providers = agent.provider
-    prepared = await agent.prepare(ctx.task, ctx.input_parts)
+    # The rules, the saved conversation and the context window (a server may be asked) are read beside the
+    # tools and notes: each waits on the database, files or the network, and the request waits for all of them.
+    beside = [asyncio.ensure_future(c) for c in (
+        services.storage.permission_rules(ctx.task_id), services.storage.context_inputs(ctx.task_id),
+        agent.context_window(ctx.provider, ctx.model_name))]
+    try:
+        prepared = await agent.prepare(ctx.task, ctx.input_parts)
+        rules = await beside[0]
+        ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
+        inputs = await beside[1]
+        window, note = await beside[2]
+    finally:  # an error or a Stop came first: what is still running is not left behind
+        for side in beside:
+            side.cancel()
+        await asyncio.gather(*beside, return_exceptions=True)
+        del beside
     ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
     ctx.save_todos = services.storage.set_todos
-    ctx.rules = [r for row in await services.storage.permission_rules(ctx.task_id) if (r := rule_from_row(row))]
-
-    ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
-    inputs = await services.storage.context_inputs(ctx.task_id)
-    window, note = await agent.context_window(ctx.provider, ctx.model_name)
+    ctx.rules = [r for row in rules if (r := rule_from_row(row))]
     if note:
         ctx.warn(note)
     ctx.compactor = Compactor(services.storage, window, SYSTEM_PROMPT)

@@ -45,6 +45,12 @@ SUMMARIZE = (
     "still matters. Plain sentences or short bullet points; no preamble."
 )
 COMPACTED = "Earlier messages were summarized to fit the model's context window."
+SMALL_MESSAGES, SMALL_CHARS = 40, 40_000  # a history this small is rebuilt on the event loop
+
+
+def _small(messages: list[dict]) -> bool:
+    """A history rebuilt in well under a millisecond (a new task's, a short chat's)."""
+    return len(messages) <= SMALL_MESSAGES and sum(len(m["parts"]) for m in messages) <= SMALL_CHARS
 
 
 def transcript(chat: list[dict]) -> str:
@@ -78,9 +84,12 @@ class Compactor:
         self.summary = cp["summary"] if cp else None
         ratio = chars_per_token(inputs.anchor)
         extra = ctx.extra_chars()
-        ctx.chat, ctx.chat_chars = await asyncio.to_thread(
-            build_context, self.system_prompt, inputs.messages, ctx.input_message_id, self.window, inputs.anchor,
-            self.summary, extra)
+        args = (self.system_prompt, inputs.messages, ctx.input_message_id, self.window, inputs.anchor, self.summary,
+                extra)
+        if _small(inputs.messages):  # on the loop: a worker thread's round trip would cost more than the work
+            ctx.chat, ctx.chat_chars = build_context(*args)
+        else:
+            ctx.chat, ctx.chat_chars = await asyncio.to_thread(build_context, *args)
         if not over(ctx.chat_chars + extra, ratio, self.window):
             return
         history = _before_input(ctx.chat)

@@ -3,7 +3,10 @@ with a one-time note — through real loopback servers that answer like Ollama, 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import os
 
 import pytest
 
@@ -71,3 +74,41 @@ async def test_settings_win_and_an_unknown_window_is_assumed_with_one_note_per_p
             assert await rt.kit.context_window(rt.provider("p"), "m") == (8192, None)
         finally:
             await rt.aclose()
+
+
+async def test_the_window_is_asked_beside_the_rest_of_the_setup(home):
+    """A turn's setup reads side by side: the server is asked for the context window while the skills are still
+    being read (here a SKILL.md that is a named pipe, so reading it waits until the test writes it, which it
+    does only once the server has been asked). One after the other, the turn would wait forever. The request is
+    the same: the skill is in its notes, the window the server gave sizes it."""
+    async with OpenAIServer(models=["m"], **SERVERS["llama.cpp"]) as server:
+        (home / "settings.json").write_text(json.dumps({
+            "providers": [{"id": "p", "kind": "openai", "base_url": server.base_url}], "default_model": "p/m"}))
+        rt = await Runtime.open(home)
+        skill = home / "skills" / "release-notes"
+        skill.mkdir(parents=True)
+        os.mkfifo(skill / "SKILL.md")
+        try:
+            task = await rt.create_task()
+            await rt.send(task.id, "Write the release notes.")
+            await asyncio.wait_for(_asked(server, "/props"), 10)
+            await asyncio.to_thread((skill / "SKILL.md").write_text,
+                                    "---\nname: release-notes\ndescription: Writes release notes.\n---\nBe brief.\n")
+            await asyncio.wait_for(rt.wait_idle(task.id), 10)
+            assert (await rt.get_task(task.id)).last_reason == "completed"
+            system = server.requests[-1]["messages"][0]["content"]
+            assert "release-notes" in system and "Writes release notes." in system
+        finally:
+            _unblock(skill / "SKILL.md")
+            await rt.aclose()
+
+
+async def _asked(server: OpenAIServer, path: str) -> None:
+    while not any(r.path == path for r in server.log):
+        await asyncio.sleep(0.01)
+
+
+def _unblock(fifo) -> None:
+    """A reader still waiting on the pipe (the test failed) gets an end of file, so the runtime can close."""
+    with contextlib.suppress(OSError):
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
