@@ -98,7 +98,7 @@ async def bench_speed(url: str, chunks: int, rounds: int) -> bool:
             "full Hearth turn (previous typed path)": (turn, rt, "typed/m"),
         }
         # Warm up imports, connections and caches; the bare loop last, so that the provider's worker thread has
-        # imported httpx before the SDK runs here (see _import_stack in the provider).
+        # imported httpx before the SDK runs here (see _import_sdk in the provider).
         for name in sorted(runs, key=lambda name: name == REF):
             fn, *args = runs[name]
             await fn(*args)
