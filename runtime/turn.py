@@ -101,14 +101,14 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     ctx.providers = agent.provider
     # The rules, the saved conversation and the context window (a server may be asked) are read beside the
     # tools and notes: each waits on the database, files or the network, and the request waits for all of them.
-    beside = [asyncio.ensure_future(c) for c in (
-        services.storage.permission_rules(ctx.task_id), services.storage.context_inputs(ctx.task_id),
+    beside = [asyncio.ensure_future(c) for c in (  # the longest first
+        services.storage.context_inputs(ctx.task_id), services.storage.permission_rules(ctx.task_id),
         agent.context_window(ctx.provider, ctx.model_name))]
     try:
         prepared = await agent.prepare(ctx.task, ctx.input_parts)
-        rules = await beside[0]
+        rules = await beside[1]
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
-        inputs = await beside[1]
+        inputs = await beside[0]
         window, note = await beside[2]
     finally:  # an error or a Stop came first: what is still running is not left behind
         for side in beside:

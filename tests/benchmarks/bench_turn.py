@@ -82,6 +82,7 @@ async def bench_stream(url: str, rounds: int, chunks: int) -> None:
         persisted = (await rt.messages(task_id))[-1].text
         assert text == persisted and len(text) == chunks * len("tok ")
         await rt.aclose()
+        await client.close()  # left to the garbage collector, it closes on a loop that has ended
     for i, what in ((0, "wall"), (1, "CPU ")):
         b, t = statistics.median(x[i] for x in bare), statistics.median(x[i] for x in turn)
         print(f"(a) {chunks:,}-chunk stream, {what}: bare openai loop {b * 1000:8.1f} ms   Hearth turn "
