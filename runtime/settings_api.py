@@ -115,14 +115,16 @@ class SettingsMixin:
     async def save_settings(self, settings: Settings | dict) -> None:
         """Validate and write settings.json; providers whose configuration changed are rebuilt on next use."""
         new = settings if isinstance(settings, Settings) else Settings.model_validate(settings)
-        old = {p.id: p for p in self.settings.providers}
-        for cfg in new.providers:
-            if old.get(cfg.id) != cfg and cfg.id in self._providers:
-                await self._providers.pop(cfg.id).aclose()
         with storage_faults(self.home):  # a full disk or a read-only folder: StorageFull / StorageReadOnly
             save_settings(self.home, new)
         remember(new.secret_values())
+        old, kept = {p.id: p for p in self.settings.providers}, {p.id: p for p in new.providers}
         self.settings = new
+        # Dropped with no await in between: a provider asked for meanwhile is built from the new settings, never
+        # rebuilt from the old ones while an old one closes.
+        stale = [self._providers.pop(pid) for pid in list(self._providers) if kept.get(pid) != old.get(pid)]
+        for provider in stale:
+            await provider.aclose()
 
     async def _context_window_told(self, provider_id: str) -> None:
         """The person was told that `provider_id`'s context window is assumed: not again (kit.py)."""
