@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from .message_widgets import TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
+from .message_widgets import REPEATED, TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
 
 if TYPE_CHECKING:
     from runtime.api import MessageInfo
@@ -47,7 +47,15 @@ class Message:
 
     @property
     def truncated(self) -> bool:
-        return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in self.parts)
+        return self.marked("truncated")
+
+    @property
+    def repeating(self) -> bool:
+        """The loop cut the answer off: the model was repeating itself."""
+        return self.marked("repeating")
+
+    def marked(self, marker: str) -> bool:
+        return any(p.get("type") == "marker" and p.get("marker") == marker for p in self.parts)
 
     @property
     def rewind(self) -> str | None:
@@ -78,7 +86,7 @@ class Message:
                 self.usage = (ev.usage.input_tokens, ev.usage.output_tokens)
             elif ev.type == "warning":
                 self.warnings.append((ev.message, ev.code))
-                if ev.code in ("truncated", "compacted"):
+                if ev.code in ("truncated", "compacted", "repeating"):
                     self.parts.append({"type": "marker", "marker": ev.code})
 
 
@@ -202,9 +210,10 @@ class AssistantItem(QWidget):
         """Footer and banner. `can_continue`: this is the task's last answer and nothing runs."""
         m = self.message
         self.footer.setVisible(not self.goes_on)
-        # No Retry while an approval or a question waits: the answer to it is how this turn goes on.
+        # No Retry while an approval or a question waits: the answer to it is how this turn goes on. An answer
+        # cut off for repeating itself offers Retry in its banner instead.
         self.retry.setVisible(can_continue and not m.live and self.can_retry and not self.goes_on
-                              and not self.waiting_now)
+                              and not self.waiting_now and not m.repeating)
         self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
         self.details.setVisible(not m.live and m.turn is not None and not self.goes_on)
         stopped = (m.turn or {}).get("reason") == "aborted" and not m.truncated
@@ -218,7 +227,8 @@ class AssistantItem(QWidget):
             return
         turn = m.turn or {}
         reason = turn.get("reason")
-        self.footer.setText(footer_text(reason, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
+        ending = REPEATED if m.repeating else reason
+        self.footer.setText(footer_text(ending, turn.get("input_tokens", 0), turn.get("output_tokens", 0),
                                         waiting_now=self.waiting_now, truncated=m.truncated))
         if reason == "interrupted":
             text = ("<b>Interrupted.</b> Hearth closed while this turn ran. What it produced so far is kept"
@@ -231,6 +241,9 @@ class AssistantItem(QWidget):
             self._set_banner("interrupted", "<b>The model ran out of room for this answer.</b>"
                              + (" Continue lets it go on from where it was cut." if can_continue else ""),
                              can_continue)
+        elif m.repeating:  # going on would repeat it again: another answer is the way on
+            self._set_banner("repeating", "<b>Stopped: the model was repeating itself.</b> Retry for another "
+                             "answer, or use a bigger model (Settings ▸ Models).", can_continue and self.can_retry)
         else:
             self._set_banner(None, "", False)
 
@@ -245,7 +258,7 @@ class AssistantItem(QWidget):
         if kind is not None:
             fork = "Answer with another model…" if self.chat else "Continue in a new task with another model…"
             self.banner = Banner(kind, text, can_continue, fork_label=fork)
-            self.banner.continue_clicked.connect(self.continue_clicked)
+            self.banner.continue_clicked.connect(self.retry_clicked if kind == "repeating" else self.continue_clicked)
             self.banner.settings_clicked.connect(lambda: self.settings_clicked.emit(""))
             self.banner.fork_clicked.connect(self.fork_clicked)
             self.outer.addWidget(self.banner)

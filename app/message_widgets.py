@@ -291,8 +291,9 @@ class AssistantBlock(QWidget):
 
 
 class Banner(QFrame):
-    """An interrupted or failed turn, said plainly, with the ways on: Continue, and for a failed one also
-    Settings and another model in a new task (the task's own model is fixed)."""
+    """An interrupted or failed turn, said plainly, with the ways on: Continue (Retry for an answer cut off
+    because it repeated itself, `kind` "repeating"), and for a failed one also Settings and another model in a
+    new task (the task's own model is fixed). The button's `continue_clicked` means whichever it offers."""
 
     continue_clicked = Signal()
     settings_clicked = Signal()
@@ -311,7 +312,7 @@ class Banner(QFrame):
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         lay.addWidget(self.label, 1)
         buttons = QVBoxLayout()
-        self.button = QPushButton("Continue")
+        self.button = QPushButton("Retry" if kind == "repeating" else "Continue")
         self.button.setObjectName("Primary")
         self.button.clicked.connect(self.continue_clicked)
         self.button.setVisible(can_continue)
@@ -336,6 +337,9 @@ class EventLine(QLabel):
         self.setObjectName("Muted")
         self.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.setToolTip(f"Earlier answers came from {part.get('from')}." if part.get("from") else "")
+
+
+REPEATED = "stopped: the model was repeating itself"  # the footer of an answer cut off for repeating itself
 
 
 def footer_text(reason: str | None, input_tokens: int, output_tokens: int, live: bool = False,

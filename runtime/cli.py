@@ -66,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("text", nargs="?")
     run.add_argument("--task", help="continue this task (default: a new task)")
     run.add_argument("--queued", action="store_true", help="run the task's queued inputs, in order")
+    run.add_argument("--retry", action="store_true", help="another answer to the task's last input (with --task)")
     run.add_argument("--model", help="provider_id/model_name for a new task")
     run.add_argument("--approval", default="ask", choices=["ask", "auto_edit", "full_auto"])
     run.add_argument("--plan", action="store_true", help="a new task plans first; you approve the plan")
@@ -104,6 +105,10 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
         if handle is None:
             print("Nothing is queued for this task.", file=sys.stderr)
             return EXIT_OK
+    elif args.retry:
+        if not args.task or args.text:
+            raise ConfigError("--retry answers a task's last input again: give --task ID and no text.")
+        handle = await rt.retry(args.task)
     else:
         if not args.text or not args.text.strip():  # before a task is made for it
             raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
@@ -202,6 +207,8 @@ def _print_event(ev: Event) -> str:
         line = f"\n[waiting] {ev.prompt}\n"
     elif ev.type == "warning":
         line = f"\n[warning] {ev.message}\n"
+        if ev.code == "repeating":  # going on would repeat it again: another answer is the way on
+            line += f"Ask for another answer: hearth run --task {ev.task_id} --retry\n"
     else:
         return ""
     sys.stderr.write(line)

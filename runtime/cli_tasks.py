@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from .errors import ConfigError, TaskNotFound
 from .events import STATE_WORDS, state_key
+from .parts import has_marker
 
 if TYPE_CHECKING:
     from .api import Runtime
@@ -122,6 +123,8 @@ def _endings(message, turn: dict | None) -> list[str]:
         notes.append(f"{ENDINGS[reason]}: {error}" if reason == "error" and error else ENDINGS[reason])
     if message.truncated:
         notes.append("cut off at the model's length limit")
+    if has_marker(message.parts, "repeating"):
+        notes.append("stopped: the model was repeating itself")
     return notes
 
 

@@ -142,7 +142,9 @@ class UsageEvent(_Event):
 class WarningEvent(_Event):
     type: Literal["warning"] = "warning"
     message: str
-    code: str | None = None  # "truncated" (the model's length limit), "compacted", "mcp_paused" (tools changed)
+    # "truncated" (the model's length limit), "repeating" (cut off: the model repeated itself), "compacted",
+    # "mcp_paused" (tools changed)
+    code: str | None = None
 
 
 class TodosChanged(_Event):

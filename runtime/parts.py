@@ -1,8 +1,9 @@
 """Message parts as stored JSON, and the one rule for settling unfinished tool parts.
 
 Assistant messages hold `TextPart`s (`type` "text" or "reasoning"), `ToolPart`s and `MarkerPart`s: "truncated"
-where a step stopped at the model's length limit, "compacted" where older history was summarized, and after all
-other parts a "warning" for each warning the turn gave (an MCP server not available or paused, a step limit).
+where a step stopped at the model's length limit, "repeating" where the loop cut off a step whose text repeated
+itself, "compacted" where older history was summarized, and after all other parts a "warning" for each warning
+the turn gave (an MCP server not available or paused, a step limit).
 User messages hold `{"type": "text", "text"}`, `{"type": "attachment", "name"}` and, for answers to questions and
 approvals, `{"type": "answer", ...}`.
 """
@@ -46,7 +47,7 @@ class ToolPart(TypedDict):
 
 class MarkerPart(TypedDict):
     type: Literal["marker"]
-    marker: Literal["truncated", "compacted", "warning"]
+    marker: Literal["truncated", "repeating", "compacted", "warning"]
     step: int
     message: NotRequired[str]  # a warning's sentence, as the turn told it live
     code: NotRequired[str | None]  # a warning's kind, e.g. "mcp_paused"
@@ -113,4 +114,8 @@ def text_of(parts: list[dict], kind: str = "text") -> str:
 
 
 def is_truncated(parts: list[dict]) -> bool:
-    return any(p.get("type") == "marker" and p.get("marker") == "truncated" for p in parts)
+    return has_marker(parts, "truncated")
+
+
+def has_marker(parts: list[dict], marker: str) -> bool:
+    return any(p.get("type") == "marker" and p.get("marker") == marker for p in parts)

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 
 WAITING = "Waiting for the model…"
 TRUNCATED = "The answer stopped at the model's length limit. Press Continue to let it go on."
+REPEATING = "repeating"  # a step's finish reason when the loop cut it off: its text repeated itself
+REPEATED = "Stopped: the model was repeating itself."
 
 
 async def run_agent(ctx: TurnContext) -> None:
@@ -76,21 +78,28 @@ async def run_agent(ctx: TurnContext) -> None:
         calls = []
         finish = None
         append = buffer.append_delta
-        async for item in ctx.provider.stream(request, on_queued=ctx.warn):
+        stream = ctx.provider.stream(request, on_queued=ctx.warn)
+        async for item in stream:
             kind = item[0]
             if kind == TEXT:
                 if text is None:
                     text = ctx.new_text_part("text")
                     record["first_token_at"] = time.time()
-                text.add(item[1])
+                looping = text.add(item[1])
                 append(TEXT_KIND, text.part_id, item[1])
                 ctx.dirty = True
+                if looping:
+                    finish = REPEATING
+                    break
             elif kind == REASONING:
                 if reasoning is None:
                     reasoning = ctx.new_text_part("reasoning")
-                reasoning.add(item[1])
+                looping = reasoning.add(item[1])
                 append(REASONING_KIND, reasoning.part_id, item[1])
                 ctx.dirty = True
+                if looping:
+                    finish = REPEATING
+                    break
             elif kind == TOOL_START:  # (TOOL_START, position in the step, the server's id, name)
                 ctx.step_call(item[1], item[3])
             elif kind == TOOL_CALLS:
@@ -106,6 +115,10 @@ async def run_agent(ctx: TurnContext) -> None:
         record["finish_reason"] = finish
         record["tool_calls"] = [c.name for c in calls]
         text = reasoning = None
+        if finish == REPEATING:
+            await stream.aclose()  # the generation stops (a local model's thread, a server's connection)
+            mark_repeating(ctx)
+            return
         if finish == "length" and not calls:
             mark_truncated(ctx)
             return
@@ -199,6 +212,14 @@ def mark_truncated(ctx: TurnContext) -> None:
     ctx.parts.append({"type": "marker", "marker": "truncated", "step": ctx.step})
     ctx.dirty = True
     ctx.warn(TRUNCATED, code="truncated")
+
+
+def mark_repeating(ctx: TurnContext) -> None:
+    """A step whose text went round in circles (agent/repetition.py) ends the turn, marked: no Continue (it
+    would go on repeating), Retry instead."""
+    ctx.parts.append({"type": "marker", "marker": "repeating", "step": ctx.step})
+    ctx.dirty = True
+    ctx.warn(REPEATED, code="repeating")
 
 
 async def dispatch(ctx: TurnContext, part: ToolPart) -> None:

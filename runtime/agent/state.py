@@ -21,6 +21,7 @@ from ..tools.builtin import DEFAULT_WRAP_CAP
 from ..tools.discovery import offered
 from ..tools.planning import reminder
 from .context import WireIds, message_chars
+from .repetition import TAIL_CHARS, repeating
 
 if TYPE_CHECKING:
     from ..abort import TurnSlot
@@ -32,35 +33,46 @@ log = logging.getLogger(__name__)
 
 # Text is persisted at most this often: with the commit (slow on a busy disk) a crash loses < 0.5 s of stream.
 CHECKPOINT_SECONDS = 0.25
-_FOLD_EVERY = 256
+_FOLD_EVERY = 64
 
 
 class TextAccumulator:
-    """A text part growing by deltas; joins every 256 deltas so no object per chunk is kept."""
+    """A text part growing by deltas; joins every 64 deltas (and at each checkpoint) so no object per chunk is
+    kept, and checks at each join whether the model repeats itself (agent/repetition.py): `add` then says so."""
 
-    __slots__ = ("blocks", "part_id", "pending")
+    __slots__ = ("blocks", "looping", "part_id", "pending", "tail")
 
     def __init__(self, part_id: int):
         self.part_id = part_id
         self.blocks: list[str] = []
         self.pending: list[str] = []
+        self.tail = ""  # the part's last TAIL_CHARS characters as of the last join
+        self.looping = False
 
-    def add(self, text: str) -> None:
+    def add(self, text: str) -> bool:
+        """Append a delta; True once the part's text repeats itself."""
         self.pending.append(text)
         if len(self.pending) >= _FOLD_EVERY:
-            self.blocks.append("".join(self.pending))
-            self.pending.clear()
+            self._fold()
+        return self.looping
+
+    def _fold(self) -> None:
+        block = "".join(self.pending)
+        self.blocks.append(block)
+        self.pending.clear()
+        self.tail = (self.tail + block)[-TAIL_CHARS:]
+        self.looping = self.looping or repeating(self.tail)
 
     def text(self) -> str:
         if self.pending:
-            self.blocks.append("".join(self.pending))
-            self.pending.clear()
+            self._fold()
         if len(self.blocks) > 1:
             self.blocks[:] = ["".join(self.blocks)]
         return self.blocks[0] if self.blocks else ""
 
 
-MARKED = ("truncated", "compacted")  # warnings whose marker part the loop and the compactor add themselves
+# Warnings whose marker part the loop and the compactor add themselves.
+MARKED = ("truncated", "compacted", "repeating")
 
 
 class TurnContext:
@@ -189,7 +201,7 @@ class TurnContext:
     def warn(self, message: str, code: str | None = None) -> None:
         message = redact(message)
         self.buffer.publish(WarningEvent(task_id=self.task_id, turn_id=self.turn_id, message=message, code=code))
-        if code not in MARKED:  # those two have their own marker part, in place
+        if code not in MARKED:  # those have their own marker part, in place
             self.warnings.append({"type": "marker", "marker": "warning", "message": message, "code": code,
                                   "step": self.step})
             self.dirty = True

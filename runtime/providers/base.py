@@ -20,7 +20,7 @@ generation; providers do that in `finally`/`async with`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -112,9 +112,11 @@ class Provider(Protocol):
 
     id: str
 
-    def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None) -> AsyncIterator[tuple]:
-        """Stream one model step as the tuples above. A provider that must wait for a shared engine (the
-        bundled model runs one generation at a time) calls `on_queued` with a sentence for the person."""
+    def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
+               ) -> AsyncGenerator[tuple, None]:
+        """Stream one model step as the tuples above (an async generator: `aclose()` stops the step, as the loop
+        does with one that repeats itself). A provider that must wait for a shared engine (the bundled model
+        runs one generation at a time) calls `on_queued` with a sentence for the person."""
         ...
 
     async def list_models(self) -> list[str]:

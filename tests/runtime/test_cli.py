@@ -96,9 +96,9 @@ async def test_exit_codes_for_config_and_provider_errors(home):
 async def test_ctrl_c_stops_the_turn_and_exits_130(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)
-        server.script(Reply.many(5000, "x", delay=0.01))
+        server.script(Reply.counting(5000, delay=0.01))
         proc = await _cli("run", "long", home=home)
-        assert await asyncio.wait_for(proc.stdout.read(1), 30) == b"x"
+        assert await asyncio.wait_for(proc.stdout.read(1), 30) == b"0"
         proc.send_signal(signal.SIGINT)
         code, _, err = await _result(proc)
         assert code == 130, err

@@ -51,7 +51,8 @@ async def test_continue_after_a_length_stop_sends_the_partial_answer_and_goes_on
 
 async def test_continue_after_a_stop_and_after_an_interruption(home, server):
     write_settings(home, server.base_url)
-    server.script(Reply(chunks=["Once upon "] + ["a time "] * 200, delay=0.02), Reply(chunks=["happily."]))
+    server.script(Reply(chunks=["Once upon ", "a time ", *Reply.counting(200).chunks], delay=0.02),
+                  Reply(chunks=["happily."]))
     rt = await Runtime.open(home)
     task = await rt.create_task()
     await rt.send(task.id, "A story, please.")

@@ -461,7 +461,7 @@ async def test_ctrl_c_stops_a_running_team_and_exits_130(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)
         team_id = await _cli_team(home, "A Outline.", "B Notes.", "C Merge. A,B")
-        server.script(Reply.many(5000, "x", delay=0.01), Reply.many(5000, "y", delay=0.01))
+        server.script(Reply.counting(5000, delay=0.01), Reply.counting(5000, delay=0.01))
         proc = await _cli("team", "run", team_id, home=home)
         try:
             for _ in range(1500):  # A and B both asked their model

@@ -85,7 +85,7 @@ async def test_dead_server_gives_a_readable_error(home):
 
 
 async def test_stop_closes_the_http_stream(rt, server):
-    server.script(Reply.many(1000, "x", delay=0.01))
+    server.script(Reply.counting(1000, delay=0.01))
     task = await rt.create_task()
     await rt.send(task.id, "go")
     async for ev in rt.subscribe(task.id):

@@ -19,6 +19,7 @@ Use it three ways:
     with run_in_thread() as server: ...           # own loop in a background thread (sync tests, benchmarks)
 
     python -m tests.support.openai_server --port 0 --chunks 20000   # separate process; prints "READY <url>"
+                                                                    # (a 4-character counter per chunk)
 
 A title request (runtime/titles.py's background job, told by its system prompt) is answered with `title`
 (default "": no title) and kept in `title_requests` only, so it neither uses up the script nor shows in what
@@ -123,8 +124,15 @@ class Reply:
 
     @classmethod
     def many(cls, n: int, text: str = "tok ", **kw: Any) -> Reply:
-        """A reply of `n` equal text chunks (benchmarks)."""
+        """A reply of `n` equal text chunks. In a turn, a model that writes the same thing again and again is cut
+        off as repeating itself (runtime/agent/repetition.py): a long answer is `counting`."""
         return cls(chunks=[text] * n, **kw)
+
+    @classmethod
+    def counting(cls, n: int, **kw: Any) -> Reply:
+        """A long answer that never repeats itself: `n` chunks of 4 characters, a hex counter ("000 ", "001 ", …,
+        which comes round again only after 16 KB) (benchmarks, and turns stopped while they stream)."""
+        return cls(chunks=[f"{i % 4096:03x} " for i in range(n)], **kw)
 
 
 @dataclass
@@ -595,14 +603,15 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--chunks", type=int, default=1, help="text chunks per reply")
-    p.add_argument("--text", default="tok ", help="the text of each chunk")
+    p.add_argument("--text", help="the text of each chunk (default: a counter that does not repeat itself)")
     p.add_argument("--delay", type=float, default=0.0, help="seconds before each chunk")
     p.add_argument("--api-key", default=None)
     p.add_argument("--embed", action="store_true", help="answer /v1/embeddings with trigram_vector")
     args = p.parse_args(argv)
 
     async def serve() -> None:
-        default = Reply.many(args.chunks, args.text, delay=args.delay)
+        default = (Reply.many(args.chunks, args.text, delay=args.delay) if args.text is not None
+                   else Reply.counting(args.chunks, delay=args.delay))
         server = await OpenAIServer(args.host, args.port, api_key=args.api_key, default=default,
                                     embed=trigram_vector if args.embed else None).start()
         print(f"READY {server.base_url}", flush=True)
