@@ -38,6 +38,8 @@ class CatalogEntry(BaseModel):
     tool_format: str
     license: str = ""
     summary: str = ""
+    sampling: dict[str, float] = {}  # what the model's makers recommend: temperature, top_p, repeat_penalty
+    sampling_source: str = ""
 
     @property
     def size(self) -> int | None:
@@ -52,9 +54,20 @@ class CatalogEntry(BaseModel):
 
 
 @functools.cache
+def _catalog() -> dict:
+    return json.loads(resources.files(__package__).joinpath("catalog.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
 def load_catalog() -> tuple[CatalogEntry, ...]:
-    raw = resources.files(__package__).joinpath("catalog.json").read_text(encoding="utf-8")
-    return tuple(CatalogEntry.model_validate(m) for m in json.loads(raw)["models"])
+    """The models that can be downloaded."""
+    return tuple(CatalogEntry.model_validate(m) for m in _catalog()["models"])
+
+
+@functools.cache
+def bundled_entry() -> CatalogEntry:
+    """The model that ships inside Hearth, described as the catalog describes the others."""
+    return CatalogEntry.model_validate(_catalog()["bundled"])
 
 
 def catalog_entry(model_id: str) -> CatalogEntry | None:

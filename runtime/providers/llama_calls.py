@@ -15,8 +15,9 @@ call format, see `llama_chat.py`); called by `llama_worker.Job`.
 A request with `tool_choice="required"` (or naming a tool: the worker then passes only that tool) skips step 2: the
 call starts right after the prompt. One call per step
 (the agent loop calls again in the next step). Tokens are sampled with llama-cpp-python's
-own sampler chain (`Llama.generate`: top-k 40, top-p 0.95, min-p 0.05, as `create_completion`), decoded
-incrementally (multi-byte characters split across tokens come out whole).
+own sampler chain (`Llama.generate`: top-k 40, top-p 0.95, min-p 0.05, as `create_completion`; free text with the
+model's recommended top-p and repeat penalty, llama_cpp.py), decoded incrementally (multi-byte characters split
+across tokens come out whole).
 """
 
 from __future__ import annotations
@@ -167,8 +168,9 @@ class Sampler:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
         if not read_prompt(llm, self.tokens, job.stop, job.reading):  # a long new part, with progress
             return
-        gen = llm.generate(self.tokens, temp=job.temperature, top_k=40, top_p=0.95, min_p=0.05,
-                           repeat_penalty=1.0, grammar=self.grammar)
+        free = self.grammar is None  # the model's recommended top_p and repeat penalty are for its free text
+        gen = llm.generate(self.tokens, temp=job.temperature, top_k=40, top_p=job.top_p if free else 0.95,
+                           min_p=0.05, repeat_penalty=job.repeat_penalty if free else 1.0, grammar=self.grammar)
         try:
             for token in gen:
                 if llama_cpp.llama_vocab_is_eog(vocab, token):

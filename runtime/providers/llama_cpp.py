@@ -26,10 +26,13 @@ Decisions (the design contract is silent on these):
   (requests with tools always use the `chatml-function-calling` protocol, see `llama_worker.py`).
   `context_tokens` is the n_ctx the model runs with (read from the GGUF header before the model is loaded),
   which the runtime uses to size compaction.
-- **Sampling defaults for small models:** max_tokens a quarter of the context (at least 512; the other three
-  quarters are the input budget), temperature 0.2 (llama-cpp-python's chat default),
-  no fixed seed; `temperature=`, `max_tokens=` and `seed=` (constructor, or the provider's entry in
-  settings.json) change them, and a request's own values win.
+- **Sampling:** max_tokens a quarter of the context (at least 512; the other three quarters are the input
+  budget), no fixed seed, and what the catalog records as the model makers' recommendation (`sampling` in
+  models/catalog.json: for the bundled model temperature 0.2, top_p 0.9 and repeat_penalty 1.1), else
+  temperature 0.2 (llama-cpp-python's chat default), top_p 0.95, no repeat penalty. `temperature=`,
+  `max_tokens=` and `seed=` (constructor, or the provider's entry in settings.json) change them, and a request's
+  own values win. The repeat penalty applies to free text only: a call's name and arguments (written under a
+  grammar) keep the protocol's own settings.
 - **One generation at a time per loaded model, the person's turns first.** A turn that must wait for another
   turn's generation calls `on_queued(message)` first (the `on_queued=` argument of `stream()`, else the
   `on_queued` attribute), so the turn can show a `status`/`warning` event; it then waits in FIFO order. A
@@ -62,6 +65,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from pathlib import Path
 
 from runtime.errors import HearthError, ProviderError
+from runtime.models.catalog import CatalogEntry, bundled_entry, catalog_entry
 from runtime.models.library import BUNDLED_MODEL_NAME, ModelLibrary
 from runtime.providers.base import FINISH, STATUS, ModelRequest
 from runtime.providers.llama_models import (
@@ -78,7 +82,7 @@ from runtime.providers.llama_models import (
 )
 from runtime.providers.llama_prefix import PrefixCache, message_ban, warm_prefix
 from runtime.providers.llama_queue import ModelQueue, Ticket
-from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_TEMPERATURE, END, Job
+from runtime.providers.llama_worker import DEFAULT_MAX_TOKENS, DEFAULT_SAMPLING, END, Job
 
 __all__ = [
     "BUNDLED_MODEL_NAME",
@@ -130,7 +134,7 @@ class LlamaCppProvider:
         self.n_ctx = n_ctx
         self.chat_format = chat_format
         self.n_threads = n_threads
-        self.temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
+        self.temperature = temperature  # None: the model's recommended one (`sampling_for`)
         self._max_tokens = max_tokens
         self.seed = seed
         self.model_name = Path(self.model_path).stem if self.model_path else BUNDLED_MODEL_NAME
@@ -168,6 +172,25 @@ class LlamaCppProvider:
         if not path.is_file():
             raise ModelUnavailable(f"The file of the model {name!r} is missing ({path}); add it again in Settings.")
         return path, record.sha256
+
+    def profile(self, name: str | None = None) -> CatalogEntry | None:
+        """What the catalog says about a model: the bundled one's entry, an installed catalog model's; None for
+        a file the catalog does not know."""
+        if self.model_path is not None:
+            return None
+        if self.library is None or not name or name == BUNDLED_MODEL_NAME:
+            return bundled_entry()
+        record = self.library.get(name)
+        return catalog_entry(record.catalog_id) if record is not None and record.catalog_id else None
+
+    def sampling_for(self, name: str | None = None) -> dict[str, float]:
+        """temperature, top_p and repeat_penalty for a model: the defaults, the catalog's recommendation over
+        them, the provider's own temperature over that (a request's own temperature wins in the Job)."""
+        entry = self.profile(name)
+        sampling = {**DEFAULT_SAMPLING, **(entry.sampling if entry is not None else {})}
+        if self.temperature is not None:
+            sampling["temperature"] = self.temperature
+        return sampling
 
     def max_tokens_for(self, name: str | None = None) -> int:
         """The output limit of a step: set, else a quarter of the context (the other three quarters are the
@@ -322,7 +345,7 @@ class LlamaCppProvider:
                 model,
                 request,
                 max_tool_calls=self.max_tool_calls,
-                temperature=self.temperature,
+                sampling=self.sampling_for(request.model),
                 max_tokens=self.max_tokens_for(request.model),
                 seed=self.seed,
                 prefix_cache=self._prefix_cache,

@@ -104,7 +104,8 @@ from runtime.providers.llama_tools import (
 )
 
 DEFAULT_MAX_TOKENS = 512
-DEFAULT_TEMPERATURE = 0.2  # llama-cpp-python's chat default
+# llama-cpp-python's chat defaults; a model's recommended sampling (models/catalog.json) goes over them.
+DEFAULT_SAMPLING = {"temperature": 0.2, "top_p": 0.95, "repeat_penalty": 1.0}
 SMALL_REPEAT_PENALTY = 1.1  # a small model's text and arguments: else SmolLM2 often loops until max_tokens
 SMALL_CALL_REACH = 8.5  # a small model calls only when `functions` is this close to its favourite first token
 # A small model's message ends at the end of its turn, and where it starts writing the protocol.
@@ -121,7 +122,7 @@ class Job(Channel):
         request: ModelRequest,
         *,
         max_tool_calls: int = 1,
-        temperature: float = DEFAULT_TEMPERATURE,
+        sampling: dict[str, float] | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         seed: int | None = None,
         prefix_cache: PrefixCache | None = None,
@@ -131,8 +132,11 @@ class Job(Channel):
         self.model = model
         self.request = request
         self.max_tool_calls = max(1, max_tool_calls)
-        # The request's sampling settings win over the provider's defaults.
-        self.temperature = temperature if request.temperature is None else request.temperature
+        # The request's sampling settings win over the provider's and the model's.
+        sampling = {**DEFAULT_SAMPLING, **(sampling or {})}
+        self.temperature = sampling["temperature"] if request.temperature is None else request.temperature
+        self.top_p = sampling["top_p"]  # these two for free text: calls keep the protocol's own
+        self.repeat_penalty = sampling["repeat_penalty"]
         self.max_tokens = request.max_tokens or max_tokens
         self.seed = seed if request.seed is None else request.seed
         self.thread = threading.Thread(target=self._run, name="hearth-llama-cpp", daemon=False)
@@ -171,6 +175,11 @@ class Job(Channel):
     def _sampling(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "seed": self.seed}
 
+    @property
+    def free_text(self) -> dict[str, float]:
+        """The model's recommended top_p and repeat penalty, for text it writes freely (not a call's arguments)."""
+        return {"top_p": self.top_p, "repeat_penalty": self.repeat_penalty}
+
     def emit(self, item: Any) -> None:  # what the template path (llama_calls.py) sends
         self._put(item)
 
@@ -188,7 +197,8 @@ class Job(Channel):
         render = plain_chat_of(self.model)
         if render is not None:  # the GGUF's template, rendered here (llama_prefill.py); a Continue is prefilled
             prompt = prefilled(render, messages) or render(messages)
-            _, why = self._complete(prompt, max_tokens=self.max_tokens, stop=[], emit_text=True, add_bos=False)
+            _, why = self._complete(prompt, max_tokens=self.max_tokens, stop=[], emit_text=True, add_bos=False,
+                                    **self.free_text)
             if why is not None:
                 self.finish(why)
             return
@@ -200,6 +210,7 @@ class Job(Channel):
             max_tokens=self.max_tokens,
             logits_processor=[self.meter.logits_processor],
             **self._sampling(),
+            **self.free_text,
         )
         reason = None
         try:
@@ -226,6 +237,7 @@ class Job(Channel):
         logits_processor: Callable[[Any, Any], Any] | None = None,
         emit_text: bool = False,
         temperature: float | None = None,
+        top_p: float | None = None,
         repeat_penalty: float = 1.0,
         add_bos: bool = True,
     ) -> tuple[str, str | None]:
@@ -241,6 +253,8 @@ class Job(Channel):
         if temperature is not None:
             sampling["temperature"] = temperature
         sampling["repeat_penalty"] = repeat_penalty
+        if top_p is not None:
+            sampling["top_p"] = top_p
         self.meter.begin()
         chunks = llm.create_completion(
             prompt=tokens,
@@ -308,7 +322,8 @@ class Job(Channel):
         budget = max(1, self.max_tokens - self.meter.output)
         if not self.model.small:
             head = "" if written else "message:\n"
-            _, why = self._complete(prompt + head, max_tokens=budget, stop=["<|im_end|>"], emit_text=True)
+            _, why = self._complete(prompt + head, max_tokens=budget, stop=["<|im_end|>"], emit_text=True,
+                                    **self.free_text)
         else:
             model = self.model
             if not written:
@@ -319,7 +334,8 @@ class Job(Channel):
                 stop=SMALL_MESSAGE_STOPS,
                 logits_processor=None if written else not_first(model.message_ban),
                 emit_text=True,
-                repeat_penalty=SMALL_REPEAT_PENALTY,
+                top_p=self.top_p,
+                repeat_penalty=max(SMALL_REPEAT_PENALTY, self.repeat_penalty),
             )
         if why is not None:
             self.finish(why)

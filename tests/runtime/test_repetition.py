@@ -1,5 +1,6 @@
 """A model that repeats itself is cut off while it streams: the answer ends marked "repeating", the generation (or
-the server's stream) stops, and the next input works as usual. Loops from the bundled model's own answers."""
+the server's stream) stops, and the next input works as usual. Loops from the bundled model's own answers. And the
+bundled model is sampled with the repeat penalty its makers use, which keeps it from most loops."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 from runtime.agent.repetition import repeating
 from runtime.api import Runtime
 from runtime.events import EndReason
+from runtime.models.library import ModelLibrary, ModelRecord
+from runtime.providers.llama_cpp import LlamaCppProvider
 from runtime.providers.scripted import ScriptedModel
 from tests.support.helpers import collect, open_runtime, text_from, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -135,3 +138,15 @@ async def test_the_cli_says_the_model_repeated_itself_and_how_to_get_another_ans
     code, _, err = await _result(await _cli("run", "--retry", home=home))
     assert code == 2 and "--retry answers a task's last input again" in err
 
+
+def test_the_bundled_model_is_sampled_as_its_makers_recommend(home):
+    bundled = LlamaCppProvider("builtin", library=ModelLibrary(home))
+    assert bundled.sampling_for("smollm2-135m") == {"temperature": 0.2, "top_p": 0.9, "repeat_penalty": 1.1}
+    # A temperature set in settings.json wins; the model's other recommendations stay.
+    assert LlamaCppProvider("builtin", temperature=0.0).sampling_for(None) == {
+        "temperature": 0.0, "top_p": 0.9, "repeat_penalty": 1.1}
+    library = ModelLibrary(home)  # a catalog model that records no sampling: llama-cpp-python's defaults
+    library.add(ModelRecord(name="qwen2.5-3b-instruct", source="hub", path="models/q.gguf", size=1,
+                            catalog_id="qwen2.5-3b-instruct"))
+    assert LlamaCppProvider("builtin", library=library).sampling_for("qwen2.5-3b-instruct") == {
+        "temperature": 0.2, "top_p": 0.95, "repeat_penalty": 1.0}
