@@ -194,7 +194,7 @@ class HearthApp(StartupProblems, QObject):
         self.request_quit(ask=True)
 
     def open_settings(self, page: str = "") -> SettingsWindow | None:
-        """The Settings window, raised if open; `page` ("permissions") shows that page."""
+        """The Settings window, raised if open; `page` ("permissions", "jobs", "models") shows that page."""
         if self.bridge is None:
             return None
         if self.settings_window is not None:

@@ -267,6 +267,9 @@ class AssistantBlock(QWidget):
                 w.flush()
 
     def add_warning(self, message: str, code: str | None = None) -> None:
+        if code == "talk_only":  # the model can only talk: the way to one that can do what was asked
+            self.lay.addWidget(Notice(message, "Open Settings ▸ Models", lambda: self.settings_wanted.emit("models")))
+            return
         label = QLabel(f"⚠ {message}")
         label.setObjectName("Muted")
         label.setWordWrap(True)
@@ -325,6 +328,24 @@ class Banner(QFrame):
                 buttons.addWidget(button)
                 self.extra[label] = button
         lay.addLayout(buttons)
+
+
+class Notice(QFrame):
+    """A sentence for the person under an answer, with the one button that acts on it."""
+
+    def __init__(self, text: str, action: str, on_click, parent=None):
+        super().__init__(parent)
+        self.setObjectName("Banner")
+        self.setProperty("kind", "notice")
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(12, 8, 8, 8)
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.label, 1)
+        self.button = QPushButton(action)
+        self.button.clicked.connect(on_click)
+        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignTop)
 
 
 class EventLine(QLabel):

@@ -116,6 +116,10 @@ class SettingsWindow(QDialog):
         return page
 
     def show_page(self, page: str) -> None:
+        if page == "models":  # the local models: where a bigger one is downloaded
+            self.tabs.setCurrentWidget(self.models)
+            self.models.setCurrentWidget(self.local_models)
+            return
         widget = {"permissions": self.permissions, "jobs": self.jobs}.get(page)
         if widget is not None:
             if self.tabs.currentWidget() is widget:

@@ -143,7 +143,7 @@ class WarningEvent(_Event):
     type: Literal["warning"] = "warning"
     message: str
     # "truncated" (the model's length limit), "repeating" (cut off: the model repeated itself), "compacted",
-    # "mcp_paused" (tools changed)
+    # "mcp_paused" (tools changed), "talk_only" (the model can only talk, and the input asks for files or commands)
     code: str | None = None
 
 

@@ -9,6 +9,11 @@ Memory and knowledge come in here: a task with memory on (and memory on in setti
 in every step's notes, the person's saved memories relevant to the input; after a completed turn in which the
 person said something about themselves, the `memory.extraction` job. A task bound to documents gets
 `search_knowledge`, scoped to them, and a note telling the model to cite what it uses.
+
+A model that cannot call tools reliably (`talk_only`: the catalog says so, the bundled 135M one) gets no tools,
+no MCP servers and a system prompt without them; its memories' note still comes, but no memory extraction (it
+cannot answer in the JSON asked for). A request that seems to need files or commands gets a notice
+(agent/talk_only.py), which the turn says once per task.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agent.prompt import PLANNING, SYSTEM_PROMPT
+from .agent.prompt import PLANNING, SYSTEM_PROMPT, TALK_ONLY
 from .agent.subagents import Delegate, load_definitions
+from .agent.talk_only import needs_files_or_commands, notice
 from .config import Settings, split_model_ref
+from .errors import ConfigError
 from .keys import SecretStore
 from .knowledge import Knowledge
 from .knowledge_search import KNOWLEDGE_NOTE, LIBRARY_NOTE, answer_text, search
@@ -61,6 +68,8 @@ def planning(task: dict[str, Any]) -> bool:
 class Prepared:
     tools: dict[str, Tool]
     notes: list[str] = field(default_factory=list)
+    system: str = SYSTEM_PROMPT
+    notice: str | None = None  # for a model that can only talk: the input asks for what it cannot do
 
 
 class AgentKit:
@@ -101,6 +110,9 @@ class AgentKit:
         """This turn's tools and the notes its every step is given: planning mode (while a task created with
         planning on has no approved plan, only the tools that change nothing, plus submit_plan), the skills
         the model may load, a skill the input activates with /name. The shell runs sandboxed when it can."""
+        if self.talk_only(task):
+            said = text_of(input_parts)
+            return await self._talk_only(task, input_parts, notice() if needs_files_or_commands(said) else None)
         hidden = self._settings().secret_env_names()  # read per turn: a settings change applies to the next
         # The skills and the helpers' definitions (files, read in one worker thread) and the memories (files and
         # the database) are read side by side, then put in their fixed order.
@@ -129,9 +141,26 @@ class AgentKit:
             notes.insert(0, PLANNING)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
+    async def _talk_only(self, owner: dict[str, Any], input_parts: list[dict], told: str | None) -> Prepared:
+        """A model that can only talk: no tools, a prompt without them, the memories' note when memory is on."""
+        notes: list[str] = []
+        await self._add_memory(owner, input_parts, [], notes)  # the note only: it cannot call the memory tool
+        return Prepared({}, [n for n in notes if n], TALK_ONLY, told)
+
+    def talk_only(self, owner: dict[str, Any]) -> bool:
+        """The task's (or chat's) model cannot call tools reliably: its provider says so (`calls_tools`)."""
+        provider_id, model = split_model_ref(owner.get("model") or self._settings().default_model)
+        try:
+            calls_tools = getattr(self.provider(provider_id), "calls_tools", None)
+        except ConfigError:  # the turn reports an unknown provider in its own words
+            return False
+        return calls_tools is not None and not calls_tools(model)
+
     async def prepare_chat(self, chat: dict[str, Any], input_parts: list[dict]) -> Prepared:
         """A chat's tools: no files, shell or MCP; memory when on, and search over the whole knowledge library
-        (it only reads) when the library holds documents."""
+        (it only reads) when the library holds documents. None on a model that can only talk."""
+        if self.talk_only(chat):
+            return await self._talk_only(chat, input_parts, None)  # a chat never offers files or commands
         tools: list[Tool] = []
         notes: list[str | None] = []
         documents = self.knowledge.documents() if self.knowledge is not None else asyncio.sleep(0, [])
@@ -166,14 +195,15 @@ class AgentKit:
         sometimes = [SkillTool.name, Delegate.name, MemoryTool.name, SearchKnowledge.name, PlanAssignments.name]
         return sorted({t.name for t in always} | set(sometimes))
 
-    async def first_prompt(self) -> tuple[list[dict], list[dict]]:
-        """The system message and tools a new task's first step starts with: the static prefix a local model's
-        prompt cache is warmed with (models_api, preload.py). Memory is as a new task has it (on when settings
-        say so: its tool, and the index once there are memories), or the first send's prefix would differ and be
-        evaluated again; an input that matches memories gets them in its note, and a prefix of its own."""
-        prepared = await self.prepare({"id": None, "memory": True}, [])
+    async def first_prompt(self, model: str | None = None) -> tuple[list[dict], list[dict]]:
+        """The system message and tools a new task's first step starts with, on `model` (default: the default
+        model): the static prefix a local model's prompt cache is warmed with (models_api, preload.py). Memory is
+        as a new task has it (on when settings say so: its tool, and the index once there are memories), or the
+        first send's prefix would differ and be evaluated again; an input that matches memories gets them in its
+        note, and a prefix of its own. A model that can only talk gets no tools (nothing to warm)."""
+        prepared = await self.prepare({"id": None, "memory": True, "model": model}, [])
         self._said.pop(None, None)  # no turn runs: nothing said to extract memories from
-        system = {"role": "system", "content": "\n\n".join([SYSTEM_PROMPT, *prepared.notes])}
+        system = {"role": "system", "content": "\n\n".join([prepared.system, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
     def mcp_sessions(self, task: dict[str, Any], cwd: Path, *, for_tools: list[str] | None = None):
@@ -182,6 +212,8 @@ class AgentKit:
         the servers that some of these tool names belong to (a team member's list)."""
         settings = self._settings()
         servers = {} if planning(task) else settings.mcp_servers
+        if servers and self.talk_only(task):  # its tools would never be offered
+            servers = {}
         if for_tools is not None:
             servers = {s: cfg for s, cfg in servers.items() if any(of_server(name, s) for name in for_tools)}
         if not servers:
@@ -238,6 +270,8 @@ class AgentKit:
         """After a completed turn in which the person said something about themselves: `memory.extraction`."""
         said = self._said.pop(task["id"], None)
         if reason != "completed" or not said or self.memory is None or not self.memory_on(task) or not eligible(said):
+            return []
+        if self.talk_only(task):  # it cannot answer in the JSON extraction asks for: it would fail every time
             return []
         provider_id, model = split_model_ref(task["model"])
         return [("memory.extraction", extract(self.memory, self.provider(provider_id), model, task["id"], said))]

@@ -87,7 +87,8 @@ class AgentPort(Protocol):
     def provider(self, provider_id: str) -> Provider: ...
 
     async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> Any:
-        """This turn's tools (`.tools`, name -> Tool) and the notes each step is given (`.notes`)."""
+        """This turn's tools (`.tools`, name -> Tool), the notes each step is given (`.notes`), the system prompt
+        (`.system`) and a notice for the person (`.notice`, kit.Prepared)."""
 
     def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> Any:
         """This turn's MCP sessions (start / ready / aclose) for the task, chat or assignment, or None."""

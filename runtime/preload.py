@@ -63,8 +63,9 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             from .tools.memory_tool import MemoryTool
 
             kit = AgentKit(folder, lambda: settings, keys, {}, [], MCPConsents(folder), library)
-            messages, tools = asyncio.run(kit.first_prompt())  # this thread has no event loop of its own
-            if settings.memory:  # a new task's memory, as kit.first_prompt gives it beside the database
+            # This thread has no event loop of its own.
+            messages, tools = asyncio.run(kit.first_prompt(model_ref or settings.default_model))
+            if tools and settings.memory:  # a new task's memory, as kit.first_prompt gives it beside the database
                 if any(p.name != INDEX_NAME for p in (folder / MEMORY_DIR).glob("*.md")):
                     tools = []  # their index is in the prompt, and it is read with the database: only load
                 else:

@@ -37,7 +37,7 @@ class TeamKit:
         if owner["kind"] == "plan":
             tools = {n: t for n, t in tools.items() if t.effect == Effect.read_only}
             tools[self._plan_tool.name] = self._plan_tool
-        return Prepared(tools, [role_note(owner), *prepared.notes])
+        return Prepared(tools, [role_note(owner), *prepared.notes], prepared.system)
 
     def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> MemberMCP | None:
         """The MCP servers' tools for a member given "all" tools, or the ones its list names (`server__tool`:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 from .agent.compaction import Compactor
 from .agent.context import chars_per_token, tool_cap
 from .agent.loop import run_agent
-from .agent.prompt import SYSTEM_PROMPT
 from .agent.state import Checkpointer, TurnContext
+from .agent.talk_only import TALK_ONLY, said_before
 from .config import split_model_ref
 from .events import EndReason, Phase, Status, TurnEnded
 from .finalize import announce_end, finalize
@@ -118,9 +118,11 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
     ctx.save_todos = services.storage.set_todos
     ctx.rules = [r for row in rules if (r := rule_from_row(row))]
+    if prepared.notice and not said_before([m["parts"] for m in inputs.messages]):
+        ctx.warn(prepared.notice, TALK_ONLY)  # a model that can only talk, asked for files or commands: once
     if note:
         ctx.warn(note)
-    ctx.compactor = Compactor(services.storage, window, SYSTEM_PROMPT)
+    ctx.compactor = Compactor(services.storage, window, prepared.system)
     ctx.tool_cap = tool_cap(window)
     ctx.ratio = chars_per_token(inputs.anchor)
     # The built-ins' schemas go with every request, so the start-of-turn estimate counts them; MCP tools join

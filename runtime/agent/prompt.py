@@ -10,3 +10,8 @@ Be concise."""
 
 PLANNING = """You are planning this task before doing it. Look around with the read-only tools you have, then call
 submit_plan with short, concrete steps. Do not change anything yet: the person approves the plan first."""
+
+# A model that cannot call tools (models/catalog.json `calls_tools`) is offered none: nothing about tools or a
+# workspace, which a small model would only echo back.
+TALK_ONLY = """You are Hearth, a personal assistant running on the person's own computer.
+Answer the person's messages directly and plainly. Be concise."""

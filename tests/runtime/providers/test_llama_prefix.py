@@ -2,7 +2,8 @@
 KV state saved under the data folder and restored by a fresh model (as in a new process), with the same answer
 as a full evaluation; a damaged file falls back to evaluating; `warm` does it ahead of the first send; the
 small model's first-token list is kept beside it; threads follow the physical cores; cancelling a warm-up stops
-its evaluation."""
+its evaluation. The runtime offers the bundled model no tools (it can only talk), so where the runtime builds the
+prompt, the bundled file added as a local model of the person's stands in for a small model that calls tools."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
 from runtime.tools.base import tool_spec
 from runtime.tools.builtin import builtin_tools
 from runtime.tools.interactive import interactive_tools
+from tests.support.local_models import add_bundled_file
 
 pytestmark = pytest.mark.slow_model
 
@@ -150,6 +152,7 @@ def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt
     from runtime.providers.llama_models import models
     from runtime.providers.llama_tools import render_tool_prompt
 
+    add_bundled_file(home)  # a local model that is offered tools: the bundled one can only talk, nothing to warm
     # hearth run's: the default model, the runtime's own prompt and tools, and the first input it already knows
     start_preload(home, None, "What is 2+2?").thread.join(120)
     (loaded,) = models.values()
@@ -165,6 +168,7 @@ def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories
     from runtime.preload import start_preload
     from runtime.providers.llama_models import models
 
+    add_bundled_file(home)
     (home / "memory").mkdir()
     (home / "memory" / "tea.md").write_text("# Prefers green tea\nNo sugar.\n")
     start_preload(home, None, "What is 2+2?").thread.join(120)
@@ -229,6 +233,15 @@ async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
 
     from runtime.api import Runtime
 
+    rt = await Runtime.open(home)  # the bundled model can only talk: it is loaded, with no tool list to read
+    try:
+        assert await rt.preload_default_model() is True
+        assert rt.provider("builtin")._model.prefix_status == "" and not ModelLibrary(home).kv_cache.exists()
+    finally:
+        await rt.aclose()
+    await asyncio.to_thread(unload_models)
+
+    add_bundled_file(home)  # a local model that is offered tools
     for expected in ("saved", "restored"):  # the second time as a new process would: a fresh Llama
         rt = await Runtime.open(home)
         try:
