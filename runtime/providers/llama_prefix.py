@@ -9,8 +9,6 @@ fresh process answers its first input without evaluating it again (used by `llam
   ~900 tokens of SmolLM2, ~24 ms) as `<data folder>/cache/kv-prefix/<key>.kv`, the key a sha256 of the model
   file's identity (its sha256), the llama.cpp version, the context size and the prefix tokens. Loading
   (`llama_state_seq_load_file`, ~8 ms) checks the tokens it returns; anything odd falls back to evaluating.
-- The installer ships these files for the bundled model with a fresh data folder's prefix (packaging/build.sh);
-  they are read from the bundle when the data folder has none.
 - Only the newest KEEP_FILES files are kept. `memo` keeps small per-model lists beside them (the tokens a small
   model's message must not start with, which take a pass over the whole vocabulary to find).
 - The cache is used only when the model's KV cache does not hold the prefix already (later steps and turns of
@@ -123,12 +121,10 @@ def static_prefix(model: LoadedModel, kind: str, render: Callable[[list[dict]], 
 
 
 class PrefixCache:
-    """The files in `folder` (the data folder's cache), and read-only ones in `seeds` (the installer's, made for
-    the bundled model: llama_models.bundled_prefix_seeds), looked up by the same names."""
+    """The files in `folder` (the data folder's cache)."""
 
-    def __init__(self, folder: Path | None, seeds: Path | None = None):
+    def __init__(self, folder: Path | None):
         self.folder = folder
-        self.seeds = seeds
 
     def prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int],
                 stop: threading.Event | None = None) -> str:
@@ -151,9 +147,6 @@ class PrefixCache:
             with contextlib.suppress(OSError):
                 os.utime(path)  # recently used: kept longest
             return "restored"
-        seed = self.seeds / path.name if self.seeds is not None else None
-        if seed is not None and seed.is_file() and self._load(llm, seed, prefix, discard=False):
-            return "restored"
         llm.reset()
         if not evaluate(llm, prefix, stop):
             return "stopped"
@@ -167,11 +160,10 @@ class PrefixCache:
         llama_cpp = quiet_llama_cpp()
         key = hashlib.sha256(f"{model.identity}\0{llama_cpp.__version__}".encode()).hexdigest()[:32]
         path = self.folder / f"{key}-{name}.json"
-        for kept in (path, *([self.seeds / path.name] if self.seeds is not None else [])):
-            with contextlib.suppress(OSError, ValueError):
-                value = json.loads(kept.read_text(encoding="ascii"))
-                if isinstance(value, list) and all(isinstance(v, int) for v in value):
-                    return value
+        with contextlib.suppress(OSError, ValueError):
+            value = json.loads(path.read_text(encoding="ascii"))
+            if isinstance(value, list) and all(isinstance(v, int) for v in value):
+                return value
         value = compute()
         with contextlib.suppress(OSError):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,9 +179,9 @@ class PrefixCache:
         h.update(json.dumps(prefix).encode())
         return h.hexdigest()[:40]
 
-    def _load(self, llm: Any, path: Path, prefix: list[int], discard: bool = True) -> bool:
-        """Restore `path` into the KV cache; a file that does not hold `prefix` is deleted (`discard`) and the
-        cache left empty."""
+    def _load(self, llm: Any, path: Path, prefix: list[int]) -> bool:
+        """Restore `path` into the KV cache; a file that does not hold `prefix` is deleted and the cache left
+        empty."""
         llama_cpp, n = quiet_llama_cpp(), len(prefix)
         llm.reset()
         llm._ctx.kv_cache_seq_rm(-1, 0, -1)
@@ -202,9 +194,8 @@ class PrefixCache:
         if not read or count.value != n or list(tokens) != prefix:
             log.info("prompt-prefix cache file %s did not match; evaluating instead", path.name)
             llm._ctx.kv_cache_seq_rm(-1, 0, -1)
-            if discard:
-                with contextlib.suppress(OSError):
-                    path.unlink()
+            with contextlib.suppress(OSError):
+                path.unlink()
             return False
         llm.input_ids[:n] = prefix
         llm.n_tokens = n

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import sys
 
 import pytest
@@ -77,35 +76,6 @@ async def test_a_damaged_cache_file_is_evaluated_again(home, fresh):
     assert await answer(provider) == reference
     assert provider._model.prefix_status == "saved"  # the broken file was replaced
     assert saved.stat().st_size > 1_000_000
-
-
-async def test_a_fresh_data_folder_restores_the_prefix_the_installer_ships(home, fresh, tmp_path, monkeypatch):
-    # What packaging/build.sh does: a first warm-up in a scratch data folder, its files put read-only in the bundle.
-    built = ModelLibrary(tmp_path / "build-home")
-    reference = await answer(LlamaCppProvider("builtin", library=built))
-    seeds = tmp_path / "bundle" / "kv-prefix"
-    seeds.mkdir(parents=True)
-    for kept in built.kv_cache.iterdir():
-        shutil.copy(kept, seeds)
-    seeds.chmod(0o555)
-    monkeypatch.setattr("runtime.providers.llama_cpp.bundled_prefix_seeds", lambda: seeds)
-    await asyncio.to_thread(unload_models)
-
-    library = ModelLibrary(home)  # a new user's data folder
-    provider = LlamaCppProvider("builtin", library=library)
-    assert await answer(provider) == reference
-    assert provider._model.prefix_status == "restored"
-    assert not library.kv_cache.exists() or not any(library.kv_cache.iterdir())  # read from the bundle, not copied
-
-    # A seed that does not fit (another build's) is evaluated over, in the data folder, and left as it is.
-    (seed,) = seeds.glob("*.kv")
-    seeds.chmod(0o755)
-    seed.write_bytes(seed.read_bytes()[:4096])
-    seeds.chmod(0o555)
-    await asyncio.to_thread(unload_models)
-    other = LlamaCppProvider("builtin", library=ModelLibrary(tmp_path / "other-home"))
-    assert await answer(other) == reference
-    assert other._model.prefix_status == "saved" and seed.stat().st_size == 4096
 
 
 async def test_warm_prepares_the_first_send_and_threads_follow_the_physical_cores(home, fresh):
