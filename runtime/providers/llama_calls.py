@@ -201,7 +201,7 @@ def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, An
     tokens = llm.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
     head = [m for m in request.messages[:1] if m.get("role") == "system"]
     if job.prefix_cache is not None:
-        prepare_prefix(job.model, job.prefix_cache, tokens, functions, head, tools)
+        prepare_prefix(job.model, job.prefix_cache, tokens, functions, head, tools, job.reading)
     job.meter.prompt = len(tokens)
 
     if must_call(request):  # no free writing: the call starts at once

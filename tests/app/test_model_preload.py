@@ -1,13 +1,15 @@
 """The default model loads in the background once the window shows its tasks (issue 12): the bundled model (which
 can only talk: no tools, so no prompt prefix worth evaluating ahead) is loaded before anything is sent; a local
-model that is offered tools has its prompt prefix evaluated and saved, and the first send finds it ready;
-quitting while it warms stops it; a default model with nothing to load is left alone, and one whose file is
-missing costs a line in the log, never a traceback or a message on screen."""
+model that is offered tools has its prompt prefix evaluated and saved, the first send finds it ready, and a send
+that comes while it is read says how far the reading got (issue 28); quitting while it warms stops it; a default
+model with nothing to load is left alone, and one whose file is missing costs a line in the log, never a
+traceback or a message on screen."""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 
 import pytest
 
@@ -56,18 +58,22 @@ async def test_the_bundled_model_is_loaded_before_the_first_send(home, fresh):
 
 
 @pytest.mark.slow_model
-async def test_a_local_model_with_tools_is_warmed_before_the_first_send(home, fresh):
+async def test_a_local_model_with_tools_is_warmed_and_a_send_meanwhile_says_how_far(home, fresh):
     add_bundled_file(home)  # the default model: a small local model that is offered tools
     ctl = HearthApp(home, use_tray=False)
     try:
         await ctl.start()
-        assert await until(lambda: ctl.model_preload.done() and ctl.model_preload.result(), timeout=120,
-                           what="the default model loaded and warmed")
-        assert loaded(ctl).prefix_status == "saved"  # evaluated at window open, and kept for the next launch
-        assert list((home / "cache" / "kv-prefix").glob("*.kv"))
+        await until(lambda: loaded(ctl) is not None and loaded(ctl).mutex.locked(), timeout=60,
+                    what="the prompt prefix being evaluated")
         task = await ctl.bridge.create_task(title="Sums")
         panel = await open_task(ctl, task.id)
-        type_and_send(panel, "What is 2+2?")
+        type_and_send(panel, "What is 2+2?")  # while the window's warm-up reads the system prompt and tools
+        said = await until(lambda: re.search(r"Getting the model ready… ([1-9]\d*)%", panel.phase.text()),
+                           timeout=120, what="how far the warm-up has read")
+        print(f"\nthe panel said: {said.group(0)!r}")
+        assert await until(lambda: ctl.model_preload.done() and ctl.model_preload.result(), timeout=120,
+                           what="the warm-up done")
+        assert list((home / "cache" / "kv-prefix").glob("*.kv"))  # evaluated at window open, kept for next time
         await until(lambda: loaded(ctl).prefix_status == "warm", timeout=60, what="the first step's prefix")
         await ctl.bridge.stop(task.id)  # found in the model's memory, not evaluated again: enough
         await ctl.rt.wait_idle(task.id)

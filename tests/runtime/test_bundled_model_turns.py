@@ -301,15 +301,22 @@ async def test_a_turn_that_waits_for_a_warm_up_says_so_then_answers(open_rt):
     await rt.send(task.id, "Hello.")
     await asyncio.wait_for(rt.wait_idle(task.id), 120)
     model = rt.provider("builtin")._model  # the loaded model the turns use
-    model.mutex.acquire()  # as warm_prefix holds it
+    model.mutex.acquire()  # as warm_prefix holds it, saying how far it has read
     try:
         handle = await rt.send(task.id, "And again?")
+        said = []
         async with asyncio.timeout(60):
             async for ev in rt.subscribe(task.id, turn_id=handle.turn_id):
-                if ev.type == "status" and ev.detail == PREPARING:
-                    break
+                if ev.type == "status" and ev.detail and ev.detail.startswith(PREPARING):
+                    said.append(ev.detail)
+                    if ev.detail == PREPARING:
+                        model.warming = 40
+                    else:
+                        break
+        assert said == [PREPARING, f"{PREPARING} 40%"]  # then how far the warm-up got, as it goes
         assert (await rt.get_task(task.id)).state == "running"
     finally:
+        model.warming = None
         model.mutex.release()
     await asyncio.wait_for(rt.wait_idle(task.id), 120)
     assert (await rt.get_task(task.id)).last_reason == "completed"
