@@ -142,10 +142,14 @@ class AgentKit:
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
     async def _talk_only(self, owner: dict[str, Any], input_parts: list[dict], told: str | None) -> Prepared:
-        """A model that can only talk: no tools, a prompt without them, the memories' note when memory is on."""
-        notes: list[str] = []
-        await self._add_memory(owner, input_parts, [], notes)  # the note only: it cannot call the memory tool
-        return Prepared({}, [n for n in notes if n], TALK_ONLY, told)
+        """A model that can only talk: no tools, a prompt without them, the memories' note when memory is on.
+        A planning turn is the exception: its one tool is submit_plan, which the loop then asks for by name at
+        once, so "Plan first" brings back a plan to approve on this model too."""
+        _, memory_note = await self._memory(owner, input_parts)  # the note only: it cannot call the memory tool
+        notes = [memory_note] if memory_note else []
+        if planning(owner):
+            return Prepared({SubmitPlan.name: SubmitPlan()}, [PLANNING, *notes], TALK_ONLY)
+        return Prepared({}, notes, TALK_ONLY, told)
 
     def talk_only(self, owner: dict[str, Any]) -> bool:
         """The task's (or chat's) model cannot call tools reliably: its provider says so (`calls_tools`)."""

@@ -65,7 +65,7 @@ async def run_agent(ctx: TurnContext) -> None:
             ctx.check_abort()
         messages = outgoing_messages(with_notes(ctx), empty_tool_call_content=quirk)
         request = ModelRequest(model=ctx.model_name, messages=messages, tools=ctx.tool_specs)
-        if ask_plan or (step == ctx.max_steps - 1 and plans(ctx)):
+        if ask_plan or (plans(ctx) and (step == ctx.max_steps - 1 or len(ctx.tools) == 1)):
             request.tools, request.tool_choice = plan_only(ctx)
         ask_plan = False
         request_chars = ctx.request_chars()  # the whole request, as the window check measures it
@@ -164,7 +164,8 @@ def plan_only(ctx: TurnContext) -> tuple[list[dict], dict]:
     """The tools and tool_choice of a request that must come back with the plan: submit_plan alone, named. A
     planning turn sends it after an answer in plain words, and as its last step: a model that does not call
     submit_plan by itself (some never do) still gives the person a plan to approve. The first steps stay free,
-    so that the model can look around with the read-only tools first."""
+    so that the model can look around with the read-only tools first; with no tool but submit_plan (a model that
+    can only talk) there is nothing to look around with, and the plan is asked for at once."""
     return [tool_spec(ctx.tools[SubmitPlan.name])], named_choice(SubmitPlan.name)
 
 

@@ -12,7 +12,7 @@ from runtime.agent.talk_only import needs_files_or_commands
 from runtime.models.catalog import best_fit
 from runtime.models.library import ModelLibrary, ModelRecord
 from runtime.providers.llama_cpp import LlamaCppProvider
-from runtime.providers.scripted import ScriptedModel
+from runtime.providers.scripted import Call, ScriptedModel
 from tests.runtime.test_memory import settle
 from tests.support.helpers import ECHO, collect, open_runtime, text_from
 
@@ -144,3 +144,21 @@ def test_the_model_suggested_is_the_biggest_that_leaves_this_computer_room(monke
         monkeypatch.setattr(catalog, "total_ram_bytes", lambda gb=ram_gb: gb and gb * catalog.GB)
         entry = best_fit()
         assert (entry.id if entry else None) == suggested, ram_gb
+
+
+async def test_plan_first_on_a_model_that_can_only_talk_asks_for_the_plan_at_once(home):
+    plan = Call("submit_plan", {"summary": "Shop, then cook.", "steps": ["Buy lentils", "Cook the curry"]})
+    model = ScriptedModel([[plan]], talk_only=True)
+    rt = await open_runtime(home, model, tools=[ECHO])
+    try:
+        task = await rt.create_task(model="scripted/test", planning=True)
+        await rt.send(task.id, "Plan a dinner for Sam.")
+        await rt.wait_idle(task.id)
+        [request] = model.requests
+        assert [t["function"]["name"] for t in request.tools] == ["submit_plan"]  # nothing else to reach for
+        assert request.tool_choice == {"type": "function", "function": {"name": "submit_plan"}}
+        info = await rt.get_task(task.id)
+        assert info.state == "waiting" and info.pending_request["kind"] == "plan"
+        assert info.pending_request["plan"] == ["Buy lentils", "Cook the curry"]
+    finally:
+        await rt.aclose()
