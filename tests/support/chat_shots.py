@@ -41,7 +41,7 @@ async def shots(out: Path) -> None:
         win.open_chat(chat.id)
         await until(lambda: isinstance(win.panel, ChatPanel) and win.panel.waiting is not None, what="the box")
         await asyncio.sleep(0.8)  # lets Qt paint; processEvents() here would re-enter the qasync loop
-        win.grab().save(str(out / "32-chat-memory-approval.png"))
+        win.grab().save(str(out / "33-chat-memory-approval.png"))
     finally:
         await ctl.shutdown()
         shutil.rmtree(tmp, ignore_errors=True)

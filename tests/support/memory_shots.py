@@ -60,16 +60,16 @@ async def shots(out: Path) -> None:
         ctl.window.resize(1100, 720)
 
         await _answered(ctl, "Travel", "Remember that I always travel by train.")
-        ctl.window.grab().save(str(out / "32-memory-approval.png"))
+        ctl.window.grab().save(str(out / "34-memory-approval.png"))
         await _answered(ctl, "Photos", "Sort out my holiday photos.", planning=True, kind="plan")
-        ctl.window.grab().save(str(out / "35-plan-after-words.png"))
+        ctl.window.grab().save(str(out / "37-plan-after-words.png"))
 
         settings = ctl.open_settings()
         settings.resize(900, 600)
         settings.providers.add_preset("ollama", ["llama3.2"])
         settings.providers.context.setValue(32768)
         await _settle(0.6)
-        settings.grab().save(str(out / "34-provider-context-window.png"))
+        settings.grab().save(str(out / "36-provider-context-window.png"))
         settings.providers.context.setValue(0)
         settings.tabs.setCurrentWidget(settings.memory)
         page = settings.memory
@@ -80,7 +80,7 @@ async def shots(out: Path) -> None:
         next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
         await until(lambda: page.undo.isVisible(), what="Undo offered")
         await _settle(0.5)
-        settings.grab().save(str(out / "33-memory-deleted-undo.png"))
+        settings.grab().save(str(out / "35-memory-deleted-undo.png"))
         settings.close_without_asking()
         await ctl.shutdown()
     finally:

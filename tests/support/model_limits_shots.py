@@ -54,9 +54,9 @@ async def scripted_shots(home: Path, out: Path) -> None:
     try:
         ctl.window.resize(1100, 720)
         await _answered(ctl, "Dinner", "I'm vegetarian and my name is Sam. Suggest a dinner.", model)
-        ctl.window.grab().save(str(out / "32-repeating-retry.png"))
+        ctl.window.grab().save(str(out / "41-repeating-retry.png"))
         await _answered(ctl, "Notes", "Tidy my notes folder, please.", model)
-        ctl.window.grab().save(str(out / "33-talk-only-notice.png"))
+        ctl.window.grab().save(str(out / "42-talk-only-notice.png"))
     finally:
         await ctl.shutdown()
 
@@ -80,7 +80,7 @@ async def progress_shot(home: Path, out: Path) -> None:
         panel.composer.submit()
         await until(lambda: re.search(r"ready… [3-9]\d%", panel.phase.text()), timeout=120)
         await _settle(0.2)
-        ctl.window.grab().save(str(out / "34-reading-progress.png"))
+        ctl.window.grab().save(str(out / "43-reading-progress.png"))
         await ctl.bridge.stop(task.id)
         await ctl.rt.wait_idle(task.id)
     finally:

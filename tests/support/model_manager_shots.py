@@ -63,7 +63,7 @@ async def shots(out: Path) -> None:
             while not page.rows["qwen2.5-3b-instruct"].failed:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)
-            page.grab().save(str(out / "32-model-download-failed.png"))
+            page.grab().save(str(out / "38-model-download-failed.png"))
         finally:
             await rt.aclose()
 

@@ -59,7 +59,7 @@ async def shots(out: Path) -> None:
         dlg = win.new_team()
         _fill(dlg)
         await _settle(0.6)
-        dlg.grab().save(str(out / "33-new-team.png"))
+        dlg.grab().save(str(out / "39-new-team.png"))
         first = win.panel
         dlg.create.click()
         while win.panel is first or not (isinstance(win.panel, TeamPanel) and win.panel.loaded.is_set()):
@@ -70,7 +70,7 @@ async def shots(out: Path) -> None:
             await asyncio.sleep(0.05)
         panel.select("B")
         await _settle(1.0)
-        win.grab().save(str(out / "34-team-board-running.png"))
+        win.grab().save(str(out / "40-team-board-running.png"))
         panel.stop_button.click()
         await ctl.rt.teams.wait_idle(panel.team_id)
 
