@@ -4,9 +4,9 @@
 
 SIGTERM and SIGINT (logout, system shutdown, Ctrl-C) quit without asking, through the same clean path as
 Quit: running turns end `interrupted`, the database is closed, the exit code is 0. A second launch on the same
-data folder shows the running instance's window and exits (app/single.py).
+data folder shows the running instance's window and exits (app/core/single.py).
 
-Logging: see app/logs.py (a rotating file in the platform's log folder; stderr gets warnings, all with --verbose).
+Logging: see app/core/logs.py (a rotating file in the platform's log folder; stderr gets warnings, all with --verbose).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import signal
 import sys
 import time
 
-from .logs import setup_logging
+from .core.logs import setup_logging
 
 T0 = time.time()
 log = logging.getLogger("app")
@@ -48,7 +48,7 @@ def _install_signals(loop: asyncio.AbstractEventLoop, quit_now) -> None:
 
 
 async def run(args: argparse.Namespace, instance) -> int:
-    from .controller import HearthApp
+    from .shell.application import HearthApp
 
     ctl = HearthApp(args.home, use_tray=not args.no_tray)
     # The report goes to a copy of stdout's descriptor: while llama.cpp loads a model (the background preload,
@@ -99,15 +99,15 @@ async def run(args: argparse.Namespace, instance) -> int:
 def main(argv: list[str] | None = None) -> int:
     args, qt_args = parse_args(sys.argv[1:] if argv is None else argv)
     setup_logging(args.verbose, args.home)
-    from .dialogs import app_version
+    from .widgets.dialogs import app_version
 
     log.info("Hearth %s starting%s", app_version(), " (installed build)" if getattr(sys, "frozen", False) else "")
     import qasync
     from PySide6.QtWidgets import QApplication
 
-    from . import xcb_check
-    from .icons import app_icon
-    from .single import InstanceServer, hand_over, server_name
+    from .core.single import InstanceServer, hand_over, server_name
+    from .shell import xcb_check
+    from .widgets.icons import app_icon
 
     if QApplication.instance() is None and (found := xcb_check.problem(dict(os.environ), qt_args)) is not None:
         text, certain = found
@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationDisplayName("Hearth")
     app.setDesktopFileName("hearth")
     app.setWindowIcon(app_icon())
-    app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (controller.py)
+    app.setQuitOnLastWindowClosed(False)  # windows are viewers; Quit is explicit (shell/application.py)
     return qasync.run(run(args, instance))
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from runtime.cli import main
+from runtime.cli.main import main
 
 sys.exit(main())

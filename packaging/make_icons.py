@@ -1,4 +1,4 @@
-"""Render the app icon (painted in code by app/icons.py) into the files installers need, under resources/icons:
+"""Render the app icon (painted in code by app/widgets/icons.py) into the files installers need, under resources/icons:
 
     hicolor/SIZExSIZE/apps/hearth.png   the freedesktop icon theme sizes (the .deb and the tarball install these)
     hearth.ico                          Windows (the .exe and Inno Setup), PNG-compressed entries
@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QApplication
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from app.icons import flame_pixmap  # noqa: E402
+from app.widgets.icons import flame_pixmap  # noqa: E402
 
 HICOLOR_SIZES = (16, 22, 24, 32, 48, 64, 128, 256, 512)
 ICO_SIZES = (16, 24, 32, 48, 64, 128, 256)

@@ -13,7 +13,7 @@ Decisions where the design is silent:
   behind them: a new input never overtakes an older queued one.
 - `stop()` on a task that waits for an answer ends the wait: the waiting turn's end becomes `aborted`, the call
   that asked `stopped` (never run), the request gone, and observers get that turn's `aborted`, the call's
-  `tool_call` and a new `turn_ended` (host.py). `send()` (any input but the answer) to a waiting task ends the
+  `tool_call` and a new `turn_ended` (engine/host.py). `send()` (any input but the answer) to a waiting task ends the
   wait the same way before its turn starts.
 - `answer()` is idempotent per request (it uses `answer:<request_id>` as the client message id). An approval of
   a shell command may be answered "approve_network" when the request offers it (`network_offer`): that one
@@ -31,10 +31,12 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from .abort import AbortRegistry
-from .backups_api import BackupMixin
-from .chats_api import Chats
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings
+from .engine.abort import AbortRegistry
+from .engine.host import TurnHost
+from .engine.jobs import JobQueue
+from .engine.locks import DataFolderLock, TaskLocks
+from .engine.stream_buffer import BufferRegistry, BufferState
 from .errors import (
     ChatNotFound,
     ConfigError,
@@ -56,23 +58,25 @@ from .errors import (
     TeamNotFound,
 )
 from .events import EndReason, Event
-from .host import TurnHost
 from .infos import AssignmentInfo, ChatInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
-from .jobs import JobQueue
 from .keys import SecretStore
-from .kit import AgentKit
-from .knowledge import Knowledge
-from .locks import DataFolderLock, TaskLocks
-from .memory import MEMORY_DIR, Memory
-from .memory_api import MemoryMixin
-from .models.library import ModelLibrary
-from .models.progress import DownloadProgress, format_progress
-from .models_api import CatalogModel, InstalledModel, ModelsMixin, PausedDownload
-from .permissions_api import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
+from .kits.task import AgentKit
+from .knowledge.library import Knowledge
+from .local_models.library import ModelLibrary
+from .local_models.progress import DownloadProgress, format_progress
+from .memory.folder import MEMORY_DIR, Memory
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
-from .settings_api import SettingsMixin
+from .services.backups import BackupMixin
+from .services.chats import Chats
+from .services.local_models import CatalogModel, InstalledModel, ModelsMixin, PausedDownload
+from .services.memory import MemoryMixin
+from .services.permissions import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
+from .services.settings import SettingsMixin
+from .services.tasks import TasksMixin
+from .services.teams import Teams
+from .services.turns import TurnsMixin
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.chats import ChatStore
 from .store.faults import guard as storage_faults
@@ -80,12 +84,8 @@ from .store.knowledge_repo import KnowledgeRepo
 from .store.memory_repo import MemoryRepo
 from .store.repo import Store
 from .store.teams import TeamStore
-from .stream_buffer import BufferRegistry, BufferState
-from .tasks_api import TasksMixin
-from .teams_api import Teams
 from .tools.base import Tool
-from .tools.mcp_consent import MCPConsents
-from .turns_api import TurnsMixin
+from .tools.mcp.consent import MCPConsents
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
         if settings.mcp_servers and not read_only:
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
-            from .tools.mcp_link import import_sdk
+            from .tools.mcp.link import import_sdk
 
             rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         if not read_only:

@@ -90,7 +90,7 @@ class Settings(BaseModel):
     max_steps: int = 25
     team_max_parallel: int = Field(default=2, ge=1)  # a new team's limit of assignments running at once
     mcp_connect_timeout: float = Field(default=10.0, gt=0)
-    # The sandbox of run_shell (runtime/tools/sandbox.py): the bubblewrap program, and how many processes one
+    # The sandbox of run_shell (runtime/tools/shell/sandbox.py): the bubblewrap program, and how many processes one
     # command may run at once (0: no limit).
     sandbox_bwrap: str = "bwrap"
     sandbox_max_processes: int = Field(default=256, ge=0)

@@ -155,7 +155,7 @@ class TodosChanged(_Event):
 
 
 class TitleChanged(_Event):
-    """The model titled the task or chat (runtime/titles.py). Not part of a turn's stream: it comes after the
+    """The model titled the task or chat (runtime/engine/titles.py). Not part of a turn's stream: it comes after the
     turn `turn_id` ended, on the runtime's feed only, with seq 0."""
 
     type: Literal["title"] = "title"

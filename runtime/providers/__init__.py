@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..config import ProviderConfig
 from ..errors import ConfigError
 from ..keys import SecretStore
-from ..models.library import ModelLibrary
+from ..local_models.library import ModelLibrary
 from .base import Provider
 
 
@@ -29,7 +29,7 @@ def build_provider(cfg: ProviderConfig, keys: SecretStore, library: ModelLibrary
         provider.empty_tool_call_content = cfg.empty_tool_call_content  # applied by the agent loop
         return provider
     if cfg.kind == "llama_cpp":
-        from .llama_cpp import LlamaCppProvider
+        from .llama.provider import LlamaCppProvider
 
         return LlamaCppProvider(
             cfg.id,

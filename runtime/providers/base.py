@@ -53,7 +53,7 @@ class ModelRequest:
     # N}} (the chat-completions shape): it must call N (`forced_tool`), as a planning turn asks for its plan.
     tool_choice: str | dict[str, Any] | None = None
     # "turn": a step of a person's turn. Else a background job's side request, "title" or "memory" (extraction):
-    # the bundled model serves turns first (llama_queue.py), the scripted test model answers titles apart.
+    # the bundled model serves turns first (providers/llama/queue.py), the scripted test model answers titles apart.
     purpose: str = "turn"
 
 
@@ -73,7 +73,7 @@ def must_call(request: ModelRequest) -> bool:
     return request.tool_choice == "required" or forced_tool(request) is not None
 
 
-# The instruction that asks to go on with an answer that was cut off (agent/context.py puts it after the answer).
+# The instruction that asks to go on with an answer that was cut off (engine/agent/context.py puts it after the answer).
 CONTINUE = "Continue your previous answer exactly where it stopped. Do not repeat what you already wrote."
 
 

@@ -32,7 +32,7 @@ class TaskRow(Base):
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)
-    # The title is the first input's opening words, until the model's title replaces it (runtime/titles.py).
+    # The title is the first input's opening words, until the model's title replaces it (runtime/engine/titles.py).
     title_provisional: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
     # Task-bound settings: fixed for the task's life.
     model: Mapped[str] = mapped_column(String(200))
@@ -50,7 +50,7 @@ class TaskRow(Base):
     todos: Mapped[list | None] = mapped_column(JSON)
     # For a task created with planning on: None (no plan yet), "proposed" (waiting for the person), "approved".
     plan_status: Mapped[str | None] = mapped_column(String(16))
-    # The sandbox of its commands (runtime/tools/sandbox.py): they may use the network; in full_auto they may run
+    # The sandbox of its commands (runtime/tools/shell/sandbox.py): they may use the network; in full_auto they may run
     # without a sandbox when none can start (the person accepted that risk for this task).
     network: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
     unsandboxed_ok: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))

@@ -1,4 +1,4 @@
-"""The team tables (teams_api.py, store/teams.py): teams, their members, and the assignments with their own
+"""The team tables (services/teams.py, store/teams.py): teams, their members, and the assignments with their own
 messages, turns, steps and checkpoints. On the same `Base` as the rest of the schema (models.py); the migration
 environment and the exact-schema test import both modules.
 """
@@ -12,7 +12,7 @@ from .models import Base, StepColumns
 
 
 class TeamRow(Base):
-    """A team: members and a plan of assignments (teams_api.py). `state`: idle | running (its scheduler starts
+    """A team: members and a plan of assignments (services/teams.py). `state`: idle | running (its scheduler starts
     assignments) | done (every assignment done or skipped)."""
 
     __tablename__ = "teams"

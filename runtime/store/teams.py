@@ -15,7 +15,7 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord, text_of
-from ..team_plan import finished, refresh
+from ..teams.plan import finished, refresh
 from .conversations import Conversations, Tables, row_dict
 from .rules import RulesRepo
 from .team_models import (

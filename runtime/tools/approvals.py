@@ -2,18 +2,18 @@
 
 Modes: `ask` (default): every call that is not read-only waits for the person. `auto_edit`: workspace writes run,
 shell and external calls ask. `full_auto`: everything runs, except a shell command that cannot run in the sandbox
-(tools/sandbox.py): that asks, unless the person accepted the risk for the task (`unsandboxed_ok`).
+(tools/shell/sandbox.py): that asks, unless the person accepted the risk for the task (`unsandboxed_ok`).
 
 Rules override the mode. A rule names a tool, a decision (`allow` or `deny`) and, for `run_shell`, optionally a
 command ("git status"); it belongs to one task or is global (the store keeps them; the facade lists, adds and
 removes them). Decisions:
 - A deny rule wins over any allow rule, whatever their scopes.
-- A command rule matches the *parsed* command line (tools/shell_parse.py), never a string prefix. An allow rule
+- A command rule matches the *parsed* command line (tools/shell/parse.py), never a string prefix. An allow rule
   covers a command line only when every simple command in it starts with the rule's words, each of those words
   is literal (no `$VAR`, glob or `~`), no command sets variables (`GIT_DIR=… git status`), output goes to no file
   but /dev/null, and nothing in the line is unparsable (`$(…)`, backquotes, here-documents, …). Anything else is
   decided by the mode, which usually means the person is asked.
-- A deny rule is matched generously (tools/shell_deny.py): in every command the line may run, including those
+- A deny rule is matched generously (tools/shell/deny.py): in every command the line may run, including those
   inside substitutions, behind wrappers (`sudo -u bob`, `xargs`, `timeout`, …), in `sh -c` / `su -c` / `eval`
   strings and `find -exec`; flags match as letters with their synonyms, so "rm -rf" also denies `rm -fR x` and
   `rm -r --force x`. It is a convenience that catches the usual spellings, not a guarantee: the sandbox is what
@@ -32,8 +32,8 @@ from typing import Literal
 from runtime.errors import ConfigError
 
 from .base import Effect
-from .shell_deny import denies
-from .shell_parse import KEYWORDS, ParsedCommand, SimpleCommand, parse_command
+from .shell.deny import denies
+from .shell.parse import KEYWORDS, ParsedCommand, SimpleCommand, parse_command
 
 APPROVAL_MODES = ("ask", "auto_edit", "full_auto")
 COMMAND_TOOLS = frozenset({"run_shell"})  # tools whose rules may name a command line

@@ -1,10 +1,9 @@
 """The built-in tools, and how their output is framed for the model.
 
-The tools live in `files.py` (read/write/edit/list/search) and `shell.py` (run_shell). Tools return plain
-text; whoever builds the tool message for the model passes it through `wrap_tool_output`, which caps it and
-frames it as data so text inside a file or a command's output is not taken as instructions; a result from an MCP
-server is framed as untrusted data from a program outside Hearth.
-"""
+The tools live in `files.py` (read/write/edit/list/search) and `tools/shell/run_shell.py` (run_shell). Tools return
+plain text; whoever builds the tool message for the model passes it through `wrap_tool_output`, which caps it and frames
+it as data so text inside a file or a command's output is not taken as instructions; a result from an MCP server is
+framed as untrusted data from a program outside Hearth. """
 
 from __future__ import annotations
 
@@ -15,7 +14,7 @@ from typing import Any
 from runtime.tools.base import Tool
 from runtime.tools.file_search import ListFiles, SearchFiles
 from runtime.tools.files import EditFile, ReadFile, WriteFile
-from runtime.tools.shell import RunShell, cap_middle, clean_env
+from runtime.tools.shell.run_shell import RunShell, cap_middle, clean_env
 
 __all__ = [
     "DEFAULT_WRAP_CAP",

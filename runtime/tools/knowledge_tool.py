@@ -1,6 +1,6 @@
 """The `search_knowledge` tool: passages of only this task's documents, with their source and place.
 
-The search itself (scope, BM25, vectors) is `runtime/knowledge_search.py`'s; the kit hands this tool a function
+The search itself (scope, BM25, vectors) is `runtime/knowledge/search.py`'s; the kit hands this tool a function
 already bound to the task's documents, so nothing the model sends can widen the scope.
 """
 

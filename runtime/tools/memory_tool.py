@@ -1,7 +1,7 @@
 """The `memory` tool: the agent views, creates, updates and deletes the person's memory files.
 
 The files and their rules (names confined to the memory folder by the workspace gate, no secrets, provenance)
-are `runtime/memory.py`'s; this is the model's handle on them. Viewing changes nothing; every other command
+are `runtime/memory/folder.py`'s; this is the model's handle on them. Viewing changes nothing; every other command
 is a write and follows the task's approval mode like a workspace write (`effect_for`), and its approval says
 truly what it touches: the person's memories, which every task and chat shares (`touches_for`). A write may not repeat
 what Hearth hid as a secret anywhere in the turn's conversation (the person's words, tool results): the model
@@ -41,7 +41,7 @@ class MemoryTool:
     effect = Effect.workspace_write  # what approvals assume before the arguments are known
 
     def __init__(self, memory: Any):
-        self._memory = memory  # runtime.memory.Memory
+        self._memory = memory  # runtime.memory.folder.Memory
 
     def effect_for(self, args: dict[str, Any]) -> Effect:
         return Effect.read_only if args.get("command") == "view" else Effect.workspace_write
@@ -84,6 +84,6 @@ class MemoryTool:
 
 def _seen(ctx: ToolContext) -> str:
     """Everything the calling model has read: the turn's conversation, with the person's input and the tool
-    results, and for a helper (agent/subagents.py) its own conversation too."""
+    results, and for a helper (engine/agent/subagents.py) its own conversation too."""
     chat = [*(getattr(ctx.extra.get("turn"), "chat", None) or ()), *(ctx.extra.get("helper_chat") or ())]
     return "\n\n".join(m["content"] for m in chat if isinstance(m.get("content"), str))

@@ -54,7 +54,7 @@ async def _quiesce(timeout: float = 5.0) -> None:
     """Wait for the app's short actions (DB reads, sends) to finish while the loop still runs. qasync's
     run_until_complete processes leftover Qt events after the loop stopped; a database callback run there
     fails with "no running event loop" and leaks its connection."""
-    from app.util import pending_tasks
+    from app.core.util import pending_tasks
 
     deadline = time.monotonic() + timeout
     while any(not t.done() for t in pending_tasks(short_only=True)) and time.monotonic() < deadline:
@@ -85,7 +85,7 @@ async def launch(home):
     """Start the app (no tray) on a data folder with scripted models; shut everything down afterwards. The
     bundled model is not loaded at window open unless asked (`preload_model=True`): tests that run it are
     marked slow_model."""
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     started: list[HearthApp] = []
 

@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from app.single import server_name
+from app.core.single import server_name
 from runtime.api import resolve_home
 from runtime.providers.scripted import Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until

@@ -11,9 +11,9 @@ from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel, QPushButton
 
-from app.chat_panel import ChatPanel
-from app.message_widgets import EventLine
-from app.task_panel import TaskPanel
+from app.chats.panel import ChatPanel
+from app.conversation.message_widgets import EventLine
+from app.tasks.panel import TaskPanel
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import MODEL, type_and_send, until
 

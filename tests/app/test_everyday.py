@@ -9,8 +9,8 @@ from PySide6.QtCore import QMimeData, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QLabel
 
-from app.message_item import AssistantItem
-from runtime.agent.context import CONTINUE, DENIED
+from app.conversation.message_item import AssistantItem
+from runtime.engine.agent.context import CONTINUE, DENIED
 from runtime.providers.base import FINISH, TEXT
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from tests.support.helpers import ECHO, write_settings
@@ -326,7 +326,7 @@ async def test_an_unsent_draft_survives_switching_tasks_and_a_restart(launch, tm
 
 
 async def test_a_server_slow_to_answer_is_shown_as_waiting_for_the_server(home):
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)

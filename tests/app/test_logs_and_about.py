@@ -17,8 +17,8 @@ from pathlib import Path
 import platformdirs
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import dialogs
-from app.logs import LOG_BACKUPS, LOG_BYTES, setup_logging
+from app.core.logs import LOG_BACKUPS, LOG_BYTES, setup_logging
+from app.widgets import dialogs
 from runtime.api import Runtime
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,9 +9,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
 
-from app.conversation import MAX_ITEMS, PAGE
-from app.markdown import MarkdownView
-from app.message_item import AssistantItem
+from app.conversation.markdown import MarkdownView
+from app.conversation.message_item import AssistantItem
+from app.conversation.view import MAX_ITEMS, PAGE
 from runtime.providers.base import TEXT
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from tests.support.qt_helpers import (

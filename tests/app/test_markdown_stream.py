@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel
 
-from app.markdown_stream import StreamingMarkdown, settle_point
+from app.conversation.markdown_stream import StreamingMarkdown, settle_point
 
 
 def test_a_cut_falls_on_the_last_blank_line_far_enough_in():
@@ -63,8 +63,8 @@ def test_the_whole_text_at_once_is_one_view_again(qtbot):
 
 
 def test_a_running_answer_re_made_from_its_parts_streams_in_chunks_a_saved_one_is_one_view(qtbot):
-    from app.markdown import MarkdownView
-    from app.message_widgets import AssistantBlock
+    from app.conversation.markdown import MarkdownView
+    from app.conversation.message_widgets import AssistantBlock
 
     text = "".join(f"Paragraph {i}: " + "word " * 60 + "\n\n" for i in range(40))
     live = AssistantBlock(live=True)  # e.g. a task opened while its turn runs: the text so far comes as parts
@@ -82,7 +82,7 @@ def test_a_running_answer_re_made_from_its_parts_streams_in_chunks_a_saved_one_i
 
 
 def test_a_live_warning_with_a_code_gets_its_link(qtbot):
-    from app.message_item import AssistantItem, Message
+    from app.conversation.message_item import AssistantItem, Message
     from runtime.events import WarningEvent
 
     item = AssistantItem(Message(7, "assistant", [], "streaming", "turn1", live=True))

@@ -10,11 +10,11 @@ from PySide6.QtGui import QDesktopServices, QDragEnterEvent, QDropEvent
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QDialog, QLineEdit, QMessageBox
 
-import app.controller  # noqa: F401  (imported here, not by the first test on the event loop)
-from app.citation import CitationRow, parse_citations
-from app.knowledge_page import KnowledgePage
-from app.memory_page import MemoryPage
-from app.source_viewer import SourceViewer
+import app.shell.application  # noqa: F401  (imported here, not by the first test on the event loop)
+from app.conversation.citation import CitationRow, parse_citations
+from app.conversation.source_viewer import SourceViewer
+from app.settings.knowledge_page import KnowledgePage
+from app.settings.memory_page import MemoryPage
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, trigram_vector

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from app.message_widgets import Notice
+from app.conversation.message_widgets import Notice
 from runtime.providers.scripted import Delay, ScriptedModel, Waiting
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 

@@ -1,7 +1,7 @@
-"""Settings ▸ Models' local-models page (app/model_manager.py) offscreen, on a real runtime and the loopback Hub:
-a catalog download with its progress bar, speed and time left, Pause (still listed when Settings opens again),
-Resume and Cancel, the installed list with its size and Delete, a Hugging Face reference with a mistake in it, a
-local .gguf, and the won't-fit mark."""
+"""Settings ▸ Models' local-models page (app/settings/model_manager.py) offscreen, on a real runtime and the loopback
+Hub: a catalog download with its progress bar, speed and time left, Pause (still listed when Settings opens again),
+Resume and Cancel, the installed list with its size and Delete, a Hugging Face reference with a mistake in it, a local
+.gguf, and the won't-fit mark."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 import shiboken6
 from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton
 
-from app.model_manager import ModelManager
+from app.settings.model_manager import ModelManager
 from runtime.api import Runtime
-from runtime.models import catalog as catalog_module
-from runtime.models.machine import human_bytes
+from runtime.local_models import catalog as catalog_module
+from runtime.local_models.machine import human_bytes
 from tests.support.fake_hub import FakeHub, refused_endpoint, tiny_gguf
 from tests.support.qt_helpers import until
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from app.controller import HearthApp
+from app.shell.application import HearthApp
 from tests.support.local_models import add_bundled_file
 from tests.support.qt_helpers import open_task, type_and_send, until, wait_turns
 
@@ -21,7 +21,7 @@ from tests.support.qt_helpers import open_task, type_and_send, until, wait_turns
 @pytest.fixture
 def fresh():
     """No model loaded yet, as in a new process."""
-    from runtime.providers.llama_cpp import unload_models
+    from runtime.providers.llama.provider import unload_models
 
     unload_models()
     yield

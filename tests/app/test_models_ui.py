@@ -8,7 +8,7 @@ import json
 
 from PySide6.QtCore import Qt
 
-from app.controller import HearthApp
+from app.shell.application import HearthApp
 from tests.support.openai_server import OpenAIServer, Reply
 from tests.support.qt_helpers import open_task, type_and_send, until, wait_turns
 

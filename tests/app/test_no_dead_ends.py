@@ -9,7 +9,7 @@ import sys
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import QApplication, QDialog, QLineEdit, QPushButton
 
-from app.controller import HearthApp
+from app.shell.application import HearthApp
 from runtime.providers.scripted import ScriptedModel
 from tests.app.test_memory_knowledge_ui import Opened
 from tests.support.qt_helpers import MODEL, open_task, until

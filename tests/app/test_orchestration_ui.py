@@ -150,7 +150,7 @@ async def test_a_compacted_turn_shows_its_marker_live_and_after_reopening(launch
 
 
 def test_a_long_helper_progress_shows_its_newest_steps_and_opens_to_all():
-    from app.tool_card import PROGRESS_PEEK, ToolCard
+    from app.conversation.tool_card import PROGRESS_PEEK, ToolCard
 
     steps = [f"→ read_file {{\"path\": \"part{i}.txt\"}}" for i in range(12)]
     card = ToolCard({"type": "tool_call", "name": "delegate", "state": "done", "progress": steps,

@@ -10,7 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QLabel
 
-from app.permissions_page import NO_PAUSED, NO_RULES, PermissionsPage
+from app.settings.permissions_page import NO_PAUSED, NO_RULES, PermissionsPage
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 

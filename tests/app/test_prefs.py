@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import QSettings
 
-from app.controller import HearthApp
+from app.shell.application import HearthApp
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from app.settings_window import SettingsWindow
+from app.settings.window import SettingsWindow
 from tests.support.fake_hub import FakeHub, tiny_gguf
 from tests.support.qt_helpers import until
 

@@ -9,7 +9,7 @@ import os
 import sqlite3
 import time
 
-from app.controller import HearthApp
+from app.shell.application import HearthApp
 from runtime.api import Runtime
 from runtime.providers.scripted import ScriptedModel
 from runtime.store import backup as backups

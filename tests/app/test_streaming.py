@@ -8,9 +8,9 @@ import time
 
 import qasync
 
-from app.bridge import FRAME
-from app.markdown import MarkdownView
-from app.markdown_stream import StreamingMarkdown
+from app.conversation.markdown import MarkdownView
+from app.conversation.markdown_stream import StreamingMarkdown
+from app.core.bridge import FRAME
 from runtime.providers.scripted import Reasoning, ScriptedModel
 from tests.support.fast_model import FastModel
 from tests.support.qt_helpers import MODEL, open_task, persisted_text, type_and_send, until, wait_turns

@@ -14,7 +14,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QMessageBox, QPushButton
 
-from app.team_panel import TeamPanel, team_word
+from app.teams.panel import TeamPanel, team_word
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from tests.support.openai_server import OpenAIServer
 from tests.support.qt_helpers import until

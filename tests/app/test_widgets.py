@@ -14,11 +14,12 @@ from PySide6.QtGui import QPalette, QTextFormat
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from app import export, theme
-from app.markdown import MarkdownView
-from app.message_widgets import AssistantBlock
-from app.sidebar import started_labels
-from app.tool_card import ToolCard
+from app.conversation.markdown import MarkdownView
+from app.conversation.message_widgets import AssistantBlock
+from app.conversation.tool_card import ToolCard
+from app.shell.sidebar import started_labels
+from app.tasks import export
+from app.widgets import theme
 from runtime.providers.scripted import Call, Delay, Reasoning, ScriptedModel
 from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wait_turns
 

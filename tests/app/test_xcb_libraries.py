@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from app.xcb_check import debian_package, xcb_platform
+from app.shell.xcb_check import debian_package, xcb_platform
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -75,7 +75,7 @@ def bench_launch(reps: int, tasks: int) -> None:
 
 
 async def _app(home: str, providers: dict):
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     ctl = HearthApp(home, providers=providers, use_tray=False, preload_model=False)  # its figures are the UI's
     await ctl.start()
@@ -87,7 +87,7 @@ async def _app(home: str, providers: dict):
 
 
 async def _stream(deltas: int) -> dict:
-    from app.bridge import FRAME
+    from app.core.bridge import FRAME
     from tests.support.fast_model import FastModel
 
     fast = FastModel(deltas)

@@ -31,9 +31,9 @@ def spread(values: list[float]) -> str:
 
 
 async def _builds(size: int, reps: int) -> str:
-    from runtime.agent.context import build_context, compact
-    from runtime.agent.prompt import SYSTEM_PROMPT
     from runtime.api import Runtime
+    from runtime.engine.agent.context import build_context, compact
+    from runtime.engine.agent.prompt import SYSTEM_PROMPT
     from tests.support.seed import seed_long_task
 
     with tempfile.TemporaryDirectory() as home:

@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PROMPT = "What is 2+2?"
 PLAIN = """
 import llama_cpp, sys
-from runtime.providers.llama_models import bundled_model_path
+from runtime.providers.llama.models import bundled_model_path
 llm = llama_cpp.Llama(model_path=str(bundled_model_path()), verbose=False)
 for chunk in llm.create_chat_completion(messages=[{"role": "user", "content": sys.argv[1]}], stream=True):
     text = chunk["choices"][0]["delta"].get("content")

@@ -40,9 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from runtime.agent.prompt import SYSTEM_PROMPT  # noqa: E402
+from runtime.engine.agent.prompt import SYSTEM_PROMPT  # noqa: E402
 from runtime.providers.base import FINISH, TEXT, ModelRequest  # noqa: E402
-from runtime.providers.llama_cpp import LlamaCppProvider, bundled_model_path  # noqa: E402
+from runtime.providers.llama.provider import LlamaCppProvider, bundled_model_path  # noqa: E402
 from runtime.tools.base import tool_spec  # noqa: E402
 from runtime.tools.builtin import builtin_tools  # noqa: E402
 from runtime.tools.interactive import interactive_tools  # noqa: E402
@@ -160,7 +160,7 @@ async def child(engine: str, args: argparse.Namespace) -> None:
     """One engine in this fresh process: a warm-up, then `--runs` generations; prints the runs as JSON."""
     import llama_cpp
 
-    from runtime.models.machine import physical_cores
+    from runtime.local_models.machine import physical_cores
 
     runs = []
     if engine.startswith("plain"):

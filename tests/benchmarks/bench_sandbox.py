@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from runtime.tools.base import ToolContext  # noqa: E402
-from runtime.tools.sandbox import detect, hidden_paths  # noqa: E402
-from runtime.tools.shell import RunShell  # noqa: E402
+from runtime.tools.shell.run_shell import RunShell  # noqa: E402
+from runtime.tools.shell.sandbox import detect, hidden_paths  # noqa: E402
 
 GOAL_MS = 30.0
 

@@ -12,9 +12,9 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.providers.scripted import Call, ScriptedModel
-from runtime.team_lead import PlanAssignments
 from runtime.tools.base import EFFECT_TOUCHES, touches
 from runtime.tools.discovery import FindTools
+from runtime.tools.team_lead import PlanAssignments
 from tests.support.helpers import MODEL, collect, open_runtime
 
 SANDBOXED = ("It runs in the sandbox: it can change only this task's workspace, cannot see Hearth's data or your keys, "

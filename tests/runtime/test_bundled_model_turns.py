@@ -28,13 +28,13 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent.prompt import TALK_ONLY
 from runtime.api import Runtime
+from runtime.engine.agent.prompt import TALK_ONLY
 from runtime.events import EndReason
-from runtime.models.library import ModelLibrary
+from runtime.local_models.library import ModelLibrary
 from runtime.providers.base import CONTINUE
-from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
-from runtime.providers.llama_reading import PREPARING
+from runtime.providers.llama.provider import LlamaCppProvider, unload_models
+from runtime.providers.llama.reading import PREPARING
 from runtime.providers.scripted import Delay, ScriptedModel
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, text_from

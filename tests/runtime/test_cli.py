@@ -9,7 +9,7 @@ import pty
 import signal
 import sys
 
-from runtime.cli_status import StatusLine
+from runtime.cli.status import StatusLine
 from runtime.events import Phase, Status, TextDelta, ToolCall, ToolState
 from tests.support.disks import fill, immutable, tmpfs
 from tests.support.helpers import write_settings
@@ -190,7 +190,7 @@ def test_the_status_line_goes_below_an_unfinished_line_of_the_answer():
 
 CHILD_STATUS = """
 import os, sys
-from runtime.cli_status import StatusLine
+from runtime.cli.status import StatusLine
 from runtime.events import Phase, Status
 # What llama-cpp-python does to stderr while `hearth run` preloads a model: descriptor and object to /dev/null.
 saved, real = os.dup(2), sys.stderr
@@ -214,12 +214,12 @@ async def test_the_status_line_shows_even_when_the_model_load_had_hidden_stderr(
 
 CHILD_LOG = """
 import logging, os, sys
-from runtime import cli
+import runtime.cli.main as cli
 real = sys.stderr
 sys.stderr = open(os.devnull, "w")  # as while llama-cpp-python loads the preloaded model
 cli._plain_logging()
 sys.stderr = real
-logging.getLogger("runtime.turn").warning("the model server at 127.0.0.1 did not answer")
+logging.getLogger("runtime.engine.turn").warning("the model server at 127.0.0.1 did not answer")
 """
 
 
@@ -233,8 +233,8 @@ async def test_warnings_reach_stderr_even_when_logging_started_while_the_model_l
 async def test_importing_the_cli_leaves_the_heavy_modules_for_after_the_model_preload_starts():
     # `hearth run` starts loading the model once its arguments are read: whatever the CLI module imports before
     # that delays the load, and the first answer with it.
-    code = ("import sys, runtime.cli; "
-            "print(sorted(m for m in ('runtime.api', 'runtime.kit', 'sqlalchemy', 'llama_cpp') if m in sys.modules))")
+    heavy = "('runtime.api', 'runtime.kits.task', 'sqlalchemy', 'llama_cpp')"
+    code = f"import sys, runtime.cli.main; print(sorted(m for m in {heavy} if m in sys.modules))"
     proc = await asyncio.create_subprocess_exec(sys.executable, "-c", code, stdout=asyncio.subprocess.PIPE,
                                                 env={**os.environ, "PYTHONPATH": os.getcwd()})
     out, _ = await asyncio.wait_for(proc.communicate(), 60)

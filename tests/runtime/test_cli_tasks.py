@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from runtime.api import ConfigError, Runtime, TaskNotFound
-from runtime.cli import EXIT_WAITING
-from runtime.cli_tasks import resolve_task
+from runtime.cli.main import EXIT_WAITING
+from runtime.cli.tasks import resolve_task
 from runtime.providers.scripted import Delay, ScriptedModel
 from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import ECHO, MODEL, collect, write_settings

@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from runtime.agent import compaction
-from runtime.agent.compaction import SUMMARIZE
 from runtime.api import Runtime
+from runtime.engine.agent import compaction
+from runtime.engine.agent.compaction import SUMMARIZE
 from runtime.events import EndReason, Usage
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
 from runtime.tools.base import Effect, FunctionTool

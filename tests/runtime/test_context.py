@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from runtime.agent.context import (
+from runtime.engine.agent.context import (
     build_chat,
     build_context,
     chat_chars,
@@ -141,7 +141,7 @@ def test_compact_never_drops_the_current_input():
 
 
 def test_compact_is_linear(monkeypatch):
-    import runtime.agent.context as context
+    import runtime.engine.agent.context as context
 
     calls = 0
     real = context.message_chars

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from runtime.agent.context import CONTINUE
 from runtime.api import Runtime
+from runtime.engine.agent.context import CONTINUE
 from runtime.errors import ConfigError
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply

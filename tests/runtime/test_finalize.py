@@ -8,7 +8,7 @@ import sqlite3
 
 import pytest
 
-import runtime.turn
+import runtime.engine.turn
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, Delay, ScriptedModel
 from runtime.store.repo import DB_NAME
@@ -111,7 +111,7 @@ async def test_when_finalize_itself_raises_observers_still_get_turn_ended(rt, mo
     async def exploding(services, ctx):
         raise RuntimeError("bug in finalize")
 
-    monkeypatch.setattr(runtime.turn, "finalize", exploding)
+    monkeypatch.setattr(runtime.engine.turn, "finalize", exploding)
     model.add_steps(["hello"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")

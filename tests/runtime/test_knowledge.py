@@ -13,7 +13,7 @@ import pytest
 from pypdf import PdfWriter
 
 from runtime.api import ConfigError, Runtime
-from runtime.cli import main as cli_main
+from runtime.cli.main import main as cli_main
 from runtime.store.knowledge_repo import KnowledgeRepo
 from runtime.store.repo import Store
 from tests.runtime.test_cli import _cli, _result

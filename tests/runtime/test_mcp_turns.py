@@ -14,7 +14,7 @@ import pytest
 from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
-from runtime.tools.mcp import MCPTurnSessions
+from runtime.tools.mcp.sessions import MCPTurnSessions
 from tests.support.helpers import MODEL, collect, mcp_http_server, open_runtime, text_from
 
 SERVER = [sys.executable, "-m", "tests.support.mcp_server"]

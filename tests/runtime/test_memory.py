@@ -14,7 +14,7 @@ import pytest
 
 from runtime.api import ConfigError, Runtime
 from runtime.errors import ToolError
-from runtime.memory import NOTE_CHARS, Memory, looks_secret
+from runtime.memory.folder import NOTE_CHARS, Memory, looks_secret
 from runtime.providers.scripted import Call, ScriptedModel
 from runtime.store.memory_repo import MemoryRepo
 from runtime.store.repo import DB_NAME, Store
@@ -226,7 +226,7 @@ async def test_the_extraction_request_is_a_side_request_that_a_local_model_serve
     try:
         task = await rt.create_task(model="scripted/test")
         await turn(rt, task.id, PREFERENCE)
-        assert [r.purpose for r in model.requests] == ["turn", "memory"]  # providers/llama_queue.py: turns first
+        assert [r.purpose for r in model.requests] == ["turn", "memory"]  # providers/llama/queue.py: turns first
         assert [m["name"] for m in await rt.memories()] == ["units.md"]
     finally:
         await rt.aclose()

@@ -11,10 +11,10 @@ import threading
 import pytest
 
 from runtime.api import DownloadCancelled, ModelError, Runtime
-from runtime.models import catalog as catalog_module
-from runtime.models import hub as hub_module
-from runtime.models.hub import parse_hub_ref
-from runtime.models.machine import human_bytes
+from runtime.local_models import catalog as catalog_module
+from runtime.local_models import hub as hub_module
+from runtime.local_models.hub import parse_hub_ref
+from runtime.local_models.machine import human_bytes
 from tests.support.fake_hub import COMMIT, FakeHub, refused_endpoint, tiny_gguf
 
 QWEN = ("bartowski/Qwen2.5-1.5B-Instruct-GGUF", "Qwen2.5-1.5B-Instruct-Q4_K_M.gguf")

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from runtime.models.machine import human_bytes
+from runtime.local_models.machine import human_bytes
 from tests.support.fake_hub import FakeHub, tiny_gguf
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer

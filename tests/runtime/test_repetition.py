@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.agent.repetition import repeating
 from runtime.api import Runtime
+from runtime.engine.agent.repetition import repeating
 from runtime.events import EndReason
-from runtime.models.library import ModelLibrary, ModelRecord
-from runtime.providers.llama_cpp import LlamaCppProvider
+from runtime.local_models.library import ModelLibrary, ModelRecord
+from runtime.providers.llama.provider import LlamaCppProvider
 from runtime.providers.scripted import ScriptedModel
 from tests.support.helpers import collect, open_runtime, text_from, write_settings
 from tests.support.openai_server import OpenAIServer, Reply

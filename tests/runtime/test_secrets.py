@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from app import export
+from app.tasks import export
 from runtime.api import Runtime
 from runtime.config import Settings
 from runtime.errors import ProviderError
 from runtime.redact import REDACTED, redact, redact_known, remember
-from runtime.tools.shell import clean_env
+from runtime.tools.shell.run_shell import clean_env
 from tests.support.helpers import collect
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -133,7 +133,7 @@ async def test_every_log_record_of_the_process_is_redacted(home, caplog):
     except ProviderError:
         log.exception("provider failed with key %s", key)
     # The host's and libraries' records too (the app's hearth.log, an HTTP client quoting a URL).
-    logging.getLogger("app.bridge").warning("action failed: %s", key)
+    logging.getLogger("app.core.bridge").warning("action failed: %s", key)
     logging.getLogger("httpx").info("HTTP Request: GET %s", f"http://127.0.0.1/v1/models?key={key}")
     logging.getLogger("elsewhere").info("nothing secret: %s", "plain")
     records = [r for r in caplog.records if r.name != "elsewhere"]

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-import runtime.tools.shell as shell_module
+import runtime.tools.shell.run_shell as shell_module
 from runtime.api import Runtime
 from runtime.errors import ToolError
 from runtime.events import EndReason

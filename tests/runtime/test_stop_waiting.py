@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent.context import STOPPED
 from runtime.api import RequestNotFound, Runtime
+from runtime.engine.agent.context import STOPPED
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.runtime.test_cli import _cli, _result

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from runtime.engine.stream_buffer import REASONING_KIND, TEXT_KIND, BufferRegistry, BufferState, StreamBuffer
 from runtime.events import EndReason, Status, TurnEnded
-from runtime.stream_buffer import REASONING_KIND, TEXT_KIND, BufferRegistry, BufferState, StreamBuffer
 
 
 def _end(buf: StreamBuffer) -> None:

@@ -7,10 +7,10 @@ import asyncio
 import json
 from pathlib import Path
 
-from runtime.agent.subagents import PARALLEL
 from runtime.api import Runtime
+from runtime.engine.agent.subagents import PARALLEL
 from runtime.events import EndReason, Usage
-from runtime.memory import looks_secret
+from runtime.memory.folder import looks_secret
 from runtime.providers.base import FINISH, TEXT, TOOL_CALLS, TOOL_START, USAGE, ToolCallRequest
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.support.helpers import MODEL, collect, open_runtime

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 
-from runtime.agent.prompt import TALK_ONLY
-from runtime.agent.talk_only import needs_files_or_commands
-from runtime.models.catalog import best_fit
-from runtime.models.library import ModelLibrary, ModelRecord
-from runtime.providers.llama_cpp import LlamaCppProvider
+from runtime.engine.agent.prompt import TALK_ONLY
+from runtime.engine.agent.talk_only import needs_files_or_commands
+from runtime.local_models.catalog import best_fit
+from runtime.local_models.library import ModelLibrary, ModelRecord
+from runtime.providers.llama.provider import LlamaCppProvider
 from runtime.providers.scripted import Call, ScriptedModel
 from tests.runtime.test_memory import settle
 from tests.support.helpers import ECHO, collect, open_runtime, text_from
@@ -137,7 +137,7 @@ def test_the_catalog_marks_the_bundled_model_as_one_that_can_only_talk(home):
 
 
 def test_the_model_suggested_is_the_biggest_that_leaves_this_computer_room(monkeypatch):
-    from runtime.models import catalog
+    from runtime.local_models import catalog
 
     for ram_gb, suggested in ((24, "llama-3.1-8b-instruct"), (8, "llama-3.2-3b-instruct"),
                               (3, "qwen2.5-1.5b-instruct"), (1, None), (None, "qwen2.5-1.5b-instruct")):

@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from runtime.api import ConfigError, Runtime, TeamNotFound
-from runtime.cli_team import board
+from runtime.cli.team import board
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
 from runtime.store.repo import DB_NAME
 from tests.runtime.test_cli import _cli, _result

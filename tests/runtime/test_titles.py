@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
+from runtime.engine.titles import PROMPT, clean_title
 from runtime.providers.scripted import Delay, Fail, ScriptedModel
-from runtime.titles import PROMPT, clean_title
 from tests.support.helpers import MODEL, open_runtime, write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 

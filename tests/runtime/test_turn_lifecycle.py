@@ -8,10 +8,10 @@ import weakref
 
 import pytest
 
+from runtime.engine.stream_buffer import BufferState
 from runtime.errors import TaskBusy, TaskNotFound
 from runtime.events import EndReason
 from runtime.providers.scripted import Call, Delay, Reasoning, ScriptedModel
-from runtime.stream_buffer import BufferState
 from tests.support.helpers import ECHO, MODEL, collect, open_runtime, text_from
 
 
@@ -207,16 +207,16 @@ async def test_unknown_task_and_stop_when_idle(rt):
 
 
 async def test_run_context_is_garbage_after_finalize(rt, model, monkeypatch):
-    import runtime.turn
+    import runtime.engine.turn
 
     made = []
 
-    class Watched(runtime.turn.TurnContext):
+    class Watched(runtime.engine.turn.TurnContext):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             made.append(weakref.ref(self))
 
-    monkeypatch.setattr(runtime.turn, "TurnContext", Watched)
+    monkeypatch.setattr(runtime.engine.turn, "TurnContext", Watched)
     model.add_steps(["some text", Call("echo", {"text": "a"})], ["done"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")

@@ -36,7 +36,7 @@ import pytest
 from runtime.api import Runtime
 from runtime.events import EndReason
 from runtime.parts import hearth_call_id
-from runtime.providers.llama_cpp import bundled_model_path
+from runtime.providers.llama.provider import bundled_model_path
 from runtime.providers.openai_compat import OpenAICompatProvider
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.helpers import collect, text_from

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agent.context import DENIED
 from runtime.api import Runtime
+from runtime.engine.agent.context import DENIED
 from runtime.events import EndReason
 from runtime.parts import hearth_call_id
 from tests.support.helpers import ECHO, collect, text_from, write_settings

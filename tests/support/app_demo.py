@@ -112,8 +112,8 @@ async def _settle(seconds: float) -> None:
 
 async def shots(out: Path) -> None:
     """Write the screenshots. Runs inside a qasync loop."""
-    from app import theme
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
@@ -332,7 +332,7 @@ async def model_picker_shot(home: Path, out: Path) -> None:
     the bundled model, and a configured server that is not running, greyed out."""
     import json
 
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
     from tests.support.openai_server import OpenAIServer
 
     long_id = "bartowski/Meta-Llama-3.1-70B-Instruct-GGUF-Q4_K_M-imatrix-2025-edition"
@@ -359,7 +359,7 @@ async def model_picker_shot(home: Path, out: Path) -> None:
 
 
 async def broken_settings_shot(home: Path, out: Path) -> None:
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     home.mkdir(parents=True, exist_ok=True)
     (home / "settings.json").write_text('{"providers": [{"id": "ollama", "kind": "openai",}]}')
@@ -386,7 +386,7 @@ def main() -> int:
     home = Path(args.home or tempfile.mkdtemp(prefix="hearth-demo-"))
 
     async def go() -> None:
-        from app.controller import HearthApp
+        from app.shell.application import HearthApp
 
         if not (home / "hearth.sqlite3").exists():
             await seed(home)

@@ -21,8 +21,8 @@ NOTE = {"command": "create", "path": "diet.md",
 
 
 async def shots(out: Path) -> None:
-    from app.chat_panel import ChatPanel
-    from app.controller import HearthApp
+    from app.chats.panel import ChatPanel
+    from app.shell.application import HearthApp
 
     tmp = Path(tempfile.mkdtemp(prefix="hearth-chat-shots-"))
     model = ScriptedModel([["Noted, I'll keep that in mind for next time.", Call("memory", NOTE)],

@@ -38,8 +38,8 @@ def _documents(folder: Path) -> dict[str, Path]:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

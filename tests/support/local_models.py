@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from runtime.models.library import ModelLibrary, ModelRecord
-from runtime.providers.llama_models import bundled_model_path, bundled_model_sha256
+from runtime.local_models.library import ModelLibrary, ModelRecord
+from runtime.providers.llama.models import bundled_model_path, bundled_model_sha256
 
 
 def add_bundled_file(home: Path, *, default: bool = True) -> str:

@@ -38,8 +38,8 @@ async def _answered(ctl, title: str, text: str, *, planning: bool = False, kind:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

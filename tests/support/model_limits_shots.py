@@ -44,7 +44,7 @@ async def _answered(ctl, title: str, text: str, model: ScriptedModel):
 
 
 async def scripted_shots(home: Path, out: Path) -> None:
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     words = [c for c in re.findall(r"\S+\s*", OPENING + LOOP * 60)]
     model = ScriptedModel([words, ["I can't open your folders, but here is a way to sort notes: by topic, "
@@ -62,7 +62,7 @@ async def scripted_shots(home: Path, out: Path) -> None:
 
 
 async def progress_shot(home: Path, out: Path) -> None:
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     home.mkdir(parents=True)
     add_bundled_file(home)  # offered tools: the window reads its system prompt and tools ahead
@@ -88,7 +88,7 @@ async def progress_shot(home: Path, out: Path) -> None:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

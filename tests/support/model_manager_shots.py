@@ -1,4 +1,4 @@
-"""Screenshots of Settings ▸ Models' local-models page (app/model_manager.py) downloading from a loopback Hub,
+"""Screenshots of Settings ▸ Models' local-models page (app/settings/model_manager.py) downloading from a loopback Hub,
 after the download finished, and a download that failed (the Hub unreachable) on its row with Retry.
 Run under a display (Xvfb):
 
@@ -30,8 +30,8 @@ def catalog_sized_file(folder: Path) -> Path:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
-    from app.model_manager import ModelManager
+    from app.settings.model_manager import ModelManager
+    from app.widgets import theme
     from runtime.api import Runtime
 
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ Use it three ways:
     python -m tests.support.openai_server --port 0 --chunks 20000   # separate process; prints "READY <url>"
                                                                     # (a 4-character counter per chunk)
 
-A title request (runtime/titles.py's background job, told by its system prompt) is answered with `title`
+A title request (runtime/engine/titles.py's background job, told by its system prompt) is answered with `title`
 (default "": no title) and kept in `title_requests` only, so it neither uses up the script nor shows in what
 the server records about the conversation.
 
@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.titles import PROMPT as TITLE_PROMPT
+from runtime.engine.titles import PROMPT as TITLE_PROMPT
 
 _BATCH = 64 * 1024
 
@@ -125,7 +125,7 @@ class Reply:
     @classmethod
     def many(cls, n: int, text: str = "tok ", **kw: Any) -> Reply:
         """A reply of `n` equal text chunks. In a turn, a model that writes the same thing again and again is cut
-        off as repeating itself (runtime/agent/repetition.py): a long answer is `counting`."""
+        off as repeating itself (runtime/engine/agent/repetition.py): a long answer is `counting`."""
         return cls(chunks=[text] * n, **kw)
 
     @classmethod

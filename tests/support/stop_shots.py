@@ -20,8 +20,8 @@ MODEL = "scripted/demo"
 
 
 async def shots(out: Path) -> None:
-    from app import theme
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

@@ -26,7 +26,7 @@ async def _settle(seconds: float) -> None:
 
 async def _page_shot(home: Path, out: Path, title: str) -> None:
     """Start the app on `home`, wait for the problem page titled `title` (and its note, if it gets one), save it."""
-    from app.controller import HearthApp
+    from app.shell.application import HearthApp
 
     ctl = HearthApp(home, providers={"scripted": ScriptedModel()}, use_tray=False, preload_model=False)
     await ctl.start()
@@ -68,7 +68,7 @@ async def read_only_shot(disk: Path, out: Path) -> None:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

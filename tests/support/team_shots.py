@@ -36,9 +36,9 @@ def _fill(dlg) -> None:
 
 
 async def shots(out: Path) -> None:
-    from app import theme
-    from app.controller import HearthApp
-    from app.team_panel import TeamPanel
+    from app.shell.application import HearthApp
+    from app.teams.panel import TeamPanel
+    from app.widgets import theme
 
     out.mkdir(parents=True, exist_ok=True)
     theme.apply("light")

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from runtime.errors import ProviderError
-from runtime.providers.llama_calls import CallDetector, call_grammar, parse_call
-from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate, detect_format, template_messages
+from runtime.providers.llama.calls import CallDetector, call_grammar, parse_call
+from runtime.providers.llama.template import HERMES, LLAMA3, MISTRAL, ChatTemplate, detect_format, template_messages
 from tests.support.chat_templates import TEMPLATES
 
 WEATHER = {

@@ -19,7 +19,7 @@ import pytest
 from runtime.errors import ConfigError, ProviderError
 from runtime.events import Usage
 from runtime.providers.base import CONTINUE, FINISH, STATUS, TEXT, TOOL_CALLS, TOOL_START, USAGE, ModelRequest
-from runtime.providers.llama_cpp import (
+from runtime.providers.llama.provider import (
     BUNDLED_MODEL_NAME,
     LlamaCppProvider,
     ModelUnavailable,
@@ -326,7 +326,7 @@ def side_request(text: str, *, max_tokens: int) -> ModelRequest:
 
 @slow_model
 async def test_a_turn_preempts_a_background_request_that_starts_over_and_keeps_the_cache(provider, caplog):
-    caplog.set_level(logging.DEBUG, logger="runtime.providers.llama_cpp")
+    caplog.set_level(logging.DEBUG, logger="runtime.providers.llama.provider")
     conversation = [{"role": "user", "content": NOTES}]  # about 850 tokens: reading them again would show
     first = await collect(provider, request("", messages=conversation, max_tokens=4))
     answer = "".join(i[1] for i in first if i[0] == TEXT)
@@ -396,7 +396,7 @@ async def test_a_prompt_longer_than_the_context_is_a_provider_error():
 
 
 def test_answered_calls_are_the_calls_whose_results_end_the_conversation():
-    from runtime.providers.llama_tools import answered_calls, call_key
+    from runtime.providers.llama.tool_prompt import answered_calls, call_key
 
     call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}
     asked = [{"role": "user", "content": "read a"}, {"role": "assistant", "content": None, "tool_calls": [call]}]
@@ -422,7 +422,7 @@ ANSWERED = [
 
 @slow_model
 async def test_a_small_model_answers_once_the_results_are_in(provider, monkeypatch):
-    import runtime.providers.llama_worker as worker
+    import runtime.providers.llama.worker as worker
 
     monkeypatch.setattr(worker, "answered_calls", lambda _messages: set())  # no repeat rule needed
     items = await collect(provider, request("", max_tokens=48, tools=[READ_FILE], messages=ANSWERED))
@@ -434,7 +434,7 @@ async def test_a_small_model_answers_once_the_results_are_in(provider, monkeypat
 
 @slow_model
 async def test_a_call_repeating_the_answered_one_becomes_a_message(provider, monkeypatch):
-    import runtime.providers.llama_worker as worker
+    import runtime.providers.llama.worker as worker
 
     await provider.load()
     monkeypatch.setattr(provider._model, "small", False)  # the rule is for the protocol of bigger models
@@ -488,7 +488,7 @@ FORMAT_MARKERS = ("<message>", "message:", "functions.", "functions:", "function
 
 @slow_model
 async def test_plain_prompts_with_the_runtime_tools_get_an_answer_not_the_format(provider):
-    from runtime.agent.prompt import SYSTEM_PROMPT
+    from runtime.engine.agent.prompt import SYSTEM_PROMPT
 
     tools = runtime_tools()
     chat = [{"role": "system", "content": SYSTEM_PROMPT}]
@@ -509,7 +509,7 @@ async def test_plain_prompts_with_the_runtime_tools_get_an_answer_not_the_format
 
 @slow_model
 async def test_tool_prompts_with_the_runtime_tools_call_a_tool_with_valid_json(provider):
-    from runtime.agent.prompt import SYSTEM_PROMPT
+    from runtime.engine.agent.prompt import SYSTEM_PROMPT
 
     tools = runtime_tools()
     history = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "Hello! How can I help you?"}]
@@ -527,7 +527,7 @@ async def test_tool_prompts_with_the_runtime_tools_call_a_tool_with_valid_json(p
 
 
 def title_request(conversation: list[dict]) -> ModelRequest:
-    from runtime.titles import PROMPT
+    from runtime.engine.titles import PROMPT
 
     return ModelRequest(model=BUNDLED_MODEL_NAME, max_tokens=8, temperature=0.0, seed=42, purpose="title",
                         messages=[{"role": "system", "content": PROMPT}, *conversation])

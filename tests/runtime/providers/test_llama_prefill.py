@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.models.gguf_info import read_gguf_info
+from runtime.local_models.gguf_info import read_gguf_info
 from runtime.providers.base import CONTINUE, continuation
-from runtime.providers.llama_calls import CallDetector
-from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, ChatTemplate
-from runtime.providers.llama_models import bundled_model_path
-from runtime.providers.llama_prefill import prefilled, template_renderer
-from runtime.providers.llama_tools import render_tool_prompt
+from runtime.providers.llama.calls import CallDetector
+from runtime.providers.llama.models import bundled_model_path
+from runtime.providers.llama.prefill import prefilled, template_renderer
+from runtime.providers.llama.template import HERMES, LLAMA3, MISTRAL, ChatTemplate
+from runtime.providers.llama.tool_prompt import render_tool_prompt
 from tests.support.chat_templates import TEMPLATES
 
 PARTIAL = "1, 2, 3, 4,"

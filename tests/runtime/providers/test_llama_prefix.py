@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-from runtime.agent.prompt import SYSTEM_PROMPT
-from runtime.models.library import ModelLibrary
-from runtime.models.machine import physical_cores
+from runtime.engine.agent.prompt import SYSTEM_PROMPT
+from runtime.local_models.library import ModelLibrary
+from runtime.local_models.machine import physical_cores
 from runtime.providers.base import TEXT, ModelRequest
-from runtime.providers.llama_cpp import LlamaCppProvider, unload_models
+from runtime.providers.llama.provider import LlamaCppProvider, unload_models
 from runtime.tools.base import tool_spec
 from runtime.tools.builtin import builtin_tools
 from runtime.tools.interactive import interactive_tools
@@ -107,7 +107,7 @@ async def test_cancelling_warm_stops_the_evaluation_and_waits_for_it(home, fresh
 
 
 async def first_prompt(home):
-    """What a new task's first step sends, as the runtime builds it (a turn's prepare, kit.py)."""
+    """What a new task's first step sends, as the runtime builds it (a turn's prepare, kits/task.py)."""
     from runtime.api import Runtime
 
     rt = await Runtime.open(home)
@@ -118,9 +118,9 @@ async def first_prompt(home):
 
 
 def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt(home, fresh):
-    from runtime.preload import start_preload
-    from runtime.providers.llama_models import models
-    from runtime.providers.llama_tools import render_tool_prompt
+    from runtime.cli.preload import start_preload
+    from runtime.providers.llama.models import models
+    from runtime.providers.llama.tool_prompt import render_tool_prompt
 
     add_bundled_file(home)  # a local model that is offered tools: the bundled one can only talk, nothing to warm
     # hearth run's: the default model, the runtime's own prompt and tools, and the first input it already knows
@@ -135,8 +135,8 @@ def test_hearth_runs_preload_thread_warms_the_default_model_and_its_first_prompt
 
 
 def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories(home, fresh):
-    from runtime.preload import start_preload
-    from runtime.providers.llama_models import models
+    from runtime.cli.preload import start_preload
+    from runtime.providers.llama.models import models
 
     add_bundled_file(home)
     (home / "memory").mkdir()
@@ -149,8 +149,8 @@ def test_hearth_runs_preload_thread_only_loads_the_model_when_there_are_memories
 
 CHILD_LOAD_ORDER = """
 import sys, threading
-from runtime.providers.llama_cpp import LlamaCppProvider
-from runtime.preload import start_preload
+from runtime.providers.llama.provider import LlamaCppProvider
+from runtime.cli.preload import start_preload
 
 loading = threading.Event()
 real_load = LlamaCppProvider.load_sync
@@ -159,9 +159,9 @@ def load_sync(self, name):
     loading.set()
     return real_load(self, name)
 
-class KitImport:  # holds the import of runtime.kit until the model load has begun (or 10 s have passed)
+class KitImport:  # holds the import of runtime.kits.task until the model load has begun (or 10 s have passed)
     def find_spec(self, name, path=None, target=None):
-        if name == "runtime.kit":
+        if name == "runtime.kits.task":
             print("load began before the imports:", loading.wait(10))
         return None
 
@@ -182,7 +182,7 @@ async def test_hearth_runs_preload_starts_the_model_load_before_importing_the_re
 
 def test_loading_a_model_runs_no_python_for_llama_cpps_log_lines(fresh):
     # Each Python log callback takes the GIL back from the imports running beside the load (a 2,000-line log).
-    from runtime.providers.llama_models import bundled_model_path, load_sync
+    from runtime.providers.llama.models import bundled_model_path, load_sync
 
     called: list[str] = []
 

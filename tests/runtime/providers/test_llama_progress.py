@@ -8,9 +8,9 @@ from __future__ import annotations
 import threading
 import time
 
-from runtime.providers.llama_models import LoadedModel
-from runtime.providers.llama_prefix import EVAL_PIECE, evaluate
-from runtime.providers.llama_reading import preparing
+from runtime.providers.llama.models import LoadedModel
+from runtime.providers.llama.prefix import EVAL_PIECE, evaluate
+from runtime.providers.llama.reading import preparing
 
 
 def test_a_turn_waiting_for_a_warm_up_hears_how_far_it_has_read():

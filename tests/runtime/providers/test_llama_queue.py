@@ -1,4 +1,4 @@
-"""The order in which requests get a loaded llama.cpp model (providers/llama_queue.py): turns first, in FIFO order
+"""The order in which requests get a loaded llama.cpp model (providers/llama/queue.py): turns first, in FIFO order
 each, a side request that holds the model preempted by a turn, a cancelled wait handing nothing to nobody.
 The same order on the real bundled model is in test_llama_cpp.py."""
 
@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import threading
 
-from runtime.providers.llama_queue import ModelQueue
+from runtime.providers.llama.queue import ModelQueue
 
 
 async def grants(queue: ModelQueue, waits: list[tuple[str, bool]]) -> tuple[list[str], list[asyncio.Task]]:

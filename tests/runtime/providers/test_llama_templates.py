@@ -14,8 +14,8 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.events import EndReason
-from runtime.providers.llama_chat import HERMES, LLAMA3, MISTRAL, chat_of
-from runtime.providers.llama_cpp import LlamaCppProvider, bundled_model_path, unload_models
+from runtime.providers.llama.provider import LlamaCppProvider, bundled_model_path, unload_models
+from runtime.providers.llama.template import HERMES, LLAMA3, MISTRAL, chat_of
 from runtime.tools.base import Effect, FunctionTool
 from tests.support.chat_templates import TEMPLATES, gguf_with_template
 from tests.support.helpers import collect

@@ -20,9 +20,9 @@ import pytest
 from runtime.config import MCPServerConfig
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, ToolContext
-from runtime.tools.mcp import MCPTurnSessions
-from runtime.tools.mcp_consent import MCPConsents, command_line, config_fingerprint
-from runtime.tools.mcp_util import result_text, schema_problem, tool_name
+from runtime.tools.mcp.consent import MCPConsents, command_line, config_fingerprint
+from runtime.tools.mcp.sessions import MCPTurnSessions
+from runtime.tools.mcp.util import result_text, schema_problem, tool_name
 from tests.support.helpers import free_port, mcp_http_server
 
 SERVER = str(Path(__file__).resolve().parents[2] / "support" / "mcp_server.py")

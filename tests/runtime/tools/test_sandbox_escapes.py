@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from runtime.tools.base import ToolContext
-from runtime.tools.sandbox import SandboxPolicy, bwrap_argv, detect, hidden_paths
-from runtime.tools.shell import RunShell
+from runtime.tools.shell.run_shell import RunShell
+from runtime.tools.shell.sandbox import SandboxPolicy, bwrap_argv, detect, hidden_paths
 from tests.support.helpers import SANDBOX_PY, connect_command
 
 SECRETS = {

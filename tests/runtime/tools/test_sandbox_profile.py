@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.tools.sandbox_macos import SANDBOX_EXEC, argv, profile
+from runtime.tools.shell.sandbox_macos import SANDBOX_EXEC, argv, profile
 
 
 def test_the_profile_denies_by_default_and_allows_only_the_policy(tmp_path):

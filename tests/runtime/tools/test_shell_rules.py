@@ -1,4 +1,4 @@
-"""Permission rules match the parsed command line, not a string prefix (tools/shell_parse.py, tools/approvals.py)."""
+"""Permission rules match the parsed command line, not a string prefix (tools/shell/parse.py, tools/approvals.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from runtime.errors import ConfigError
 from runtime.tools.approvals import Rule, command_words, decide, rule_verdict, suggest_rule
 from runtime.tools.base import Effect
-from runtime.tools.shell_parse import parse_command
+from runtime.tools.shell.parse import parse_command
 
 ALLOW_GIT_STATUS = [Rule("run_shell", "allow", ("git", "status"))]
 

@@ -1,0 +1,224 @@
+"""A chat panel: a quick conversation beside the tasks, lighter than a task panel.
+
+No folder, approval or planning chips (a chat has no workspace, and its one tool that changes something, the
+memory, asks: an approval box above the composer, Approve or Deny); the model is a button, because a chat's model
+may change between answers (a line in the conversation marks where). "Turn into a
+task" starts a task whose history is this chat. The conversation itself is the task panel's: the same feed
+(paging, replay of a running answer, live events), read through a `ChatSource`; the turn goes on when the panel
+is closed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from ..conversation.composer import Composer
+from ..conversation.feed import ConversationFeed, FeedPanel
+from ..conversation.view import ConversationView
+from ..conversation.waiting import WaitingBox, swap_box
+from ..core.bridge import RuntimeBridge
+from ..core.sources import ChatSource
+from ..tasks.panel import PHASES
+from ..widgets.model_picker import ModelDialog
+
+if TYPE_CHECKING:
+    from ..core.bridge import Batched
+
+EMPTY_HINT = ("Type a question below to start.\n\nA chat is a quick conversation with the model shown above "
+              "(click it to pick another). For work on files or commands, use Turn into a task.")
+
+
+class ChatPanel(FeedPanel, QWidget):
+    title_changed = Signal(str)
+    settings_requested = Signal(str)  # the Settings page to show, "" for the first
+    became_task = Signal(str)  # the new task's id
+
+    def __init__(self, bridge: RuntimeBridge, info, enter_sends: bool = True, view_state=None, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.task_id: str = info.id  # the owner id the window and the bridge's signals use
+        self.chat_id: str = info.id
+        self.info = info
+        self.source = ChatSource(bridge, info.id)
+        self._closed = False
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.setObjectName("TaskPanel")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        head = QWidget()
+        head.setObjectName("PanelHead")
+        head.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        top = QHBoxLayout(head)
+        top.setContentsMargins(24, 12, 24, 10)
+        self.title = QLabel()
+        self.title.setObjectName("PanelTitle")
+        top.addWidget(self.title, 1)
+        self.model_button = QPushButton()
+        self.model_button.setObjectName("Link")
+        self.model_button.setToolTip("The model of the next answers: change it at any time")
+        self.model_button.clicked.connect(self.choose_model)
+        top.addWidget(self.model_button)
+        to_task = QPushButton("Turn into a task")
+        to_task.setToolTip("Start a task (with a workspace and tools) whose history is this chat")
+        to_task.clicked.connect(self.turn_into_task)
+        top.addWidget(to_task)
+        lay.addWidget(head)
+
+        self.conversation = ConversationView(chat=True)
+        self.conversation.continue_clicked.connect(lambda: self._act(self.source.continue_chat()))
+        self.conversation.retry_clicked.connect(lambda: self._act(self.source.retry()))
+        self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
+        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
+        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
+        self.conversation.start_wanted.connect(lambda: self.bridge.run(self.feed.open_page(at_top=True)))
+        self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued()))
+        self.conversation.discard_clicked.connect(self._discard)
+        self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.details_clicked.connect(self.show_details)
+        self.conversation.fork_clicked.connect(self.choose_model)
+        lay.addWidget(self.conversation, 1)
+
+        bottom = QWidget()
+        bottom.setObjectName("PanelBottom")
+        bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(24, 6, 24, 14)
+        self.phase = QLabel()
+        self.phase.setObjectName("Phase")
+        self.phase.hide()
+        bl.addWidget(self.phase)
+        self.waiting: WaitingBox | None = None
+        self.waiting_slot = QVBoxLayout()
+        bl.addLayout(self.waiting_slot)
+        self.composer = Composer()
+        self.composer.without_files()
+        self.composer.set_enter_sends(enter_sends)
+        self.composer.submitted.connect(self._on_submit)
+        self.composer.stop_requested.connect(self.stop)
+        bl.addWidget(self.composer)
+        lay.addWidget(bottom)
+        self._show_info(info)
+        self.feed = ConversationFeed(bridge, self.source, self.conversation, self, view_state)
+        self.bridge.run(self.feed.start())
+
+    # -- what the feed calls --
+
+    def turn_started(self) -> None:
+        self.composer.set_running(True)
+        self.conversation.set_running(True)
+        self.waiting = swap_box(self.waiting_slot, self.waiting, None, self._waiting_box)
+
+    def apply_info(self, info) -> None:
+        self.info = info
+        self.conversation.set_hint(EMPTY_HINT)  # once the first page is read: an empty chat never flashes it
+        self._show_info(info)
+        running = self.source.is_running()
+        self.composer.set_running(running, waiting=info.state == "waiting")
+        self.conversation.set_running(running)
+        pending = info.pending_request if info.state == "waiting" and not running else None
+        self.waiting = swap_box(self.waiting_slot, self.waiting, pending, self._waiting_box)
+        self.conversation.mark_waiting(pending.get("call_id") if pending else None)
+        if not running:
+            self.phase.hide()
+
+    def _waiting_box(self, request: dict) -> WaitingBox:
+        """Approve or Deny one memory write: a chat has no rules of its own to remember the answer in."""
+        box = WaitingBox(request)
+        box.always.hide()
+        box.answered.connect(self._on_answer)
+        return box
+
+    def _on_answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
+        async def go():
+            try:
+                await self.source.answer(request_id, answer)
+            except Exception:
+                if self.waiting is not None and not self._closed:
+                    self.waiting.reenable()
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def show_phases(self, events: list[Batched]) -> None:
+        for ev in events:
+            if ev.type == "status":
+                self._phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
+            elif ev.type == "text_delta":
+                self._phase("Writing…")
+            elif ev.type == "tool_call":
+                self._phase(f"Running {ev.name}…" if str(ev.state) == "running" else "Thinking…")
+            elif ev.type == "aborted":
+                self._phase("Stopping…")
+            elif ev.type == "turn_ended":
+                self.phase.hide()
+
+    def _phase(self, text: str) -> None:
+        self.phase.setText(f"● {text}")
+        self.phase.show()
+
+    def _show_info(self, info) -> None:
+        title = info.title or "New chat"
+        if self.title.text() != title:
+            self.title.setText(title)
+            self.title_changed.emit(title)
+        self.model_button.setText(f"{info.model} ▾")
+
+    # -- actions --
+
+    def _act(self, action) -> None:
+        async def go():
+            await action
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _on_submit(self, text: str, _files: list[str]) -> None:
+        queue = self.source.is_running()
+
+        async def go():
+            try:
+                try:
+                    await self.source.send(text, queue=queue)
+                except self.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
+                    await self.source.send(text, queue=True)
+            except Exception:
+                self.composer.restore(text, [])
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _discard(self, message_id: int) -> None:
+        async def go():
+            if await self.source.discard_queued(message_id) and not self._closed:
+                self.conversation.remove_message(message_id)
+
+        self.bridge.run(go())
+
+    def choose_model(self) -> ModelDialog:
+        dlg = ModelDialog(self.bridge, self.info.model, self, chat=True)
+        dlg.chosen.connect(lambda model: self._act(self.source.set_model(model)))
+        dlg.show()
+        self.model_dialog = dlg
+        return dlg
+
+    def turn_into_task(self) -> None:
+        async def go():
+            info = await self.source.to_task()
+            self.became_task.emit(info.id)
+
+        self.bridge.run(go())
+
+    def stop(self) -> None:
+        self._phase("Stopping…")
+        self.bridge.run(self.source.stop())
+
+    def close_panel(self) -> None:
+        """Stop observing; the answer goes on."""
+        self._closed = True
+        self.feed.close()

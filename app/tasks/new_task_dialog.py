@@ -1,0 +1,207 @@
+"""New task dialog: goal (the first message), title, model, approval mode, planning, the documents it works from,
+whether it uses memory and whether its commands may use the network. Non-modal (a nested event loop would break
+qasync), file choosers included; it stays open until the runtime created the task, and shows its error if not (e.g.
+a chosen file that is gone).
+
+Documents are files or folders, shown as removable chips; the runtime adds them to the knowledge library and the
+task's search_knowledge sees only them. "Use memory" starts from Settings ▸ Memory; with memory off there it is
+off and cannot be turned on here (the runtime needs both). The network is off by default, as the sandbox keeps it;
+unlike the rest it can be changed later, in the task's header."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QFileInfo, Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFileIconProvider,
+    QFormLayout,
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QPlainTextEdit,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ..widgets.model_picker import ModelPicker
+
+APPROVALS = (
+    ("ask", "Ask me before any change (recommended)"),
+    ("auto_edit", "Edit files in its folder freely, ask before commands"),
+    ("full_auto", "Run everything without asking"),
+)
+
+
+class NewTaskDialog(QDialog):
+    create_requested = Signal(dict)
+
+    def __init__(self, bridge, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("New task")
+        self.setModal(False)
+        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        self.setMinimumWidth(520)
+        lay = QVBoxLayout(self)
+        intro = QLabel("What should Hearth work on? It gets its own folder, and you can keep talking to it.")
+        intro.setWordWrap(True)
+        intro.setObjectName("Muted")
+        lay.addWidget(intro)
+        form = QFormLayout()
+        form.setLabelAlignment(Qt.AlignmentFlag.AlignRight)
+        self.goal = QPlainTextEdit()
+        self.goal.setPlaceholderText("e.g. Summarise the notes I attach and draft a reply")
+        self.goal.setFixedHeight(80)
+        self.goal.setTabChangesFocus(True)  # keyboard users reach Title and Create; a goal needs no tab characters
+        form.addRow("Goal", self.goal)
+        self.title = QLineEdit()
+        self.title.setPlaceholderText("Optional — taken from the goal otherwise")
+        form.addRow("Title", self.title)
+        self.model = ModelPicker(bridge.settings.default_model)
+        self.model.load(bridge)
+        form.addRow("Model", self.model)
+        self.approval = QComboBox()
+        for key, label in APPROVALS:
+            self.approval.addItem(label, key)
+        form.addRow("Approvals", self.approval)
+        self.planning = QCheckBox("Plan first, then act")
+        form.addRow("Planning", self.planning)
+        self.documents = DocumentChips()
+        form.addRow("Documents", self.documents)
+        self.memory = QCheckBox("Use memory: what Hearth remembers about you, and learn from this task")
+        if bridge.settings.memory:
+            self.memory.setChecked(True)
+        else:
+            self.memory.setEnabled(False)
+            self.memory.setToolTip("Memory is off for every task (Settings ▸ Memory).")
+        form.addRow("Memory", self.memory)
+        self.network = QCheckBox("Let commands use the network")
+        self.network.setToolTip("Shell commands run in a sandbox with no network unless you allow it here. You can "
+                                "change this later in the task's header.")
+        form.addRow("Network", self.network)
+        lay.addLayout(form)
+        fixed = QLabel("Model, approvals, planning, documents and memory stay fixed for this task's life.")
+        fixed.setObjectName("Muted")
+        lay.addWidget(fixed)
+        self.error = QLabel()
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #cf3a3a;")
+        self.error.hide()
+        lay.addWidget(self.error)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+        self.create = buttons.addButton("Create task", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.create.setObjectName("Primary")
+        self.create.setDefault(True)
+        buttons.accepted.connect(self._create)
+        buttons.rejected.connect(self.close)
+        lay.addWidget(buttons)
+        self.goal.setFocus()
+
+    def model_ref(self) -> str:
+        return self.model.ref()
+
+    def values(self) -> dict:
+        return {
+            "title": self.title.text().strip() or None,
+            "model": self.model_ref(),
+            "approval": self.approval.currentData(),
+            "planning": self.planning.isChecked(),
+            "knowledge": list(self.documents.paths),
+            "memory": self.memory.isChecked(),
+            "network": self.network.isChecked(),
+            "goal": self.goal.toPlainText().strip(),
+        }
+
+    def _create(self) -> None:
+        self.error.hide()
+        self.create.setEnabled(False)
+        self.create_requested.emit(self.values())
+
+    def failed(self, message: str) -> None:
+        self.error.setText(message)
+        self.error.show()
+        self.create.setEnabled(True)
+
+
+class DocumentChips(QWidget):
+    """"Work from documents…" (files or a folder, by non-modal choosers) and the chosen ones as removable chips."""
+
+    COLUMNS = 2
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.paths: list[str] = []
+        self.chooser: QFileDialog | None = None
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        self.button = QPushButton("Work from documents…")
+        self.button.setAutoDefault(False)  # Enter in the dialog creates the task, never opens this menu
+        menu = QMenu(self.button)
+        menu.addAction("Files…", lambda: self.choose(folder=False))
+        menu.addAction("A folder…", lambda: self.choose(folder=True))
+        self.button.setMenu(menu)
+        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignLeft)
+        self.grid = QGridLayout()
+        self.grid.setSpacing(4)
+        self.grid.setColumnStretch(self.COLUMNS, 1)  # chips keep their size, packed to the left
+        lay.addLayout(self.grid)
+        self.chips: dict[str, QFrame] = {}
+
+    def choose(self, folder: bool) -> QFileDialog:
+        dlg = QFileDialog(self, "Work from a folder" if folder else "Work from files", str(Path.home()))
+        dlg.setFileMode(QFileDialog.FileMode.Directory if folder else QFileDialog.FileMode.ExistingFiles)
+        dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dlg.filesSelected.connect(self.add)
+        dlg.open()
+        self.chooser = dlg
+        return dlg
+
+    def add(self, paths: list[str]) -> None:
+        for path in paths:
+            if path not in self.paths:
+                self.paths.append(path)
+                self.chips[path] = self._chip(path)
+        self._lay_out()
+
+    def remove(self, path: str) -> None:
+        self.paths.remove(path)
+        chip = self.chips.pop(path)
+        chip.setParent(None)
+        chip.deleteLater()
+        self._lay_out()
+
+    def _chip(self, path: str) -> QFrame:
+        chip = QFrame()
+        chip.setObjectName("AttachmentChip")
+        lay = QHBoxLayout(chip)
+        lay.setContentsMargins(8, 2, 4, 2)
+        icon = QLabel()  # the desktop's own file or folder icon (emoji need a font the system may lack)
+        icon.setPixmap(QFileIconProvider().icon(QFileInfo(path)).pixmap(16, 16))
+        lay.addWidget(icon)
+        chip.name = QLabel(Path(path).name)
+        chip.setToolTip(path)
+        lay.addWidget(chip.name)
+        remove = QToolButton()
+        remove.setText("✕")
+        remove.setAutoRaise(True)
+        remove.setToolTip(f"Don't use {Path(path).name}")
+        remove.clicked.connect(lambda: self.remove(path))
+        lay.addWidget(remove)
+        chip.remove_button = remove
+        return chip
+
+    def _lay_out(self) -> None:
+        for chip in self.chips.values():  # taken out first: a widget added twice would leave a stale cell
+            self.grid.removeWidget(chip)
+        for i, path in enumerate(self.paths):
+            self.grid.addWidget(self.chips[path], i // self.COLUMNS, i % self.COLUMNS, Qt.AlignmentFlag.AlignLeft)

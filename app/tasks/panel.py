@@ -1,0 +1,318 @@
+"""A task panel: header with the task's fixed settings and its command settings, the windowed conversation, the
+setup phase of a starting turn, the inline waiting UI and the composer.
+
+The panel is an observer (runtime/ARCHITECTURE.md, "StreamBuffer and subscriptions"). It opens at the task's
+last page of messages, then follows the task with one subscription across all its turns; it is thrown away on
+close and the turns do not notice. Reads are incremental: a new turn reads the messages after the newest one the
+panel knows, a finished turn re-reads its own message — nothing re-reads or re-lays out the whole conversation.
+
+Events of a turn go to that turn's live `Message` (and its item when rendered). A turn whose message the panel
+has not read yet keeps its events aside until it has; a turn whose message was already final when read is
+ignored (its events are a replay of what the message holds).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from ..conversation.composer import Composer
+from ..conversation.feed import ConversationFeed, FeedPanel
+from ..conversation.view import ConversationView
+from ..conversation.waiting import WaitingBox
+from ..core.bridge import RuntimeBridge, TaskObserver
+from ..core.sources import TaskSource
+from ..widgets import dialogs
+from ..widgets.model_picker import ModelDialog
+from .commands import CommandSettings
+from .todos import TodoBox
+
+if TYPE_CHECKING:
+    from runtime.api import TaskInfo
+
+    from ..core.bridge import Batched
+
+PHASES = {
+    "agent_building": "Preparing the agent…",
+    "context_building": "Reading the conversation…",
+    "mcp_connecting": "Connecting tools…",
+    "agent_running": "Thinking…",
+}
+APPROVAL_LABELS = {
+    "ask": "Asks before changes",
+    "auto_edit": "Edits files, asks before commands",
+    "full_auto": "Runs everything without asking",
+}
+
+
+class TaskPanel(FeedPanel, QWidget):
+    title_changed = Signal(str)
+    settings_requested = Signal(str)  # the Settings page to show, "" for the first
+    task_forked = Signal(str)  # the new task's id
+
+    def __init__(self, bridge: RuntimeBridge, info: TaskInfo, enter_sends: bool = True, view_state=None,
+                 parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.task_id: str = info.id
+        self.info = info
+        self.waiting: WaitingBox | None = None
+        self._closed = False
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        self.setObjectName("TaskPanel")
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        head = QWidget()
+        head.setObjectName("PanelHead")
+        head.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        hl = QVBoxLayout(head)
+        hl.setContentsMargins(24, 14, 24, 10)
+        hl.setSpacing(6)
+        top = QHBoxLayout()
+        self.title = QLabel()
+        self.title.setObjectName("PanelTitle")
+        top.addWidget(self.title, 1)
+        folder = QPushButton("Open folder")
+        folder.setToolTip("Open this task's workspace folder")
+        folder.clicked.connect(self.open_workspace)
+        top.addWidget(folder)
+        hl.addLayout(top)
+        chips = QHBoxLayout()
+        chips.setSpacing(6)
+        for text in (info.model, APPROVAL_LABELS.get(info.approval, info.approval),
+                     "Planning on" if info.planning else "Planning off"):
+            chip = QLabel(text)
+            chip.setObjectName("Chip")
+            chip.setToolTip("Chosen when the task was created; fixed for the task's life.")
+            chips.addWidget(chip)
+        other = QPushButton("Another model…")
+        other.setObjectName("Link")
+        other.setToolTip("Continue this conversation in a new task with another model")
+        other.clicked.connect(self.choose_other_model)
+        chips.addWidget(other)
+        self.commands = CommandSettings(bridge, info)
+        chips.addWidget(self.commands)
+        chips.addStretch(1)
+        hl.addLayout(chips)
+        lay.addWidget(head)
+
+        self.conversation = ConversationView()
+        self.conversation.continue_clicked.connect(self._continue)
+        self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
+        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
+        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
+        self.conversation.start_wanted.connect(lambda: self.bridge.run(self.feed.open_page(at_top=True)))
+        self.conversation.send_now_clicked.connect(self._send_now)
+        self.conversation.discard_clicked.connect(self._discard)
+        self.conversation.retry_clicked.connect(self._retry)
+        self.conversation.settings_clicked.connect(self.settings_requested)
+        self.conversation.fork_clicked.connect(self.choose_other_model)
+        self.conversation.details_clicked.connect(self.show_details)
+        self.conversation.edit_clicked.connect(self._start_edit)
+        lay.addWidget(self.conversation, 1)
+
+        bottom = QWidget()
+        bottom.setObjectName("PanelBottom")
+        bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        bl = QVBoxLayout(bottom)
+        bl.setContentsMargins(24, 6, 24, 14)
+        bl.setSpacing(6)
+        self.phase = QLabel()
+        self.phase.setObjectName("Phase")
+        self.phase.hide()
+        bl.addWidget(self.phase)
+        self.todo_box = TodoBox()
+        bl.addWidget(self.todo_box)
+        self.waiting_slot = QVBoxLayout()
+        bl.addLayout(self.waiting_slot)
+        self.composer = Composer()
+        self.composer.set_enter_sends(enter_sends)
+        self.composer.submitted.connect(self._on_submit)
+        self.composer.stop_requested.connect(self._on_stop)
+        bl.addWidget(self.composer)
+        lay.addWidget(bottom)
+        self._set_title(info)
+        self.feed = ConversationFeed(bridge, TaskSource(bridge, self.task_id), self.conversation, self, view_state)
+        self.bridge.run(self.feed.start())
+
+    # -- what the feed reads and follows --
+
+    @property
+    def observer(self) -> TaskObserver | None:
+        return self.feed.observer
+
+    def turn_started(self) -> None:
+        self.composer.set_running(True)
+        self.conversation.set_running(True)
+        self._set_waiting(None)
+
+    def apply_info(self, info: TaskInfo) -> None:
+        self.info = info
+        self.todo_box.set_todos(info.todos)
+        self._set_title(info)
+        self.commands.show_info(info)
+        running = self.bridge.is_running(self.task_id)
+        pending = info.pending_request if info.state == "waiting" and not running else None
+        self.composer.set_running(running, waiting=pending is not None)
+        self.conversation.set_running(running)
+        self._set_waiting(pending)
+        self.conversation.mark_waiting(pending.get("call_id") if pending else None)
+        if not running:
+            self.phase.hide()
+
+    def _set_title(self, info: TaskInfo) -> None:
+        title = info.title or "New task"
+        if self.title.text() != title:
+            self.title.setText(title)
+            self.title_changed.emit(title)
+
+    def show_phases(self, events: list[Batched]) -> None:
+        for ev in events:
+            if ev.type == "status":
+                self._show_phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
+            elif ev.type == "text_delta":
+                self._show_phase("Writing…")
+            elif ev.type == "reasoning_delta":
+                self._show_phase("Thinking…")
+            elif ev.type == "tool_call":
+                state = str(ev.state)
+                self._show_phase(f"Running {ev.name}…" if state == "running" else "Thinking…")
+            elif ev.type == "aborted":
+                self._show_phase("Stopping…")
+            elif ev.type == "todos":
+                self.todo_box.set_todos(ev.todos)
+            elif ev.type == "turn_ended":
+                self.phase.hide()
+
+    def _show_phase(self, text: str) -> None:
+        self.phase.setText(f"● {text}")
+        self.phase.show()
+
+    # -- waiting --
+
+    def _set_waiting(self, request: dict | None) -> None:
+        rid = request.get("request_id") if request else None
+        if self.waiting is not None and self.waiting.request_id == rid:
+            return
+        if self.waiting is not None:
+            self.waiting.deleteLater()
+            self.waiting = None
+        if request:
+            # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
+            self.waiting = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
+            self.waiting.answered.connect(self._on_answer)
+            self.waiting.unsandboxed_accepted.connect(self._accept_unsandboxed)
+            self.waiting.plan_answered.connect(self._on_plan)
+            self.waiting_slot.addWidget(self.waiting)
+
+    def _on_plan(self, request_id: str, answer: str, steps: list) -> None:
+        self._on_answer(request_id, answer, False, "", steps or None)
+
+    def _accept_unsandboxed(self, request_id: str) -> None:
+        self._on_answer(request_id, "approve", False, accept_unsandboxed=True)
+
+    def _on_answer(self, request_id: str, answer: str, remember: bool, rule: str = "",
+                   plan: list | None = None, accept_unsandboxed: bool = False) -> None:
+        async def go():
+            try:
+                if accept_unsandboxed:  # stored first, so the turn the approval starts already has it
+                    await self.bridge.set_task_sandbox(self.task_id, unsandboxed_ok=True)
+                await self.bridge.answer(self.task_id, request_id, answer, remember, plan, rule or None)
+            except Exception:
+                if self.waiting is not None and not self._closed:
+                    self.waiting.reenable()
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    # -- actions --
+
+    def _on_submit(self, text: str, files: list[str]) -> None:
+        if self.composer.is_editing:
+            self.composer.editing.hide()
+            self.composer.attach.setEnabled(True)
+            self._act(lambda: self.bridge.edit_last(self.task_id, text),
+                      on_error=lambda: self.composer.start_edit(text))
+            return
+        queue = self.bridge.is_running(self.task_id)
+
+        async def go():
+            try:
+                try:
+                    await self.bridge.send(self.task_id, text, files, queue=queue)
+                except self.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
+                    await self.bridge.send(self.task_id, text, files, queue=True)
+            except Exception:
+                self.composer.restore(text, files)
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _act(self, action, on_error=None) -> None:
+        """Run an action that starts a turn, then read what it changed."""
+        async def go():
+            try:
+                await action()
+            except Exception:
+                if on_error is not None and not self._closed:
+                    on_error()
+                raise
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _retry(self) -> None:
+        self._act(lambda: self.bridge.retry(self.task_id))
+
+    def choose_other_model(self) -> ModelDialog:
+        """The task's model is fixed: carry the conversation into a new task on another model."""
+        dlg = ModelDialog(self.bridge, self.info.model, self)
+        dlg.chosen.connect(self._fork)
+        dlg.show()
+        self.model_dialog = dlg
+        return dlg
+
+    def _fork(self, model: str) -> None:
+        async def go():
+            info = await self.bridge.fork_task(self.task_id, model)
+            self.task_forked.emit(info.id)
+
+        self.bridge.run(go())
+
+    def _start_edit(self, _message_id: int, text: str) -> None:
+        self.composer.start_edit(text)
+
+    def _send_now(self, _message_id: int) -> None:
+        async def go():
+            await self.bridge.run_queued(self.task_id)
+            await self.sync()
+
+        self.bridge.run(go())
+
+    def _discard(self, message_id: int) -> None:
+        async def go():
+            if await self.bridge.discard_queued(self.task_id, message_id) and not self._closed:
+                self.conversation.remove_message(message_id)
+
+        self.bridge.run(go())
+
+    def _on_stop(self) -> None:
+        self._show_phase("Stopping…")
+        self.bridge.run(self.bridge.stop(self.task_id))
+
+    def _continue(self) -> None:
+        self._act(lambda: self.bridge.continue_task(self.task_id))
+
+    def open_workspace(self) -> None:
+        dialogs.open_path(self.window(), self.info.workspace)
+
+    def close_panel(self) -> None:
+        """Stop observing; the turn goes on."""
+        self._closed = True
+        self.feed.close()

@@ -1,0 +1,110 @@
+"""The host ports a turn runs on (runtime/ARCHITECTURE.md, "Ports").
+
+`run_turn` and `finalize` never see the `Runtime`: they get a `TurnServices` whose parts are these
+Protocols. The desktop implementations are `store.repo.Store`, `locks.TaskLocks`, `abort.AbortRegistry`,
+`stream_buffer.BufferRegistry`, `jobs.JobQueue` and `kit.AgentKit`; a Chat or Team surface, or a test, can
+bring its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..parts import FinalRecord
+from ..providers.base import Provider
+from .abort import TurnSlot
+from .stream_buffer import StreamBuffer
+
+
+class TurnStorage(Protocol):
+    async def context_inputs(self, task_id: str) -> Any:
+        """The latest checkpoint, the messages after it and the usage anchor (store.repo.ContextInputs)."""
+
+    async def set_todos(self, task_id: str, todos: list[dict[str, Any]]) -> None: ...
+
+    async def add_checkpoint(self, task_id: str, turn_id: str | None, upto_message_id: int, summary: str) -> None:
+        """Persist a summary that replaces the task's messages with id <= `upto_message_id` in model inputs."""
+
+    async def checkpoint(self, message_id: int, parts: list[dict[str, Any]]) -> None: ...
+
+    async def finalize_turn(self, record: FinalRecord) -> None:
+        """The message, turn row and task state, in one transaction."""
+
+    async def fail_turn(self, record: FinalRecord) -> None:
+        """Fallback when `finalize_turn` failed: settled parts, turn `error`, task idle."""
+
+    async def write_turn_records(self, record: FinalRecord) -> None:
+        """Auxiliary records (usage anchor, steps, subagents), after the message commit."""
+
+    async def permission_rules(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's and the global permission rules (`tool`, `decision`, `command`)."""
+
+    async def messages(self, task_id: str, *, after: int | None = None, limit: int | None = None
+                       ) -> list[dict[str, Any]]: ...
+
+    async def settle_title(self, task_id: str, title: str | None) -> bool:
+        """The model's title replaces a provisional one (runtime/engine/titles.py); False when it no longer may."""
+
+
+class TaskLockPort(Protocol):
+    def __getitem__(self, task_id: str) -> asyncio.Lock: ...
+
+
+class AbortPort(Protocol):
+    def get(self, task_id: str) -> TurnSlot | None: ...
+
+    def register(self, slot: TurnSlot) -> None: ...
+
+    def free(self, slot: TurnSlot) -> None:
+        """The turn's end is announced: the task takes its next input while the cleanup goes on."""
+
+    def release(self, slot: TurnSlot) -> None: ...
+
+
+class StreamTransport(Protocol):
+    def get(self, task_id: str) -> StreamBuffer | None: ...
+
+    def reset(self, task_id: str, turn_id: str) -> StreamBuffer: ...
+
+    def announce(self, event: Any) -> None:
+        """An event that belongs to no turn's stream, to every feed."""
+
+
+class JobPort(Protocol):
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any], *, disposable: bool = False) -> Any:
+        """Run `coro` in the background; a `disposable` job is cancelled, not waited for, at shutdown."""
+
+
+class AgentPort(Protocol):
+    """What the turn's setup builds its agent from: model, tools, MCP, budget, background jobs."""
+
+    max_steps: int
+
+    def provider(self, provider_id: str) -> Provider: ...
+
+    async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> Any:
+        """This turn's tools (`.tools`, name -> Tool), the notes each step is given (`.notes`), the system prompt
+        (`.system`) and a notice for the person (`.notice`, kit.Prepared)."""
+
+    def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> Any:
+        """This turn's MCP sessions (start / ready / aclose) for the task, chat or assignment, or None."""
+
+    async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
+        """The model's context window in tokens, and a note for the person when it had to be assumed."""
+
+    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]: ...
+
+
+@dataclass(slots=True)
+class TurnServices:
+    storage: TurnStorage
+    locks: TaskLockPort
+    aborts: AbortPort
+    streams: StreamTransport
+    jobs: JobPort
+    agent: AgentPort
+    on_turn_done: Callable[[str], None]  # the host starts the next queued input

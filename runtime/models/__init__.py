@@ -1,3 +1,0 @@
-"""Local models: the shipped catalog, downloads from the Hugging Face Hub, the data folder's installed models,
-and what this computer can run. No llama.cpp here (providers/ runs the models); the facade's model methods
-(models_api.py) put these together."""
