@@ -35,11 +35,11 @@ from .titles import provisional_title
 from .turn import run_turn
 
 if TYPE_CHECKING:
-    from ..store.conversations import Conversations, EndedWait, Started
+    from ..store.conversations import EndedWait, Started
     from .abort import AbortRegistry
     from .jobs import JobQueue
     from .locks import TaskLocks
-    from .ports import AgentPort
+    from .ports import AgentPort, HostStorage
     from .stream_buffer import BufferRegistry
 
 # (owner row, the input's parts) -> the parts to store: a task adds its attachments' text here.
@@ -47,7 +47,7 @@ AddParts = Callable[[dict, list[dict]], Awaitable[list[dict]]]
 
 
 class TurnHost:
-    def __init__(self, store: Conversations, agent: AgentPort, *, locks: TaskLocks, aborts: AbortRegistry,
+    def __init__(self, store: HostStorage, agent: AgentPort, *, locks: TaskLocks, aborts: AbortRegistry,
                  buffers: BufferRegistry, jobs: JobQueue, owner_row: Callable[[str], Awaitable[dict]],
                  writable: Callable[[], None], closed: Callable[[], bool], runs: set[asyncio.Task],
                  noun: str = "Task", turn_over: Callable[[str], None] | None = None):
@@ -293,6 +293,6 @@ class TurnHost:
                 return
 
     def duplicate(self, row: dict[str, Any]) -> TurnHandle:
-        return TurnHandle(row[self.store.t.key], row["turn_id"], row["id"], duplicate=True,
+        return TurnHandle(row[self.store.owner_key], row["turn_id"], row["id"], duplicate=True,
                           queued=row["status"] == "queued")
 

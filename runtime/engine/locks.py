@@ -22,7 +22,8 @@ class TaskLocks:
     def __init__(self) -> None:
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
 
-    def __getitem__(self, task_id: str) -> asyncio.Lock:
+    def hold(self, task_id: str) -> asyncio.Lock:
+        """The task's lock, to hold with `async with`: a run waits for the one before it."""
         return self._locks[task_id]
 
     def locked(self, task_id: str) -> bool:

@@ -2,14 +2,15 @@
 
 `run_turn` and `finalize` never see the `Runtime`: they get a `TurnServices` whose parts are these
 Protocols. The desktop implementations are `store.repo.Store`, `locks.TaskLocks`, `abort.AbortRegistry`,
-`stream_buffer.BufferRegistry`, `jobs.JobQueue` and `kit.AgentKit`; a Chat or Team surface, or a test, can
-bring its own.
+`stream_buffer.BufferRegistry`, `jobs.JobQueue` and `kits.task.AgentKit`; a Chat or Team surface, or a test, can
+bring its own. The server host (runtime/server/) implements the same Protocols on Redis and PostgreSQL: a lease
+that fails fast instead of a waiting lock, a Redis stream any API instance reads, an abort bus.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -17,7 +18,6 @@ from typing import Any, Protocol
 from ..parts import FinalRecord
 from ..providers.base import Provider
 from .abort import TurnSlot
-from .stream_buffer import StreamBuffer
 
 
 class TurnStorage(Protocol):
@@ -50,8 +50,46 @@ class TurnStorage(Protocol):
         """The model's title replaces a provisional one (runtime/engine/titles.py); False when it no longer may."""
 
 
+class HostStorage(TurnStorage, Protocol):
+    """The host-side writes around a turn (engine/host.py): the input made durable before `send` returns, the
+    queue, a wait ended by Stop. `store.conversations.Conversations` for tasks, chats and assignments."""
+
+    owner_key: str  # the owner's column in its rows: task_id, chat_id or assignment_id
+
+    async def find_client_message(self, owner_id: str, client_msg_id: str) -> dict[str, Any] | None: ...
+
+    async def add_input(self, owner_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
+                        title: str | None = None) -> tuple[int, Any]:
+        """The input's message id, and its turn's start (`Started`) unless it was queued."""
+
+    async def start_queued_turn(self, owner_id: str, turn_id: str) -> Any: ...
+
+    async def discard_queued(self, owner_id: str, message_id: int) -> bool: ...
+
+    async def is_waiting(self, owner_id: str) -> bool: ...
+
+    async def end_wait(self, owner_id: str) -> Any:
+        """End a wait for the person's answer as `aborted` (`EndedWait`), or None when the owner did not wait."""
+
+
 class TaskLockPort(Protocol):
-    def __getitem__(self, task_id: str) -> asyncio.Lock: ...
+    def hold(self, task_id: str) -> AbstractAsyncContextManager[object]:
+        """Held by a run for its whole life, cleanup included, so two runs of a task never overlap. The desktop's
+        waits for the run before it (whose cleanup may still be going on); the server's lease fails at once with
+        `TaskBusy` (another worker runs the task) and is renewed by a heartbeat while held."""
+
+
+class AbortBus(Protocol):
+    """Stop as a request that outlives a process: a flag a run checks when it starts, and a message that reaches
+    the process running the turn. The desktop needs none (its Stop is the slot's, in this process); the server's
+    is Redis (runtime/server/redis/abort.py)."""
+
+    async def request(self, task_id: str) -> None: ...
+
+    async def clear(self, task_id: str) -> None:
+        """A new input: a Stop that came before it is stale."""
+
+    async def requested(self, task_id: str) -> bool: ...
 
 
 class AbortPort(Protocol):
@@ -65,10 +103,24 @@ class AbortPort(Protocol):
     def release(self, slot: TurnSlot) -> None: ...
 
 
-class StreamTransport(Protocol):
-    def get(self, task_id: str) -> StreamBuffer | None: ...
+class TurnStream(Protocol):
+    """Where a turn's events go, numbered by `seq`. The producer side never awaits: `append_delta` is the hot path
+    (a tuple test and an append per chunk), `publish` numbers a non-delta event; nothing after `turn_ended`."""
 
-    def reset(self, task_id: str, turn_id: str) -> StreamBuffer: ...
+    task_id: str
+    turn_id: str
+    seq: int
+    ended: bool
+
+    def append_delta(self, kind: int, part_id: int, text: str) -> None: ...
+
+    def publish(self, event: Any) -> None: ...
+
+
+class StreamTransport(Protocol):
+    def get(self, task_id: str) -> TurnStream | None: ...
+
+    def reset(self, task_id: str, turn_id: str) -> TurnStream: ...
 
     def announce(self, event: Any) -> None:
         """An event that belongs to no turn's stream, to every feed."""

@@ -46,7 +46,7 @@ async def run_turn(services: TurnServices, slot: TurnSlot, task: dict, input_par
     task_id = task["id"]
     buffer = services.streams.get(task_id)
     try:
-        async with services.locks[task_id]:
+        async with services.locks.hold(task_id):
             ctx = TurnContext(slot, task, buffer, input_parts, services.agent.max_steps)
             try:
                 ctx.checkpoints = Checkpointer(services.storage, ctx)

@@ -81,6 +81,10 @@ class Conversations:
         self.engine = engine
         self.t = tables
 
+    @property
+    def owner_key(self) -> str:
+        return self.t.key
+
     def _own(self, table: Table, owner_id: str):
         return table.c[self.t.key] == owner_id
 
