@@ -6,6 +6,8 @@ metadata cannot describe them, so schema comparisons leave them (and their shado
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from sqlalchemy import (
     JSON,
     Boolean,
@@ -19,7 +21,7 @@ from sqlalchemy import (
     UniqueConstraint,
     text,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 
 
 class Base(DeclarativeBase):
@@ -74,17 +76,25 @@ class PermissionRuleRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
-class MessageRow(Base):
-    __tablename__ = "messages"
-    __table_args__ = (
-        UniqueConstraint("task_id", "client_msg_id", name="uq_messages_client_msg_id"),
-        Index("ix_messages_task_order", "task_id", "id"),
-    )
+# A conversation's messages, turns and checkpoints have the same columns for each kind of owner (a task, a chat, an
+# assignment in team_models.py) apart from the owner key, which each table adds with `owner_key`;
+# store/conversations.py writes their SQL once over them. The columns keep the migrations' order by `sort_order`
+# (ascending; left alone, a class's own columns come before its mixins' and a mixin's `declared_attr`s come last):
+# the id first, then the owner key and a turn's message keys, then the rest.
+_FIRST, _OWNER = -2, -1
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+
+def owner_key(owner_table: str) -> Mapped[str]:
+    """The column naming the task, chat or assignment a message, turn or checkpoint belongs to."""
+    return mapped_column(ForeignKey(f"{owner_table}.id", ondelete="CASCADE"), sort_order=_OWNER)
+
+
+class MessageColumns:
+    """The columns of `messages`, `chat_messages` and `assignment_messages`."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, sort_order=_FIRST)
     turn_id: Mapped[str | None] = mapped_column(String(32))
-    role: Mapped[str] = mapped_column(String(16))
+    role: Mapped[str] = mapped_column(String(16))  # user | assistant | event (a chat's model change)
     parts: Mapped[list] = mapped_column(JSON, default=list)
     # complete | streaming (the assistant message of a running turn) | queued (input waiting its turn)
     # | discarded (a queued input the person dropped, or the place one left when its turn started and it moved
@@ -94,17 +104,21 @@ class MessageRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
-class TurnRow(Base):
-    __tablename__ = "turns"
-    __table_args__ = (
-        Index("ix_turns_running", "status", sqlite_where=text("status = 'running'")),
-        Index("ix_turns_task", "task_id", "started_at"),
-    )
+class TurnColumns:
+    """The columns of `turns`, `chat_turns` and `assignment_turns`; each names the table of its messages."""
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
-    input_message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id", ondelete="SET NULL"))
-    output_message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id", ondelete="SET NULL"))
+    messages_table: ClassVar[str]
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True, sort_order=_FIRST)
+
+    @declared_attr
+    def input_message_id(cls) -> Mapped[int | None]:
+        return mapped_column(ForeignKey(f"{cls.messages_table}.id", ondelete="SET NULL"), sort_order=_OWNER)
+
+    @declared_attr
+    def output_message_id(cls) -> Mapped[int | None]:
+        return mapped_column(ForeignKey(f"{cls.messages_table}.id", ondelete="SET NULL"), sort_order=_OWNER)
+
     status: Mapped[str] = mapped_column(String(16))  # running | ended
     reason: Mapped[str | None] = mapped_column(String(16))
     started_at: Mapped[float] = mapped_column(Float)
@@ -112,6 +126,42 @@ class TurnRow(Base):
     input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     error: Mapped[str | None] = mapped_column(Text)
+
+
+class CheckpointColumns:
+    """A summary of a conversation's older history: the messages with id <= `upto_message_id` are replaced by
+    `summary` in every later model input (they stay in the messages table and on screen). The columns of
+    `context_checkpoints`, `chat_checkpoints` and `assignment_checkpoints`."""
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True, sort_order=_FIRST)
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    upto_message_id: Mapped[int] = mapped_column(Integer)
+    summary: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
+def running_turns(name: str) -> Index:
+    """The partial index startup recovery finds a kind's running turns by."""
+    running = text("status = 'running'")
+    return Index(name, "status", sqlite_where=running, postgresql_where=running)
+
+
+class MessageRow(MessageColumns, Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        UniqueConstraint("task_id", "client_msg_id", name="uq_messages_client_msg_id"),
+        Index("ix_messages_task_order", "task_id", "id"),
+    )
+
+    task_id: Mapped[str] = owner_key("tasks")
+
+
+class TurnRow(TurnColumns, Base):
+    __tablename__ = "turns"
+    __table_args__ = (running_turns("ix_turns_running"), Index("ix_turns_task", "task_id", "started_at"))
+    messages_table = "messages"
+
+    task_id: Mapped[str] = owner_key("tasks")
 
 
 class StepColumns:
@@ -166,19 +216,11 @@ class UsageAnchorRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
-class CheckpointRow(Base):
-    """A summary of a task's older history: the messages with id <= `upto_message_id` are replaced by
-    `summary` in every later model input (they stay in the messages table and on screen)."""
-
+class CheckpointRow(CheckpointColumns, Base):
     __tablename__ = "context_checkpoints"
     __table_args__ = (Index("ix_checkpoints_task", "task_id", "upto_message_id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(String(32))
-    upto_message_id: Mapped[int] = mapped_column(Integer)
-    summary: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
+    task_id: Mapped[str] = owner_key("tasks")
 
 
 class JobRow(Base):
@@ -278,41 +320,22 @@ class ChatRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
 
 
-class ChatMessageRow(Base):
+class ChatMessageRow(MessageColumns, Base):
     __tablename__ = "chat_messages"
     __table_args__ = (
         UniqueConstraint("chat_id", "client_msg_id", name="uq_chat_messages_client_msg_id"),
         Index("ix_chat_messages_order", "chat_id", "id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(String(32))
-    role: Mapped[str] = mapped_column(String(16))  # user | assistant | event (a model change)
-    parts: Mapped[list] = mapped_column(JSON, default=list)
-    status: Mapped[str] = mapped_column(String(16), server_default="complete")  # as messages.status
-    client_msg_id: Mapped[str | None] = mapped_column(String(100))
-    created_at: Mapped[float] = mapped_column(Float)
+    chat_id: Mapped[str] = owner_key("chats")
 
 
-class ChatTurnRow(Base):
+class ChatTurnRow(TurnColumns, Base):
     __tablename__ = "chat_turns"
-    __table_args__ = (
-        Index("ix_chat_turns_running", "status", sqlite_where=text("status = 'running'")),
-        Index("ix_chat_turns_chat", "chat_id", "started_at"),
-    )
+    __table_args__ = (running_turns("ix_chat_turns_running"), Index("ix_chat_turns_chat", "chat_id", "started_at"))
+    messages_table = "chat_messages"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
-    input_message_id: Mapped[int | None] = mapped_column(ForeignKey("chat_messages.id", ondelete="SET NULL"))
-    output_message_id: Mapped[int | None] = mapped_column(ForeignKey("chat_messages.id", ondelete="SET NULL"))
-    status: Mapped[str] = mapped_column(String(16))  # running | ended
-    reason: Mapped[str | None] = mapped_column(String(16))
-    started_at: Mapped[float] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    error: Mapped[str | None] = mapped_column(Text)
+    chat_id: Mapped[str] = owner_key("chats")
 
 
 class ChatStepRow(StepColumns, Base):
@@ -324,15 +347,8 @@ class ChatStepRow(StepColumns, Base):
     turn_id: Mapped[str] = mapped_column(ForeignKey("chat_turns.id", ondelete="CASCADE"))
 
 
-class ChatCheckpointRow(Base):
-    """A summary of a chat's older history (as context_checkpoints for tasks)."""
-
+class ChatCheckpointRow(CheckpointColumns, Base):
     __tablename__ = "chat_checkpoints"
     __table_args__ = (Index("ix_chat_checkpoints_chat", "chat_id", "upto_message_id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    chat_id: Mapped[str] = mapped_column(ForeignKey("chats.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(String(32))
-    upto_message_id: Mapped[int] = mapped_column(Integer)
-    summary: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
+    chat_id: Mapped[str] = owner_key("chats")

@@ -5,10 +5,10 @@ environment and the exact-schema test import both modules.
 
 from __future__ import annotations
 
-from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, Float, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from .models import Base, StepColumns
+from .models import Base, CheckpointColumns, MessageColumns, StepColumns, TurnColumns, owner_key, running_turns
 
 
 class TeamRow(Base):
@@ -68,41 +68,25 @@ class AssignmentRow(Base):
     updated_at: Mapped[float] = mapped_column(Float)
 
 
-class AssignmentMessageRow(Base):
+class AssignmentMessageRow(MessageColumns, Base):
     __tablename__ = "assignment_messages"
     __table_args__ = (
         UniqueConstraint("assignment_id", "client_msg_id", name="uq_assignment_messages_client_msg_id"),
         Index("ix_assignment_messages_order", "assignment_id", "id"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    assignment_id: Mapped[str] = mapped_column(ForeignKey("team_assignments.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(String(32))
-    role: Mapped[str] = mapped_column(String(16))
-    parts: Mapped[list] = mapped_column(JSON, default=list)
-    status: Mapped[str] = mapped_column(String(16), server_default="complete")
-    client_msg_id: Mapped[str | None] = mapped_column(String(100))
-    created_at: Mapped[float] = mapped_column(Float)
+    assignment_id: Mapped[str] = owner_key("team_assignments")
 
 
-class AssignmentTurnRow(Base):
+class AssignmentTurnRow(TurnColumns, Base):
     __tablename__ = "assignment_turns"
     __table_args__ = (
-        Index("ix_assignment_turns_running", "status", sqlite_where=text("status = 'running'")),
+        running_turns("ix_assignment_turns_running"),
         Index("ix_assignment_turns_owner", "assignment_id", "started_at"),
     )
+    messages_table = "assignment_messages"
 
-    id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    assignment_id: Mapped[str] = mapped_column(ForeignKey("team_assignments.id", ondelete="CASCADE"))
-    input_message_id: Mapped[int | None] = mapped_column(ForeignKey("assignment_messages.id", ondelete="SET NULL"))
-    output_message_id: Mapped[int | None] = mapped_column(ForeignKey("assignment_messages.id", ondelete="SET NULL"))
-    status: Mapped[str] = mapped_column(String(16))  # running | ended
-    reason: Mapped[str | None] = mapped_column(String(16))
-    started_at: Mapped[float] = mapped_column(Float)
-    ended_at: Mapped[float | None] = mapped_column(Float)
-    input_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
-    error: Mapped[str | None] = mapped_column(Text)
+    assignment_id: Mapped[str] = owner_key("team_assignments")
 
 
 class AssignmentStepRow(StepColumns, Base):
@@ -114,13 +98,8 @@ class AssignmentStepRow(StepColumns, Base):
     turn_id: Mapped[str] = mapped_column(ForeignKey("assignment_turns.id", ondelete="CASCADE"))
 
 
-class AssignmentCheckpointRow(Base):
+class AssignmentCheckpointRow(CheckpointColumns, Base):
     __tablename__ = "assignment_checkpoints"
     __table_args__ = (Index("ix_assignment_checkpoints_owner", "assignment_id", "upto_message_id"),)
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    assignment_id: Mapped[str] = mapped_column(ForeignKey("team_assignments.id", ondelete="CASCADE"))
-    turn_id: Mapped[str | None] = mapped_column(String(32))
-    upto_message_id: Mapped[int] = mapped_column(Integer)
-    summary: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[float] = mapped_column(Float)
+    assignment_id: Mapped[str] = owner_key("team_assignments")
