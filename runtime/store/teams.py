@@ -15,8 +15,8 @@ from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord, text_of
-from ..teams.plan import finished, refresh
 from .conversations import Conversations, Tables, row_dict
+from .plan_status import finished, refresh
 from .rules import RulesRepo
 from .team_models import (
     AssignmentCheckpointRow,

@@ -3,7 +3,7 @@
 Pure functions over assignment rows (dicts with `key`, `member`, `depends_on`, `status`, `reason`, `position`),
 so the rules are in one place: a plan names known members and existing assignments and has no cycle; an
 assignment is ready when every dependency is done or skipped, and otherwise blocked with a sentence saying what
-it waits for — naming a dependency that failed, was stopped or was interrupted, with its reason.
+it waits for (`refresh`: store/plan_status.py, where the store's startup recovery finds it too).
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..errors import ConfigError
+from ..store.plan_status import finished as finished
+from ..store.plan_status import refresh as refresh  # the store's recovery applies them too
 
 STATUSES = ("blocked", "ready", "running", "waiting", "done", "failed", "interrupted", "skipped", "aborted")
-SATISFIED = ("done", "skipped")  # a dependency in one of these lets its dependents start
-# Statuses a plan change (refresh) may move between; the others are a turn's outcome or the person's choice.
-PENDING = ("blocked", "ready")
 KEY_CHARS = 60
+
+
 def check_plan(members: Iterable[str], assignments: list[dict]) -> None:
     """ConfigError, in one sentence, when the plan cannot run: an empty or repeated key, an unknown member, a
     dependency that does not exist, or a cycle."""
@@ -68,41 +69,8 @@ def find_cycle(deps: dict[str, list[str]]) -> list[str] | None:
     return None
 
 
-def waiting_reason(row: dict, by_key: dict[str, dict]) -> str | None:
-    """None when every dependency is satisfied, else what the assignment waits for."""
-    unmet = [by_key[k] for k in row["depends_on"] if by_key[k]["status"] not in SATISFIED]
-    if not unmet:
-        return None
-    for dep in unmet:  # a dependency that will not finish by itself is the one the person must see
-        if dep["status"] == "failed":
-            return f"waiting for {dep['key']}, which failed: {dep['reason'] or 'no reason given'}"
-        if dep["status"] == "aborted":
-            return f"waiting for {dep['key']}, which was stopped"
-        if dep["status"] == "interrupted":
-            return f"waiting for {dep['key']}, which was interrupted (run the team to continue it)"
-    return "waiting for " + ", ".join(dep["key"] for dep in unmet)
-
-
-def refresh(rows: list[dict]) -> list[tuple[dict, str, str | None]]:
-    """(row, status, reason) for each blocked or ready assignment whose status or reason should change."""
-    by_key = {r["key"]: r for r in rows}
-    changes = []
-    for row in rows:
-        if row["status"] not in PENDING:
-            continue
-        reason = waiting_reason(row, by_key)
-        status = "blocked" if reason else "ready"
-        if (status, reason) != (row["status"], row["reason"]):
-            changes.append((row, status, reason))
-    return changes
-
-
 def to_start(rows: list[dict], max_parallel: int) -> list[dict]:
     """The ready assignments to start now, in plan order, without going over `max_parallel` running ones."""
     free = max_parallel - sum(r["status"] == "running" for r in rows)
     ready = sorted((r for r in rows if r["status"] == "ready"), key=lambda r: r["position"])
     return ready[:max(free, 0)]
-
-
-def finished(rows: list[dict]) -> bool:
-    return bool(rows) and all(r["status"] in SATISFIED for r in rows)
