@@ -1,5 +1,5 @@
 """A tool step on a model's own chat template (models of 1 B parameters and more whose template has a known
-call format, see `providers/llama/template.py`); called by `llama_worker.Job`.
+call format, see `providers/llama/template.py`); called by `providers/llama/worker.py`'s `Job`.
 
 1. The prompt is the model's template rendered with the conversation and the tools; its static prefix comes
    from the prompt-prefix cache (`providers/llama/prefix.py`). A Continue opens the assistant's turn with the cut-off
@@ -24,24 +24,41 @@ import codecs
 import json
 import random
 import re
+import threading
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runtime.errors import ProviderError
-from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ToolCallRequest, must_call
-from runtime.providers.llama.models import quiet_llama_cpp
+from runtime.providers.base import TEXT, TOOL_CALLS, TOOL_START, ModelRequest, ToolCallRequest, must_call
+from runtime.providers.llama.models import LoadedModel, quiet_llama_cpp
 from runtime.providers.llama.prefill import prefilled
-from runtime.providers.llama.prefix import prepare_prefix
+from runtime.providers.llama.prefix import PrefixCache, prepare_prefix
 from runtime.providers.llama.reading import read_prompt
 from runtime.providers.llama.template import HERMES, LLAMA3, MISTRAL, ChatTemplate
-from runtime.providers.llama.tool_prompt import cached_grammar, parse_args
-
-if TYPE_CHECKING:
-    from runtime.providers.llama.worker import Job
+from runtime.providers.llama.tool_prompt import Meter, cached_grammar, parse_args
 
 _NAME = re.compile(r'"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 MARKERS = {HERMES: "<tool_call>\n", MISTRAL: "[TOOL_CALLS]", LLAMA3: ""}  # what a call starts with
+
+
+class TemplateJob(Protocol):
+    """What a template step uses of its generation: the worker's `Job`, which imports this module."""
+
+    model: LoadedModel
+    request: ModelRequest
+    prefix_cache: PrefixCache | None
+    meter: Meter
+    stop: threading.Event
+    seed: int | None
+    temperature: float
+    top_p: float
+    repeat_penalty: float
+    max_tokens: int
+
+    def emit(self, item: Any) -> None: ...
+    def finish(self, reason: str) -> None: ...
+    def reading(self, percent: int) -> None: ...
 
 
 class CallDetector:
@@ -146,7 +163,7 @@ class Sampler:
     """Tokens and their text from a prompt, with llama-cpp-python's sampler chain. `reason` after the loop:
     "stop" (end of turn), "length" (token budget) or None (stopped, or the caller broke off)."""
 
-    def __init__(self, job: Job, tokens: list[int], *, max_tokens: int, grammar: Any = None):
+    def __init__(self, job: TemplateJob, tokens: list[int], *, max_tokens: int, grammar: Any = None):
         llm = job.model.llm
         if len(tokens) >= llm.n_ctx():
             raise ProviderError(
@@ -188,7 +205,7 @@ class Sampler:
             gen.close()
 
 
-def run_template_step(job: Job, chat: ChatTemplate, functions: list[dict[str, Any]]) -> None:
+def run_template_step(job: TemplateJob, chat: ChatTemplate, functions: list[dict[str, Any]]) -> None:
     request, llm = job.request, job.model.llm
     tools = [{"type": "function", "function": f} for f in functions]
     written = None

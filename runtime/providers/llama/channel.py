@@ -1,4 +1,4 @@
-"""The channel between a llama.cpp worker thread and the event loop (`llama_worker.Job` is one).
+"""The channel between a llama.cpp worker thread and the event loop (`providers/llama/worker.py`'s `Job` is one).
 
 The thread converts llama-cpp-python's chunks into provider tuples itself and `_put`s them into a list; the
 loop side takes the whole list per `next_batch`. One `call_soon_threadsafe` wake-up per batch: if the loop is
