@@ -9,12 +9,12 @@ from ..chats.panel import ChatPanel
 from ..widgets import dialogs
 
 if TYPE_CHECKING:
-    from .window_host import WindowHost
+    from .window_host import ActionsBase
 else:
-    WindowHost = object  # see shell/window_host.py
+    ActionsBase = object  # see shell/window_host.py
 
 
-class ChatActions(WindowHost):
+class ChatActions(ActionsBase):
     """Mixed into MainWindow: it owns `panel`, `sidebar`, `stack`, `bridge`, `ctl` and `close_panel`."""
 
     def new_chat(self) -> ChatPanel | None:

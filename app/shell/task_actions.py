@@ -16,12 +16,12 @@ from ..tasks.panel import TaskPanel
 from ..widgets import dialogs
 
 if TYPE_CHECKING:
-    from .window_host import WindowHost
+    from .window_host import ActionsBase
 else:
-    WindowHost = object  # see shell/window_host.py
+    ActionsBase = object  # see shell/window_host.py
 
 
-class TaskActions(WindowHost):
+class TaskActions(ActionsBase):
     """Mixed into MainWindow: it owns `panel`, `tasks`, `bridge`, `reload_tasks`, `open_task` and `close_panel`."""
 
     def new_task(self, goal: str = "") -> NewTaskDialog | None:

@@ -9,12 +9,12 @@ from ..teams.panel import TeamPanel
 from ..widgets import dialogs
 
 if TYPE_CHECKING:
-    from .window_host import WindowHost
+    from .window_host import ActionsBase
 else:
-    WindowHost = object  # see shell/window_host.py
+    ActionsBase = object  # see shell/window_host.py
 
 
-class TeamActions(WindowHost):
+class TeamActions(ActionsBase):
     """Mixed into MainWindow: it owns `panel`, `sidebar`, `stack`, `bridge` and `close_panel`."""
 
     def new_team(self) -> NewTeamDialog | None:

@@ -1,26 +1,43 @@
-"""What the main window's action mixins (task_actions, chat_actions, team_actions) use of the window, declared for
-mypy. The mixins subclass `WindowHost` only while type checking (`if TYPE_CHECKING`); at run time they mix into
-MainWindow, which defines all of it. Nothing imports this module at run time."""
+"""What the main window's action mixins (task_actions, chat_actions, team_actions) use of the window and of the
+application controller, as Protocols: the actions name what they need instead of importing MainWindow or HearthApp
+(which imports MainWindow, which mixes the actions in: a cycle, if only for the type checker).
+
+The mixins subclass `ActionsBase` only while type checking (`if TYPE_CHECKING`); at run time they mix into
+MainWindow, which has all of it. Nothing imports this module at run time."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
+from typing import Protocol
 
-from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QMainWindow, QStackedWidget
 
 from runtime.api import ChatInfo, TaskInfo, TeamInfo
 
 from ..chats.panel import ChatPanel
+from ..conversation.composer import Composer
 from ..core.bridge import RuntimeBridge
+from ..core.prefs import Prefs
 from ..tasks.panel import TaskPanel
 from ..teams.panel import TeamPanel
-from .application import HearthApp
 from .sidebar import TaskSidebar
 
 
-class WindowHost(QMainWindow):
-    ctl: HearthApp
+class Controller(Protocol):
+    """What the actions use of the application controller (shell/application.py)."""
+
+    prefs: Prefs
+    view_states: dict[str, tuple]
+
+    def open_settings(self, page: str = "") -> object: ...
+    def keep_draft(self, owner_id: str, draft: dict | None) -> None: ...
+    def restore_draft(self, owner_id: str, composer: Composer) -> None: ...
+
+
+class WindowHost(Protocol):
+    """What the actions use of the main window besides what every QMainWindow has."""
+
+    ctl: Controller
     bridge: RuntimeBridge  # None until the runtime is attached: the actions check `_ready()` first
     panel: TaskPanel | ChatPanel | TeamPanel | None
     tasks: dict[str, TaskInfo]
@@ -29,13 +46,18 @@ class WindowHost(QMainWindow):
     sidebar: TaskSidebar
     stack: QStackedWidget
     disposed: bool
-    _reload: QTimer
 
-    _ready: Callable[[], bool]
-    reload_tasks: Callable[[], Awaitable[None]]
-    open_task: Callable[[str], TaskPanel | None]
-    close_panel: Callable[..., None]
-    show_title: Callable[[], None]
-    _panel_title_changed: Callable[[str], None]
-    _enable_task_actions: Callable[[], None]
-    _open_new: Callable[[str], Awaitable[None]]
+    def _ready(self) -> bool: ...
+    def reload_tasks(self) -> Awaitable[None]: ...
+    def open_task(self, task_id: str) -> TaskPanel | None: ...
+    def close_panel(self, select_none: bool = True) -> None: ...
+    def _panel_title_changed(self, _title: str) -> None: ...
+    def _enable_task_actions(self) -> None: ...
+    def _open_new(self, task_id: str) -> Awaitable[None]: ...
+
+
+class ActionsBase(QMainWindow, WindowHost):
+    """The action mixins are checked as a QMainWindow (they parent dialogs on it) that has WindowHost."""
+
+    # Declared again: the chat and team actions assign it, and mypy would take their assignment as its definition.
+    panel: TaskPanel | ChatPanel | TeamPanel | None
