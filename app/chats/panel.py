@@ -17,11 +17,11 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
+from ..conversation.phase import PHASES
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge
 from ..core.sources import ChatSource
-from ..tasks.panel import PHASES
 from ..widgets.model_picker import ModelDialog
 
 if TYPE_CHECKING:

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 from runtime.events import STATE_WORDS, state_key
 
 from ..core.util import ago
+from ..teams.panel import team_badge
 from ..widgets import theme
 from ..widgets.icons import app_icon
 
@@ -69,17 +70,6 @@ def started_labels(tasks: list, untitled: str) -> dict[str, str]:
 
 def badge_for(info, running: bool) -> str:
     return state_key(info.state, info.last_reason, running)
-
-
-def team_badge(team) -> str:
-    """A team's row: working, an assignment waiting for the person, one failed, interrupted or stopped, else
-    idle."""
-    statuses = {a.status for a in team.assignments}
-    for status, badge in (("running", "running"), ("waiting", "waiting"), ("failed", "error"),
-                          ("interrupted", "interrupted"), ("aborted", "interrupted")):
-        if status in statuses:
-            return badge
-    return "idle"
 
 
 class TaskListModel(QAbstractListModel):

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
+from ..conversation.phase import PHASES
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox
 from ..core.bridge import RuntimeBridge, TaskObserver
@@ -34,12 +35,6 @@ if TYPE_CHECKING:
 
     from ..core.bridge import Batched
 
-PHASES = {
-    "agent_building": "Preparing the agent…",
-    "context_building": "Reading the conversation…",
-    "mcp_connecting": "Connecting tools…",
-    "agent_running": "Thinking…",
-}
 APPROVAL_LABELS = {
     "ask": "Asks before changes",
     "auto_edit": "Edits files, asks before commands",

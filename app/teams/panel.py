@@ -30,7 +30,6 @@ from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox
 from ..core.bridge import RuntimeBridge
 from ..core.sources import AssignmentSource
-from ..shell.sidebar import team_badge
 from ..widgets import theme
 
 STATUS_WORDS = {"blocked": "blocked", "ready": "ready", "running": "running", "waiting": "waiting for you",
@@ -38,10 +37,21 @@ STATUS_WORDS = {"blocked": "blocked", "ready": "ready", "running": "running", "w
                 "aborted": "stopped"}
 STATUS_COLORS = {"running": "running", "waiting": "waiting", "failed": "error", "interrupted": "interrupted",
                  "aborted": "interrupted"}
-# The header says what the person may do next, in the sidebar badge's terms (sidebar.team_badge).
+# The header says what the person may do next, in the sidebar badge's terms (team_badge).
 TEAM_WORDS = {"running": "working", "waiting": "waiting for you", "error": "an assignment failed",
               "interrupted": "stopped"}
 CONTINUABLE = ("ready", "aborted", "interrupted")  # what Run starts or continues
+
+
+def team_badge(team) -> str:
+    """A team's badge (its sidebar row): working, an assignment waiting for the person, one failed, interrupted or
+    stopped, else idle."""
+    statuses = {a.status for a in team.assignments}
+    for status, badge in (("running", "running"), ("waiting", "waiting"), ("failed", "error"),
+                          ("interrupted", "interrupted"), ("aborted", "interrupted")):
+        if status in statuses:
+            return badge
+    return "idle"
 
 
 def team_word(info) -> str:
