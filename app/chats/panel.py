@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
@@ -23,6 +23,7 @@ from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge
 from ..core.sources import ChatSource
 from ..widgets.model_picker import ModelDialog
+from ..widgets.panel_head import PanelHead
 
 if TYPE_CHECKING:
     from ..core.bridge import Batched
@@ -49,24 +50,16 @@ class ChatPanel(FeedPanel, QWidget):
         lay.setSpacing(0)
         self.setObjectName("TaskPanel")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        head = QWidget()
-        head.setObjectName("PanelHead")
-        head.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        top = QHBoxLayout(head)
-        top.setContentsMargins(24, 12, 24, 10)
-        self.title = QLabel()
-        self.title.setObjectName("PanelTitle")
-        top.addWidget(self.title, 1)
         self.model_button = QPushButton()
         self.model_button.setObjectName("Link")
         self.model_button.setToolTip("The model of the next answers: change it at any time")
         self.model_button.clicked.connect(self.choose_model)
-        top.addWidget(self.model_button)
         to_task = QPushButton("Turn into a task")
         to_task.setToolTip("Start a task (with a workspace and tools) whose history is this chat")
         to_task.clicked.connect(self.turn_into_task)
-        top.addWidget(to_task)
-        lay.addWidget(head)
+        self.head = PanelHead(self.model_button, to_task, top_margin=12)
+        self.title = self.head.title
+        lay.addWidget(self.head)
 
         self.conversation = ConversationView(chat=True)
         self.conversation.continue_clicked.connect(lambda: self._act(self.source.continue_chat()))
@@ -163,8 +156,7 @@ class ChatPanel(FeedPanel, QWidget):
 
     def _show_info(self, info) -> None:
         title = info.title or "New chat"
-        if self.title.text() != title:
-            self.title.setText(title)
+        if self.head.show_title(title):
             self.title_changed.emit(title)
         self.model_button.setText(f"{info.model} ▾")
 

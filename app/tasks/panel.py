@@ -27,6 +27,7 @@ from ..core.bridge import RuntimeBridge, TaskObserver
 from ..core.sources import TaskSource
 from ..widgets import dialogs
 from ..widgets.model_picker import ModelDialog
+from ..widgets.panel_head import PanelHead
 from .commands import CommandSettings
 from .todos import TodoBox
 
@@ -61,21 +62,11 @@ class TaskPanel(FeedPanel, QWidget):
         lay.setSpacing(0)
         self.setObjectName("TaskPanel")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        head = QWidget()
-        head.setObjectName("PanelHead")
-        head.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        hl = QVBoxLayout(head)
-        hl.setContentsMargins(24, 14, 24, 10)
-        hl.setSpacing(6)
-        top = QHBoxLayout()
-        self.title = QLabel()
-        self.title.setObjectName("PanelTitle")
-        top.addWidget(self.title, 1)
         folder = QPushButton("Open folder")
         folder.setToolTip("Open this task's workspace folder")
         folder.clicked.connect(self.open_workspace)
-        top.addWidget(folder)
-        hl.addLayout(top)
+        self.head = PanelHead(folder)
+        self.title = self.head.title
         chips = QHBoxLayout()
         chips.setSpacing(6)
         for text in (info.model, APPROVAL_LABELS.get(info.approval, info.approval),
@@ -92,8 +83,8 @@ class TaskPanel(FeedPanel, QWidget):
         self.commands = CommandSettings(bridge, info)
         chips.addWidget(self.commands)
         chips.addStretch(1)
-        hl.addLayout(chips)
-        lay.addWidget(head)
+        self.head.rows.addLayout(chips)
+        lay.addWidget(self.head)
 
         self.conversation = ConversationView()
         self.conversation.continue_clicked.connect(self._continue)
@@ -161,8 +152,7 @@ class TaskPanel(FeedPanel, QWidget):
 
     def _set_title(self, info: TaskInfo) -> None:
         title = info.title or "New task"
-        if self.title.text() != title:
-            self.title.setText(title)
+        if self.head.show_title(title):
             self.title_changed.emit(title)
 
     def show_phases(self, events: list[Batched]) -> None:

@@ -31,6 +31,7 @@ from ..conversation.waiting import WaitingBox
 from ..core.bridge import RuntimeBridge
 from ..core.sources import AssignmentSource
 from ..widgets import theme
+from ..widgets.panel_head import PanelHead
 
 STATUS_WORDS = {"blocked": "blocked", "ready": "ready", "running": "running", "waiting": "waiting for you",
                 "done": "done", "failed": "failed", "interrupted": "interrupted", "skipped": "skipped",
@@ -90,23 +91,18 @@ class TeamPanel(TurnDetails, QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(24, 14, 24, 14)
         lay.setSpacing(8)
-        top = QHBoxLayout()
-        self.title = QLabel()
-        self.title.setObjectName("PanelTitle")
-        self.title.setWordWrap(True)
-        top.addWidget(self.title, 1)
         self.state = QLabel()  # a coloured word, as a tool card's state: nothing about it looks pressable
         self.state.setObjectName("TeamState")
-        top.addWidget(self.state)
         self.run_button = QPushButton("Run")
         self.run_button.setObjectName("Primary")
         self.run_button.clicked.connect(lambda: self._act(self.teams.run(self.team_id)))
-        top.addWidget(self.run_button)
         self.stop_button = QPushButton("Stop team")
         self.stop_button.setToolTip("Stop every running assignment; nothing more starts")
         self.stop_button.clicked.connect(lambda: self._act(self.teams.stop(self.team_id)))
-        top.addWidget(self.stop_button)
-        lay.addLayout(top)
+        head = PanelHead(self.state, self.run_button, self.stop_button, framed=False)
+        self.title = head.title
+        self.title.setWordWrap(True)
+        lay.addWidget(head)
         self.members = QLabel()
         self.members.setObjectName("Muted")
         self.members.setWordWrap(True)
