@@ -170,20 +170,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.bridge.run(go())
 
     def _on_submit(self, text: str, _files: list[str]) -> None:
-        queue = self.source.is_running()
-
-        async def go():
-            try:
-                try:
-                    await self.source.send(text, queue=queue)
-                except self.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
-                    await self.source.send(text, queue=True)
-            except Exception:
-                self.composer.restore(text, [])
-                raise
-            await self.sync()
-
-        self.bridge.run(go())
+        self.send_or_queue(lambda queue: self.source.send(text, queue=queue), self.source.is_running(), text, [])
 
     def _discard(self, message_id: int) -> None:
         async def go():

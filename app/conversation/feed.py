@@ -12,6 +12,7 @@ replay of what the message holds). The panel it serves gets `apply_info`, `show_
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
@@ -324,6 +325,23 @@ class FeedPanel(TurnDetails):
 
     async def sync(self) -> None:
         await self.feed.sync()
+
+    def send_or_queue(self, send: Callable[[bool], Awaitable[object]], running: bool, text: str,
+                      files: list[str]) -> None:
+        """Send what the composer submitted: `send(queue)`, queued behind the running turn if one runs (or started
+        meanwhile); if it fails, the text goes back into the composer."""
+        async def go() -> None:
+            try:
+                try:
+                    await send(running)
+                except self.feed.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
+                    await send(True)
+            except Exception:
+                self.composer.restore(text, files)
+                raise
+            await self.sync()
+
+        self.feed.bridge.run(go())
 
     def focus_composer(self) -> None:
         self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)

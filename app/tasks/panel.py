@@ -224,20 +224,8 @@ class TaskPanel(FeedPanel, QWidget):
             self._act(lambda: self.bridge.edit_last(self.task_id, text),
                       on_error=lambda: self.composer.start_edit(text))
             return
-        queue = self.bridge.is_running(self.task_id)
-
-        async def go():
-            try:
-                try:
-                    await self.bridge.send(self.task_id, text, files, queue=queue)
-                except self.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
-                    await self.bridge.send(self.task_id, text, files, queue=True)
-            except Exception:
-                self.composer.restore(text, files)
-                raise
-            await self.sync()
-
-        self.bridge.run(go())
+        self.send_or_queue(lambda queue: self.bridge.send(self.task_id, text, files, queue=queue),
+                           self.bridge.is_running(self.task_id), text, files)
 
     def _act(self, action, on_error=None) -> None:
         """Run an action that starts a turn, then read what it changed."""
