@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 
 from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
-from ..conversation.phase import PHASES
+from ..conversation.phase import PhaseLine
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge
@@ -80,9 +80,7 @@ class ChatPanel(FeedPanel, QWidget):
         bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(24, 6, 24, 14)
-        self.phase = QLabel()
-        self.phase.setObjectName("Phase")
-        self.phase.hide()
+        self.phase = PhaseLine()
         bl.addWidget(self.phase)
         self.waiting: WaitingBox | None = None
         self.waiting_slot = QVBoxLayout()
@@ -139,20 +137,7 @@ class ChatPanel(FeedPanel, QWidget):
 
     def show_phases(self, events: list[Batched]) -> None:
         for ev in events:
-            if ev.type == "status":
-                self._phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
-            elif ev.type == "text_delta":
-                self._phase("Writing…")
-            elif ev.type == "tool_call":
-                self._phase(f"Running {ev.name}…" if str(ev.state) == "running" else "Thinking…")
-            elif ev.type == "aborted":
-                self._phase("Stopping…")
-            elif ev.type == "turn_ended":
-                self.phase.hide()
-
-    def _phase(self, text: str) -> None:
-        self.phase.setText(f"● {text}")
-        self.phase.show()
+            self.phase.follow(ev)
 
     def _show_info(self, info) -> None:
         title = info.title or "New chat"
@@ -194,7 +179,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.bridge.run(go())
 
     def stop(self) -> None:
-        self._phase("Stopping…")
+        self.phase.say("Stopping…")
         self.bridge.run(self.source.stop())
 
     def close_panel(self) -> None:

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
-from ..conversation.phase import PHASES
+from ..conversation.phase import PhaseLine
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox
 from ..core.bridge import RuntimeBridge, TaskObserver
@@ -107,9 +107,7 @@ class TaskPanel(FeedPanel, QWidget):
         bl = QVBoxLayout(bottom)
         bl.setContentsMargins(24, 6, 24, 14)
         bl.setSpacing(6)
-        self.phase = QLabel()
-        self.phase.setObjectName("Phase")
-        self.phase.hide()
+        self.phase = PhaseLine()
         bl.addWidget(self.phase)
         self.todo_box = TodoBox()
         bl.addWidget(self.todo_box)
@@ -157,25 +155,12 @@ class TaskPanel(FeedPanel, QWidget):
 
     def show_phases(self, events: list[Batched]) -> None:
         for ev in events:
-            if ev.type == "status":
-                self._show_phase(ev.detail or PHASES.get(str(ev.phase), str(ev.phase)))
-            elif ev.type == "text_delta":
-                self._show_phase("Writing…")
-            elif ev.type == "reasoning_delta":
-                self._show_phase("Thinking…")
-            elif ev.type == "tool_call":
-                state = str(ev.state)
-                self._show_phase(f"Running {ev.name}…" if state == "running" else "Thinking…")
-            elif ev.type == "aborted":
-                self._show_phase("Stopping…")
+            if ev.type == "reasoning_delta":
+                self.phase.say("Thinking…")
             elif ev.type == "todos":
                 self.todo_box.set_todos(ev.todos)
-            elif ev.type == "turn_ended":
-                self.phase.hide()
-
-    def _show_phase(self, text: str) -> None:
-        self.phase.setText(f"● {text}")
-        self.phase.show()
+            else:
+                self.phase.follow(ev)
 
     # -- waiting --
 
@@ -276,7 +261,7 @@ class TaskPanel(FeedPanel, QWidget):
         self.bridge.run(go())
 
     def _on_stop(self) -> None:
-        self._show_phase("Stopping…")
+        self.phase.say("Stopping…")
         self.bridge.run(self.bridge.stop(self.task_id))
 
     def _continue(self) -> None:
