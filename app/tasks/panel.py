@@ -22,7 +22,7 @@ from ..conversation.composer import Composer
 from ..conversation.feed import ConversationFeed, FeedPanel
 from ..conversation.phase import PhaseLine
 from ..conversation.view import ConversationView
-from ..conversation.waiting import WaitingBox
+from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge, TaskObserver
 from ..core.sources import TaskSource
 from ..widgets import dialogs
@@ -132,7 +132,7 @@ class TaskPanel(FeedPanel, QWidget):
     def turn_started(self) -> None:
         self.composer.set_running(True)
         self.conversation.set_running(True)
-        self._set_waiting(None)
+        self.waiting = swap_box(self.waiting_slot, self.waiting, None, self._waiting_box)
 
     def apply_info(self, info: TaskInfo) -> None:
         self.info = info
@@ -143,7 +143,7 @@ class TaskPanel(FeedPanel, QWidget):
         pending = info.pending_request if info.state == "waiting" and not running else None
         self.composer.set_running(running, waiting=pending is not None)
         self.conversation.set_running(running)
-        self._set_waiting(pending)
+        self.waiting = swap_box(self.waiting_slot, self.waiting, pending, self._waiting_box)
         self.conversation.mark_waiting(pending.get("call_id") if pending else None)
         if not running:
             self.phase.hide()
@@ -164,20 +164,13 @@ class TaskPanel(FeedPanel, QWidget):
 
     # -- waiting --
 
-    def _set_waiting(self, request: dict | None) -> None:
-        rid = request.get("request_id") if request else None
-        if self.waiting is not None and self.waiting.request_id == rid:
-            return
-        if self.waiting is not None:
-            self.waiting.deleteLater()
-            self.waiting = None
-        if request:
-            # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
-            self.waiting = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
-            self.waiting.answered.connect(self._on_answer)
-            self.waiting.unsandboxed_accepted.connect(self._accept_unsandboxed)
-            self.waiting.plan_answered.connect(self._on_plan)
-            self.waiting_slot.addWidget(self.waiting)
+    def _waiting_box(self, request: dict) -> WaitingBox:
+        # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
+        box = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
+        box.answered.connect(self._on_answer)
+        box.unsandboxed_accepted.connect(self._accept_unsandboxed)
+        box.plan_answered.connect(self._on_plan)
+        return box
 
     def _on_plan(self, request_id: str, answer: str, steps: list) -> None:
         self._on_answer(request_id, answer, False, "", steps or None)

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
 
 from ..conversation.feed import ConversationFeed, TurnDetails
 from ..conversation.view import ConversationView
-from ..conversation.waiting import WaitingBox
+from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge
 from ..core.sources import AssignmentSource
 from ..widgets import theme
@@ -261,23 +261,16 @@ class TeamPanel(TurnDetails, QWidget):
         self.buttons["Stop"].setVisible(a.status in ("running", "waiting"))  # Stop also ends a wait
         self.buttons["Retry"].setVisible(a.status in ("failed", "aborted", "interrupted"))
         self.buttons["Skip"].setVisible(a.status not in ("running", "done", "skipped"))
-        self._set_waiting(a.pending_request if a.status == "waiting" else None)
+        self.waiting = swap_box(self.waiting_slot, self.waiting, a.pending_request if a.status == "waiting" else None,
+                                self._waiting_box)
 
-    def _set_waiting(self, request: dict | None) -> None:
-        rid = request.get("request_id") if request else None
-        if self.waiting is not None and self.waiting.request_id == rid:
-            return
-        if self.waiting is not None:
-            self.waiting.deleteLater()
-            self.waiting = None
-        if request:
-            # A team's approvals are this one call's: no network exception and no "always" rule to offer.
-            plain = {k: v for k, v in request.items() if k not in ("network_offer", "suggested_rule")}
-            self.waiting = WaitingBox(plain)
-            if hasattr(self.waiting, "always"):
-                self.waiting.always.hide()
-            self.waiting.answered.connect(self._answer)
-            self.waiting_slot.addWidget(self.waiting)
+    def _waiting_box(self, request: dict) -> WaitingBox:
+        # A team's approvals are this one call's: no network exception and no "always" rule to offer.
+        box = WaitingBox({k: v for k, v in request.items() if k not in ("network_offer", "suggested_rule")})
+        if hasattr(box, "always"):
+            box.always.hide()
+        box.answered.connect(self._answer)
+        return box
 
     def _answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
         if self.selected is None:  # the box belongs to the selected assignment
