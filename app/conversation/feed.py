@@ -47,7 +47,13 @@ class ConversationFeed:
         self.last_id = 0  # the newest message id read
         self._view_state = view_state
         self._closed = False
-
+        # The view's paging reads through this feed while it is open (a team's board changes feeds on one view).
+        self._paging = [(conversation.older_wanted, lambda: bridge.run(self.load_older())),
+                        (conversation.newer_wanted, lambda: bridge.run(self.load_newer())),
+                        (conversation.latest_wanted, lambda: bridge.run(self.open_page())),
+                        (conversation.start_wanted, lambda: bridge.run(self.open_page(at_top=True)))]
+        for signal, slot in self._paging:
+            signal.connect(slot)
 
     async def start(self) -> None:
         anchor, offset, expanded = self._view_state or (None, 0, set())
@@ -270,6 +276,9 @@ class ConversationFeed:
 
     def close(self) -> None:
         self._closed = True
+        for signal, slot in self._paging:
+            signal.disconnect(slot)
+        self._paging.clear()
         if self.observer is not None:
             self.observer.close()
             self.observer.deleteLater()

@@ -88,10 +88,6 @@ class TaskPanel(FeedPanel, QWidget):
 
         self.conversation = ConversationView()
         self.conversation.continue_clicked.connect(self._continue)
-        self.conversation.older_wanted.connect(lambda: self.bridge.run(self.feed.load_older()))
-        self.conversation.newer_wanted.connect(lambda: self.bridge.run(self.feed.load_newer()))
-        self.conversation.latest_wanted.connect(lambda: self.bridge.run(self.feed.open_page()))
-        self.conversation.start_wanted.connect(lambda: self.bridge.run(self.feed.open_page(at_top=True)))
         self.conversation.send_now_clicked.connect(self._send_now)
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.retry_clicked.connect(self._retry)
