@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QPushButton, QVBoxLayout, QWidget
 
-from ..conversation.composer import Composer
+from ..conversation.bottom import PanelBottom
 from ..conversation.feed import ConversationFeed, FeedPanel
-from ..conversation.phase import PhaseLine
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge
@@ -71,22 +70,12 @@ class ChatPanel(FeedPanel, QWidget):
         self.conversation.fork_clicked.connect(self.choose_model)
         lay.addWidget(self.conversation, 1)
 
-        bottom = QWidget()
-        bottom.setObjectName("PanelBottom")
-        bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        bl = QVBoxLayout(bottom)
-        bl.setContentsMargins(24, 6, 24, 14)
-        self.phase = PhaseLine()
-        bl.addWidget(self.phase)
+        bottom = PanelBottom(enter_sends)
+        self.phase, self.waiting_slot, self.composer = bottom.phase, bottom.waiting_slot, bottom.composer
         self.waiting: WaitingBox | None = None
-        self.waiting_slot = QVBoxLayout()
-        bl.addLayout(self.waiting_slot)
-        self.composer = Composer()
         self.composer.without_files()
-        self.composer.set_enter_sends(enter_sends)
         self.composer.submitted.connect(self._on_submit)
         self.composer.stop_requested.connect(self.stop)
-        bl.addWidget(self.composer)
         lay.addWidget(bottom)
         self._show_info(info)
         self.feed = ConversationFeed(bridge, self.source, self.conversation, self, view_state)

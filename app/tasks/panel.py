@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from ..conversation.composer import Composer
+from ..conversation.bottom import PanelBottom
 from ..conversation.feed import ConversationFeed, FeedPanel
-from ..conversation.phase import PhaseLine
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox, swap_box
 from ..core.bridge import RuntimeBridge, TaskObserver
@@ -97,23 +96,11 @@ class TaskPanel(FeedPanel, QWidget):
         self.conversation.edit_clicked.connect(self._start_edit)
         lay.addWidget(self.conversation, 1)
 
-        bottom = QWidget()
-        bottom.setObjectName("PanelBottom")
-        bottom.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
-        bl = QVBoxLayout(bottom)
-        bl.setContentsMargins(24, 6, 24, 14)
-        bl.setSpacing(6)
-        self.phase = PhaseLine()
-        bl.addWidget(self.phase)
         self.todo_box = TodoBox()
-        bl.addWidget(self.todo_box)
-        self.waiting_slot = QVBoxLayout()
-        bl.addLayout(self.waiting_slot)
-        self.composer = Composer()
-        self.composer.set_enter_sends(enter_sends)
+        bottom = PanelBottom(enter_sends, self.todo_box)
+        self.phase, self.waiting_slot, self.composer = bottom.phase, bottom.waiting_slot, bottom.composer
         self.composer.submitted.connect(self._on_submit)
         self.composer.stop_requested.connect(self._on_stop)
-        bl.addWidget(self.composer)
         lay.addWidget(bottom)
         self._set_title(info)
         self.feed = ConversationFeed(bridge, TaskSource(bridge, self.task_id), self.conversation, self, view_state)
