@@ -61,9 +61,9 @@ class ChatPanel(FeedPanel, QWidget):
         lay.addWidget(self.head)
 
         self.conversation = ConversationView(chat=True)
-        self.conversation.continue_clicked.connect(lambda: self._act(self.source.continue_chat()))
-        self.conversation.retry_clicked.connect(lambda: self._act(self.source.retry()))
-        self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued()))
+        self.conversation.continue_clicked.connect(lambda: self._act(self.source.continue_chat))
+        self.conversation.retry_clicked.connect(lambda: self._act(self.source.retry))
+        self.conversation.send_now_clicked.connect(lambda _mid: self._act(self.source.run_queued))
         self.conversation.discard_clicked.connect(self._discard)
         self.conversation.settings_clicked.connect(self.settings_requested)
         self.conversation.details_clicked.connect(self.show_details)
@@ -109,16 +109,7 @@ class ChatPanel(FeedPanel, QWidget):
         return box
 
     def _on_answer(self, request_id: str, answer: str, _remember: bool, _rule: str = "") -> None:
-        async def go():
-            try:
-                await self.source.answer(request_id, answer)
-            except Exception:
-                if self.waiting is not None and not self._closed:
-                    self.waiting.reenable()
-                raise
-            await self.sync()
-
-        self.bridge.run(go())
+        self._act(lambda: self.source.answer(request_id, answer), on_error=self._reenable_waiting)
 
     def show_phases(self, events: list[Batched]) -> None:
         for ev in events:
@@ -132,13 +123,6 @@ class ChatPanel(FeedPanel, QWidget):
 
     # -- actions --
 
-    def _act(self, action) -> None:
-        async def go():
-            await action
-            await self.sync()
-
-        self.bridge.run(go())
-
     def _on_submit(self, text: str, _files: list[str]) -> None:
         self.send_or_queue(lambda queue: self.source.send(text, queue=queue), self.source.is_running(), text, [])
 
@@ -151,7 +135,7 @@ class ChatPanel(FeedPanel, QWidget):
 
     def choose_model(self) -> ModelDialog:
         dlg = ModelDialog(self.bridge, self.info.model, self, chat=True)
-        dlg.chosen.connect(lambda model: self._act(self.source.set_model(model)))
+        dlg.chosen.connect(lambda model: self._act(lambda: self.source.set_model(model)))
         dlg.show()
         self.model_dialog = dlg
         return dlg

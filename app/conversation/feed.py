@@ -21,6 +21,7 @@ from ..core.bridge import RuntimeBridge, TaskObserver
 from .details import DetailsDialog
 from .message_item import Message
 from .view import PAGE, ConversationView
+from .waiting import WaitingBox
 
 if TYPE_CHECKING:
     from runtime.api import MessageInfo
@@ -314,6 +315,8 @@ class FeedPanel(TurnDetails):
 
     feed: ConversationFeed
     composer: Composer
+    waiting: WaitingBox | None
+    _closed: bool
 
     @property
     def loaded(self) -> asyncio.Event:
@@ -335,22 +338,36 @@ class FeedPanel(TurnDetails):
     async def sync(self) -> None:
         await self.feed.sync()
 
-    def send_or_queue(self, send: Callable[[bool], Awaitable[object]], running: bool, text: str,
-                      files: list[str]) -> None:
-        """Send what the composer submitted: `send(queue)`, queued behind the running turn if one runs (or started
-        meanwhile); if it fails, the text goes back into the composer."""
+    def _act(self, action: Callable[[], Awaitable[object]], on_error: Callable[[], None] | None = None) -> None:
+        """Run an action on the conversation (send, answer, retry…), then read what it changed; if it fails,
+        `on_error` gives the person back what they did, while the panel is open."""
         async def go() -> None:
             try:
-                try:
-                    await send(running)
-                except self.feed.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
-                    await send(True)
+                await action()
             except Exception:
-                self.composer.restore(text, files)
+                if on_error is not None and not self._closed:
+                    on_error()
                 raise
             await self.sync()
 
         self.feed.bridge.run(go())
+
+    def send_or_queue(self, send: Callable[[bool], Awaitable[object]], running: bool, text: str,
+                      files: list[str]) -> None:
+        """Send what the composer submitted: `send(queue)`, queued behind the running turn if one runs (or started
+        meanwhile); if it fails, the text goes back into the composer."""
+        async def send_or_queue() -> None:
+            try:
+                await send(running)
+            except self.feed.bridge.api.TaskBusy:  # it started running meanwhile: queue instead
+                await send(True)
+
+        self._act(send_or_queue, on_error=lambda: self.composer.restore(text, files))
+
+    def _reenable_waiting(self) -> None:
+        """An answer that failed: the waiting box takes another."""
+        if self.waiting is not None:
+            self.waiting.reenable()
 
     def focus_composer(self) -> None:
         self.composer.edit.setFocus(Qt.FocusReason.OtherFocusReason)

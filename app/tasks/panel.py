@@ -163,18 +163,12 @@ class TaskPanel(FeedPanel, QWidget):
 
     def _on_answer(self, request_id: str, answer: str, remember: bool, rule: str = "",
                    plan: list | None = None, accept_unsandboxed: bool = False) -> None:
-        async def go():
-            try:
-                if accept_unsandboxed:  # stored first, so the turn the approval starts already has it
-                    await self.bridge.set_task_sandbox(self.task_id, unsandboxed_ok=True)
-                await self.bridge.answer(self.task_id, request_id, answer, remember, plan, rule or None)
-            except Exception:
-                if self.waiting is not None and not self._closed:
-                    self.waiting.reenable()
-                raise
-            await self.sync()
+        async def answer_it() -> None:
+            if accept_unsandboxed:  # stored first, so the turn the approval starts already has it
+                await self.bridge.set_task_sandbox(self.task_id, unsandboxed_ok=True)
+            await self.bridge.answer(self.task_id, request_id, answer, remember, plan, rule or None)
 
-        self.bridge.run(go())
+        self._act(answer_it, on_error=self._reenable_waiting)
 
     # -- actions --
 
@@ -187,19 +181,6 @@ class TaskPanel(FeedPanel, QWidget):
             return
         self.send_or_queue(lambda queue: self.bridge.send(self.task_id, text, files, queue=queue),
                            self.bridge.is_running(self.task_id), text, files)
-
-    def _act(self, action, on_error=None) -> None:
-        """Run an action that starts a turn, then read what it changed."""
-        async def go():
-            try:
-                await action()
-            except Exception:
-                if on_error is not None and not self._closed:
-                    on_error()
-                raise
-            await self.sync()
-
-        self.bridge.run(go())
 
     def _retry(self) -> None:
         self._act(lambda: self.bridge.retry(self.task_id))
@@ -223,11 +204,7 @@ class TaskPanel(FeedPanel, QWidget):
         self.composer.start_edit(text)
 
     def _send_now(self, _message_id: int) -> None:
-        async def go():
-            await self.bridge.run_queued(self.task_id)
-            await self.sync()
-
-        self.bridge.run(go())
+        self._act(lambda: self.bridge.run_queued(self.task_id))
 
     def _discard(self, message_id: int) -> None:
         async def go():
