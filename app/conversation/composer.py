@@ -16,10 +16,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
+
+from ..widgets.controls import FileChip
 
 
 def _local_files(mime) -> list[str]:
@@ -281,17 +282,8 @@ class Composer(QFrame):
         self._update_send()
 
     def _add_chip(self, path: str) -> None:
-        chip = QFrame()
-        chip.setObjectName("AttachmentChip")
-        lay = QHBoxLayout(chip)
-        lay.setContentsMargins(8, 2, 4, 2)
-        lay.addWidget(QLabel(Path(path).name))
-        remove = QToolButton()
-        remove.setText("✕")
-        remove.setAutoRaise(True)
-        remove.setToolTip("Remove")
-        remove.clicked.connect(lambda: self._remove(path, chip))
-        lay.addWidget(remove)
+        chip = FileChip(path, "Remove")
+        chip.remove_button.clicked.connect(lambda: self._remove(path, chip))
         self.chips_lay.insertWidget(self.chips_lay.count() - 1, chip)
 
     def _remove(self, path: str, chip: QWidget) -> None:

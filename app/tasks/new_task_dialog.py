@@ -12,28 +12,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QFileInfo, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
     QFileDialog,
-    QFileIconProvider,
     QFormLayout,
-    QFrame,
     QGridLayout,
-    QHBoxLayout,
     QLabel,
     QLineEdit,
     QMenu,
     QPlainTextEdit,
     QPushButton,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ..widgets.controls import FileChip
 from ..widgets.model_picker import ModelPicker
 
 APPROVALS = (
@@ -155,7 +152,7 @@ class DocumentChips(QWidget):
         self.grid.setSpacing(4)
         self.grid.setColumnStretch(self.COLUMNS, 1)  # chips keep their size, packed to the left
         lay.addLayout(self.grid)
-        self.chips: dict[str, QFrame] = {}
+        self.chips: dict[str, FileChip] = {}
 
     def choose(self, folder: bool) -> QFileDialog:
         dlg = QFileDialog(self, "Work from a folder" if folder else "Work from files", str(Path.home()))
@@ -180,24 +177,10 @@ class DocumentChips(QWidget):
         chip.deleteLater()
         self._lay_out()
 
-    def _chip(self, path: str) -> QFrame:
-        chip = QFrame()
-        chip.setObjectName("AttachmentChip")
-        lay = QHBoxLayout(chip)
-        lay.setContentsMargins(8, 2, 4, 2)
-        icon = QLabel()  # the desktop's own file or folder icon (emoji need a font the system may lack)
-        icon.setPixmap(QFileIconProvider().icon(QFileInfo(path)).pixmap(16, 16))
-        lay.addWidget(icon)
-        chip.name = QLabel(Path(path).name)
+    def _chip(self, path: str) -> FileChip:
+        chip = FileChip(path, f"Don't use {Path(path).name}", icon=True)
         chip.setToolTip(path)
-        lay.addWidget(chip.name)
-        remove = QToolButton()
-        remove.setText("✕")
-        remove.setAutoRaise(True)
-        remove.setToolTip(f"Don't use {Path(path).name}")
-        remove.clicked.connect(lambda: self.remove(path))
-        lay.addWidget(remove)
-        chip.remove_button = remove
+        chip.remove_button.clicked.connect(lambda: self.remove(path))
         return chip
 
     def _lay_out(self) -> None:

@@ -27,11 +27,11 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QTableWidget,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ..widgets.controls import remove_button
 from ..widgets.model_picker import ModelPicker
 
 APPROVALS = {"Asks before changes": "ask", "Edits files, asks before commands": "auto_edit",
@@ -53,14 +53,6 @@ def assignment_key(n: int) -> str:
         n, rest = divmod(n - 1, 26)
         key = chr(ord("A") + rest) + key
     return key
-
-
-def _remove_button(tip: str) -> QToolButton:
-    button = QToolButton()
-    button.setText("✕")
-    button.setAutoRaise(True)
-    button.setToolTip(tip)
-    return button
 
 
 def _combo(choices: dict[str, str], value: str) -> QComboBox:
@@ -86,7 +78,7 @@ class MemberRow:
         self.tools = _combo(TOOL_SETS, "all")
         self.tools.setToolTip("What this member may use: its files and commands work in the team's folder")
         self.approval = _combo(APPROVALS, "ask")
-        self.remove = _remove_button("Remove this member")
+        self.remove = remove_button("Remove this member")
 
     def widgets(self) -> list[QWidget]:
         return [self.name, self.model, self.role, self.tools, self.approval, self.remove]
@@ -115,7 +107,7 @@ class AssignmentRow:
         self.after_lay.addWidget(self.none)
         self.after_lay.addStretch(1)
         self.after: dict[str, QCheckBox] = {}  # the other assignments' keys, ticked: this one waits for them
-        self.remove = _remove_button("Remove this assignment")
+        self.remove = remove_button("Remove this assignment")
 
     def widgets(self) -> list[QWidget]:
         return [self.id, self.member, self.instructions, self.after_box, self.remove]
