@@ -14,11 +14,11 @@ from PySide6.QtWidgets import (
     QLabel,
     QPushButton,
     QSizePolicy,
-    QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
+from ..widgets.controls import Disclosure
 from .markdown import MarkdownView
 from .markdown_stream import StreamingMarkdown
 from .tool_card import ToolCard
@@ -131,11 +131,7 @@ class ReasoningBlock(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.setSpacing(2)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("Toggle")
-        self.toggle.setCheckable(True)
-        self.toggle.setArrowType(Qt.ArrowType.RightArrow)
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.toggle = Disclosure()
         self.toggle.setText("Thinking")
         self.toggle.toggled.connect(self._toggled)
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
@@ -165,7 +161,6 @@ class ReasoningBlock(QWidget):
             self.view.flush()
 
     def _toggled(self, shown: bool) -> None:
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
         self.view.setVisible(shown)
         if shown:
             self.view.flush()

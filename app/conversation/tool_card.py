@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 
 from ..core.util import human_size
 from ..widgets import theme
+from ..widgets.controls import Disclosure
 from .citation import CitationRow
 from .markdown import mono_font
 
@@ -113,10 +114,7 @@ class ToolCard(QFrame):
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
 
         # A delegated helper's steps, as they happen: the newest few, or all of them when opened.
-        self.progress_toggle = QToolButton()
-        self.progress_toggle.setObjectName("Toggle")
-        self.progress_toggle.setCheckable(True)
-        self.progress_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.progress_toggle = Disclosure()
         self.progress_toggle.toggled.connect(self._show_progress)
         self.progress_toggle.hide()
         lay.addWidget(self.progress_toggle, 0, Qt.AlignmentFlag.AlignLeft)
@@ -144,7 +142,6 @@ class ToolCard(QFrame):
         self.progress.setText("\n".join(lines if opened else lines[-PROGRESS_PEEK:]))
         self.progress.setVisible(bool(lines))
         self.progress_toggle.setText(f"Helper steps ({len(lines)})")
-        self.progress_toggle.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
         self.progress_toggle.setToolTip("Show only the newest steps" if opened else "Show every step")
         self.progress_toggle.setVisible(len(lines) > PROGRESS_PEEK)  # nothing more to open otherwise
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QToolButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout
+
+from ..widgets.controls import Disclosure
 
 MARKS = {"pending": "☐", "in_progress": "◐", "done": "☑"}
 
@@ -15,12 +17,7 @@ class TodoBox(QFrame):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(12, 6, 12, 8)
         lay.setSpacing(2)
-        self.toggle = QToolButton()
-        self.toggle.setObjectName("Toggle")
-        self.toggle.setCheckable(True)
-        self.toggle.setChecked(True)
-        self.toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow)
+        self.toggle = Disclosure(opened=True)
         self.toggle.toggled.connect(self._toggled)
         lay.addWidget(self.toggle, 0, Qt.AlignmentFlag.AlignLeft)
         self.items = QLabel()
@@ -39,5 +36,4 @@ class TodoBox(QFrame):
         self.setVisible(bool(self.todos))
 
     def _toggled(self, shown: bool) -> None:
-        self.toggle.setArrowType(Qt.ArrowType.DownArrow if shown else Qt.ArrowType.RightArrow)
         self.items.setVisible(shown)
