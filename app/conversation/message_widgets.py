@@ -289,7 +289,23 @@ class AssistantBlock(QWidget):
         return next((c for c in self.cards() if c.call_id == call_id), None)
 
 
-class Banner(QFrame):
+class BannerFrame(QFrame):
+    """A sentence in the conversation on a coloured band (the theme's QFrame#Banner, by `kind`), with what acts on
+    it added to the right of it (`row`)."""
+
+    def __init__(self, kind: str, text: str, parent=None):
+        super().__init__(parent)
+        self.setObjectName("Banner")
+        self.setProperty("kind", kind)
+        self.row = QHBoxLayout(self)
+        self.row.setContentsMargins(12, 8, 8, 8)
+        self.label = QLabel(text)
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.row.addWidget(self.label, 1)
+
+
+class Banner(BannerFrame):
     """An interrupted or failed turn, said plainly, with the ways on: Continue (Retry for an answer cut off
     because it repeated itself, `kind` "repeating"), and for a failed one also Settings and another model in a
     new task (the task's own model is fixed). The button's `continue_clicked` means whichever it offers."""
@@ -300,16 +316,8 @@ class Banner(QFrame):
 
     def __init__(self, kind: str, text: str, can_continue: bool, parent=None,
                  fork_label: str = "Continue in a new task with another model…"):
-        super().__init__(parent)
-        self.setObjectName("Banner")
-        self.setProperty("kind", kind)
+        super().__init__(kind, text, parent)
         self.kind = kind
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(12, 8, 8, 8)
-        self.label = QLabel(text)
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.label, 1)
         buttons = QVBoxLayout()
         self.button = QPushButton("Retry" if kind == "repeating" else "Continue")
         self.button.setObjectName("Primary")
@@ -323,25 +331,17 @@ class Banner(QFrame):
                 button = link_button(label, signal)
                 buttons.addWidget(button)
                 self.extra[label] = button
-        lay.addLayout(buttons)
+        self.row.addLayout(buttons)
 
 
-class Notice(QFrame):
+class Notice(BannerFrame):
     """A sentence for the person under an answer, with the one button that acts on it."""
 
     def __init__(self, text: str, action: str, on_click, parent=None):
-        super().__init__(parent)
-        self.setObjectName("Banner")
-        self.setProperty("kind", "notice")
-        lay = QHBoxLayout(self)
-        lay.setContentsMargins(12, 8, 8, 8)
-        self.label = QLabel(text)
-        self.label.setWordWrap(True)
-        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(self.label, 1)
+        super().__init__("notice", text, parent)
         self.button = QPushButton(action)
         self.button.clicked.connect(on_click)
-        lay.addWidget(self.button, 0, Qt.AlignmentFlag.AlignTop)
+        self.row.addWidget(self.button, 0, Qt.AlignmentFlag.AlignTop)
 
 
 class EventLine(QLabel):
