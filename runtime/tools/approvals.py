@@ -22,9 +22,6 @@ removes them). Decisions:
 
 from __future__ import annotations
 
-import os
-import re
-import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -37,13 +34,9 @@ from .shell.parse import KEYWORDS, ParsedCommand, SimpleCommand, parse_command
 
 APPROVAL_MODES = ("ask", "auto_edit", "full_auto")
 COMMAND_TOOLS = frozenset({"run_shell"})  # tools whose rules may name a command line
+_QUIET_TARGETS = frozenset({"/dev/null"})
 
 Decision = Literal["allow", "ask", "deny"]
-
-SUBCOMMANDS = frozenset({"git", "hg", "svn", "npm", "pnpm", "yarn", "npx", "cargo", "go", "uv", "pip", "pip3",
-                         "poetry", "docker", "podman", "kubectl", "make", "gh", "dotnet", "mvn", "gradle", "apt",
-                         "brew", "systemctl", "conda", "rustup", "deno", "bun"})
-_QUIET_TARGETS = frozenset({"/dev/null"})
 
 
 @dataclass(frozen=True)
@@ -64,22 +57,6 @@ def command_words(text: str) -> tuple[str, ...]:
     if cmd.words[0].text in KEYWORDS:
         raise ConfigError(f"A rule's command cannot start with the shell word {cmd.words[0].text!r}.")
     return tuple(cmd.argv)
-
-
-def suggest_rule(command: str) -> str | None:
-    """A command rule an approval card can offer for this line, when it is one plain command: its command word
-    ("ls" for `ls -la`), with the subcommand for programs that have them ("git status" for `git status -s`)."""
-    parsed = parse_command(command)
-    if parsed.problems or len(parsed.commands) != 1:
-        return None
-    cmd = parsed.commands[0]
-    if cmd.assignments or not cmd.words or not cmd.words[0].literal or cmd.words[0].text in KEYWORDS:
-        return None
-    words = [cmd.words[0].text]
-    if (os.path.basename(words[0]) in SUBCOMMANDS and len(cmd.words) > 1 and cmd.words[1].literal
-            and re.fullmatch(r"[A-Za-z][\w.:-]*", cmd.words[1].text)):
-        words.append(cmd.words[1].text)
-    return shlex.join(words)
 
 
 def rule_from_row(row: dict) -> Rule | None:

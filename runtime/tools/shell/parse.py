@@ -19,7 +19,9 @@ operators closely enough to find every simple command, and reports what it canno
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
 from dataclasses import dataclass, field
 
 KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac",
@@ -321,3 +323,25 @@ def _ansi_c_char(escape: re.Match[str]) -> str:
 def parse_command(text: str) -> ParsedCommand:
     """The simple commands of a shell command line and what could not be judged (see the module notes)."""
     return _Lexer(text).run()
+
+
+# Programs whose second word says what they do: a suggested rule keeps it ("git status", not "git").
+SUBCOMMANDS = frozenset({"git", "hg", "svn", "npm", "pnpm", "yarn", "npx", "cargo", "go", "uv", "pip", "pip3",
+                         "poetry", "docker", "podman", "kubectl", "make", "gh", "dotnet", "mvn", "gradle", "apt",
+                         "brew", "systemctl", "conda", "rustup", "deno", "bun"})
+
+
+def suggest_rule(command: str) -> str | None:
+    """A command rule an approval card can offer for this line, when it is one plain command: its command word
+    ("ls" for `ls -la`), with the subcommand for programs that have them ("git status" for `git status -s`)."""
+    parsed = parse_command(command)
+    if parsed.problems or len(parsed.commands) != 1:
+        return None
+    cmd = parsed.commands[0]
+    if cmd.assignments or not cmd.words or not cmd.words[0].literal or cmd.words[0].text in KEYWORDS:
+        return None
+    words = [cmd.words[0].text]
+    if (os.path.basename(words[0]) in SUBCOMMANDS and len(cmd.words) > 1 and cmd.words[1].literal
+            and re.fullmatch(r"[A-Za-z][\w.:-]*", cmd.words[1].text)):
+        words.append(cmd.words[1].text)
+    return shlex.join(words)

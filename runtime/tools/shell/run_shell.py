@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.tools.approvals import suggest_rule
 from runtime.tools.base import Effect, ToolContext, ToolResult
+from runtime.tools.shell.parse import suggest_rule
 from runtime.tools.shell.sandbox import Launch, Sandbox, SandboxPolicy
 
 DEFAULT_TIMEOUT = 120.0

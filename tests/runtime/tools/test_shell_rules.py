@@ -8,9 +8,9 @@ import subprocess
 import pytest
 
 from runtime.errors import ConfigError
-from runtime.tools.approvals import Rule, command_words, decide, rule_verdict, suggest_rule
+from runtime.tools.approvals import Rule, command_words, decide, rule_verdict
 from runtime.tools.base import Effect
-from runtime.tools.shell.parse import parse_command
+from runtime.tools.shell.parse import parse_command, suggest_rule
 
 ALLOW_GIT_STATUS = [Rule("run_shell", "allow", ("git", "status"))]
 
