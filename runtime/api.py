@@ -1,5 +1,10 @@
 """The Runtime facade: the one front door for the app, the CLI, tests and outside checks
-(runtime/ARCHITECTURE.md describes what stands behind it).
+(runtime/ARCHITECTURE.md, "The facade", describes what stands behind it).
+
+`Runtime` holds the `Core` (settings, the store, the engine's shared parts) and one service per capability:
+`rt.tasks`, `rt.chats`, `rt.teams`, `rt.memory`, `rt.knowledge`, `rt.models`, `rt.providers`, `rt.mcp`,
+`rt.permissions`, `rt.backups`, `rt.jobs` and `rt.skills`. The design's names (`create_task`, `send`, `subscribe`,
+`stop`, `answer`, `wait_idle`, `get_task`, `list_tasks`, `messages`) are delegates to `rt.tasks`.
 
 Decisions where the design is silent:
 - One process owns a data folder (`locks.DataFolderLock`): a second `Runtime.open()` raises `DataFolderBusy`.
@@ -9,8 +14,8 @@ Decisions where the design is silent:
   instead of raising, whether its turn still runs, has ended or is still queued.
 - Queued inputs live in SQLite (status `queued`), never only in memory. While this process runs they start
   one after another when the turn before them ends. After a restart they wait, shown as queued, until the
-  person sends them (`run_queued`), discards them (`discard_queued`) or sends a new input, which is queued
-  behind them: a new input never overtakes an older queued one.
+  person sends them (`rt.tasks.run_queued`), discards them (`rt.tasks.discard_queued`) or sends a new input,
+  which is queued behind them: a new input never overtakes an older queued one.
 - `stop()` on a task that waits for an answer ends the wait: the waiting turn's end becomes `aborted`, the call
   that asked `stopped` (never run), the request gone, and observers get that turn's `aborted`, the call's
   `tool_call` and a new `turn_ended` (engine/host.py). `send()` (any input but the answer) to a waiting task ends the
@@ -28,15 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
 
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings
-from .engine.abort import AbortRegistry
-from .engine.host import TurnHost
-from .engine.jobs import JobQueue
-from .engine.locks import DataFolderLock, TaskLocks
-from .engine.stream_buffer import BufferRegistry, BufferState
+from .engine.locks import DataFolderLock
+from .engine.stream_buffer import BufferState
 from .errors import (
     ChatNotFound,
     ConfigError,
@@ -59,24 +61,26 @@ from .errors import (
 )
 from .events import EndReason, Event
 from .infos import AssignmentInfo, ChatInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
-from .keys import SecretStore
 from .kits.task import AgentKit
-from .knowledge.library import Knowledge
-from .local_models.library import ModelLibrary
+from .knowledge.library import Added, Knowledge
 from .local_models.progress import DownloadProgress, format_progress
 from .memory.folder import MEMORY_DIR, Memory
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
-from .services.backups import BackupMixin
+from .services.backups import Backups
 from .services.chats import Chats
-from .services.local_models import CatalogModel, InstalledModel, ModelsMixin, PausedDownload
-from .services.memory import MemoryMixin
-from .services.permissions import MCPToolChange, PermissionRule, PermissionsMixin, SandboxInfo
-from .services.settings import SettingsMixin
-from .services.tasks import TasksMixin
+from .services.core import Core
+from .services.jobs import Jobs
+from .services.knowledge import KnowledgeLibrary, chosen_embedder
+from .services.local_models import CatalogModel, InstalledModel, LocalModels, PausedDownload
+from .services.mcp import MCPServers, MCPToolChange
+from .services.memory import Memories
+from .services.permissions import PermissionRule, Permissions, SandboxInfo
+from .services.providers import Providers
+from .services.skills import Skills
+from .services.tasks import Tasks
 from .services.teams import Teams
-from .services.turns import TurnsMixin
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.chats import ChatStore
 from .store.faults import guard as storage_faults
@@ -85,51 +89,47 @@ from .store.memory_repo import MemoryRepo
 from .store.repo import Store
 from .store.teams import TeamStore
 from .tools.base import Tool
-from .tools.mcp.consent import MCPConsents
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PRESETS", "AssignmentInfo", "BackupInfo", "BackupNotFound", "BufferState", "CatalogModel", "ChatInfo",
-    "ChatNotFound", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled", "DownloadProgress",
-    "EndReason", "Event", "HearthError", "InstalledModel", "MCPToolChange", "MemberInfo", "MessageInfo", "ModelError",
-    "PausedDownload", "PermissionRule", "Preset", "ProviderConfig", "ProviderError", "ReadOnlyRuntime",
-    "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError", "StorageCorrupt",
-    "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound",
-    "TeamInfo", "TeamNotFound", "TurnHandle", "format_progress", "resolve_home",
+    "PRESETS", "Added", "AssignmentInfo", "BackupInfo", "BackupNotFound", "Backups", "BufferState", "CatalogModel",
+    "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled",
+    "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel", "Jobs", "KnowledgeLibrary",
+    "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo", "Memories", "MessageInfo", "ModelError",
+    "PausedDownload", "PermissionRule", "Permissions", "Preset", "ProviderConfig", "ProviderError", "Providers",
+    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError",
+    "Skills", "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy",
+    "TaskInfo", "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TurnHandle", "format_progress",
+    "resolve_home",
 ]
 
 
-class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMixin, ModelsMixin, MemoryMixin):
+class Runtime:
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
                  tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
-        self.home = home
-        self.settings = settings
-        self.store = store
-        self.keys = SecretStore(home)
-        self.mcp_consents = MCPConsents(home)
-        self.buffers = BufferRegistry()
-        self.locks = TaskLocks()
-        self.aborts = AbortRegistry()
-        self.jobs = JobQueue(store.record_job)
-        self.models = ModelLibrary(home)
-        self._pulls = {}
-        self._providers: dict[str, Provider] = dict(providers)
-        self._model_lists: dict = {}
-        self.memory = Memory(home / MEMORY_DIR, MemoryRepo(store.engine), read_only=read_only)
-        self.knowledge = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: self.jobs.submit(kind, None, job),
-                                   self._embedder)
-        self.kit = AgentKit(home, lambda: self.settings, self.keys, self._providers, list(tools), self.mcp_consents,
-                            self.models, memory=self.memory, knowledge=self.knowledge,
-                            told=self._context_window_told)
-        self._runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
-        self._db_check = None  # verify_database's check while it runs
-        self.task_turns = self._host(store, self.kit, self._task_row)
-        self.chats = Chats(self, ChatStore(store.engine))
-        self.teams = Teams(self, TeamStore(store.engine))
+        core = self.core = Core(home, settings, store, providers, read_only=read_only)
+        memory_repo = MemoryRepo(store.engine)
+        folder = Memory(home / MEMORY_DIR, memory_repo, read_only=read_only)
+        # The library's embedder and the kit's `told` are looked up when used: the services they name come later.
+        self._library = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: core.jobs.submit(kind, None, job),
+                                  lambda: chosen_embedder(core.settings, self.providers.get))
+        self.kit = AgentKit(home, lambda: core.settings, core.keys, core.providers, list(tools), core.consents,
+                            core.library, memory=folder, knowledge=self._library,
+                            told=lambda provider_id: self.providers.window_told(provider_id))
+        self.providers = Providers(core, self.kit)
+        self.permissions = Permissions(core, self.kit)
+        self.mcp = MCPServers(core)
+        self.tasks = Tasks(core, self.kit, self._library, self.permissions)
+        self.chats = Chats(core, ChatStore(store.engine), self.kit, self.tasks)
+        self.teams = Teams(core, TeamStore(store.engine), self.kit, self.permissions)
+        self.memory = Memories(core, folder)
+        self.knowledge = KnowledgeLibrary(core, self._library, self.providers, self.tasks)
+        self.models = LocalModels(core, self.kit)
+        self.backups = Backups(core)
+        self.jobs = Jobs(core, memory_repo)
+        self.skills = Skills(core)
         self._folder_lock = folder_lock
-        self.read_only = read_only
-        self._closed = False
 
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
@@ -137,7 +137,7 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         """Open the data dir: take it (one process per folder), settings, SQLite (migrated), startup recovery.
 
         Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
-        retry), `StorageCorrupt` (`restore_latest_backup`), `StorageReadOnly` / `StorageUnavailable` (fix the
+        retry), `StorageCorrupt` (`Backups.restore_latest`), `StorageReadOnly` / `StorageUnavailable` (fix the
         folder or disk, or choose another data folder). Every later call may raise them too."""
         install_log_redaction()
         home = resolve_home(home)
@@ -164,10 +164,10 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
             # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
             from .tools.mcp.link import import_sdk
 
-            rt.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+            rt.core.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
         if not read_only:
-            rt._schedule_auto_backup()
-            await rt.knowledge.resume()  # documents a quit or a crash cut off are indexed again
+            rt.backups.schedule_daily()
+            await rt._library.resume()  # documents a quit or a crash cut off are indexed again
         return rt
 
     @staticmethod
@@ -176,38 +176,92 @@ class Runtime(TasksMixin, TurnsMixin, SettingsMixin, BackupMixin, PermissionsMix
         usable when `open()` failed with `SettingsError`. Returns where the old file went."""
         return set_aside_settings(resolve_home(home))
 
-    def _host(self, store, agent, owner_row, noun: str = "Task", turn_over=None) -> TurnHost:
-        """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
-        return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
-                        owner_row=owner_row, writable=self._writable, closed=lambda: self._closed, runs=self._runs,
-                        noun=noun, turn_over=turn_over)
+    # -- what every service shares --
 
-    def _writable(self) -> None:
-        if self._closed:
-            raise ConfigError("The runtime is shut down.")
-        if self.read_only:
-            raise ReadOnlyRuntime()
+    @property
+    def home(self) -> Path:
+        return self.core.home
+
+    @property
+    def settings(self) -> Settings:
+        return self.core.settings
+
+    async def save_settings(self, settings: Settings | dict) -> None:
+        """Validate and write settings.json; providers whose configuration changed are rebuilt on next use."""
+        await self.core.save_settings(settings)
+
+    # -- the design's names (DESIGN.md §3), kept on the facade --
+
+    async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
+                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
+                          network: bool = False) -> TaskInfo:
+        """`rt.tasks.create`."""
+        return await self.tasks.create(title, model, approval, planning, knowledge, memory, network)
+
+    async def send(self, task_id: str, text: str, attachments: Iterable[str | Path] = (),
+                   client_msg_id: str | None = None, queue: bool = False) -> TurnHandle:
+        """`rt.tasks.send`."""
+        return await self.tasks.send(task_id, text, attachments, client_msg_id, queue)
+
+    def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
+                  follow: bool = False, deltas: bool = True) -> AsyncGenerator[Event, None]:
+        """`rt.tasks.subscribe`."""
+        return self.tasks.subscribe(task_id, after_seq, turn_id, follow, deltas)
+
+    async def stop(self, task_id: str) -> None:
+        """`rt.tasks.stop`."""
+        await self.tasks.stop(task_id)
+
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
+                     plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
+        """`rt.tasks.answer`."""
+        return await self.tasks.answer(task_id, request_id, answer, remember, plan, rule_command)
+
+    async def wait_idle(self, task_id: str) -> None:
+        """`rt.tasks.wait_idle`."""
+        await self.tasks.wait_idle(task_id)
+
+    async def get_task(self, task_id: str) -> TaskInfo:
+        """`rt.tasks.get`."""
+        return await self.tasks.get(task_id)
+
+    async def list_tasks(self) -> list[TaskInfo]:
+        """`rt.tasks.list`."""
+        return await self.tasks.list()
+
+    async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
+                       limit: int | None = None) -> list[MessageInfo]:
+        """`rt.tasks.messages`."""
+        return await self.tasks.messages(task_id, before=before, after=after, limit=limit)
+
+    async def events(self) -> AsyncGenerator[Event, None]:
+        """Every task's, chat's and assignment's events except text deltas, from now on, until the runtime closes:
+        what a task list, a tray or notifications follow (one subscription for all, nothing polled). An event's
+        `task_id` is its owner's id: a task's, a chat's or an assignment's."""
+        async for event in self.core.buffers.feed():
+            yield event
 
     # -- shutdown --
 
     async def aclose(self) -> None:
         """Interrupt running turns, finalize them as `interrupted`, drain jobs, close the database."""
-        if self._closed:
+        core = self.core
+        if core.closed:
             return
-        self._closed = True
-        self._stop_database_check()
-        for slot in self.aborts.slots():
+        core.closed = True
+        self.backups.stop_check()
+        for slot in core.aborts.slots():
             slot.abort(EndReason.interrupted)
-        while self._runs:
-            await asyncio.gather(*list(self._runs), return_exceptions=True)
-        self.buffers.close()
-        self.knowledge.close()
-        await self.jobs.drain()
-        for provider in self._providers.values():
+        while core.runs:
+            await asyncio.gather(*list(core.runs), return_exceptions=True)
+        core.buffers.close()
+        self._library.close()
+        await core.jobs.drain()
+        for provider in core.providers.values():
             try:
                 await provider.aclose()
             except Exception:
                 log.exception("closing provider %s failed", getattr(provider, "id", "?"))
-        await self.store.aclose()
+        await core.store.aclose()
         if self._folder_lock is not None:
             self._folder_lock.release()

@@ -1,14 +1,24 @@
-"""RuntimeBridge: the one place where the app talks to the runtime (a `runtime.api.Runtime`), turning its
-events into Qt signals. Nothing here polls: everything follows runtime subscriptions.
+"""RuntimeBridge: the app's one client of the runtime (a `runtime.api.Runtime`), turning its events into Qt
+signals. No other app module holds the runtime (application.py opens it and hands it over), and a remote runtime
+will stand behind this same client: the app uses only what the bridge offers. Nothing here polls.
 
-- Every action a widget takes (create, send, answer, stop, rename, delete, reads) goes through here, so the
-  sidebar, tray and notifications hear about it through signals; a chat's go through `sources.ChatSource`
-  (`rt.chats`), which emits the same signals.
-- A panel watches its task through a `TaskObserver`: one `rt.subscribe(task, follow=True)` for the panel's
-  life, across every turn of the task. Events are queued and handed over in one batch per frame (~16 ms),
-  consecutive text deltas of a part merged, so a 20,000-delta stream costs at most one repaint per frame.
-- The sidebar, tray and notifications follow one feed of every task's and chat's non-delta events
-  (`rt.events()`): a turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
+- Tasks: the bridge's own methods (reads, `create_task`, `send`, `answer`, `stop`, `rename`, `delete`, …); every
+  action emits `task_changed` or `tasks_changed`, so the sidebar, tray and notifications hear of it.
+- Every other capability is the runtime's service as a typed attribute: `chats`, `teams`, `memory`, `knowledge`,
+  `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups` (runtime.api names their types). The
+  bridge has a method of its own only where it adds something: `list_chats`, `create_chat`, `rename_chat`,
+  `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids are chats' and
+  assignments'; a chat's turns go through `sources.ChatSource`, which emits the same signals); `set_api_key`,
+  `test_provider` (a typed key stored first) and `approve_mcp_server` keep the keyring and files off the loop.
+- Settings, the one shared state: `settings`, `home`, `save_settings`.
+- Errors, once: widgets run every call through `run(coro, owner)`; a failure becomes one `error` signal with a
+  sentence, or `storage_fault` for the application's ways out. Closing, once: `aclose()` ends the subscriptions,
+  lets actions in flight finish (cancelling slow ones), then closes the runtime.
+- A panel watches its task through a `TaskObserver`: one subscription (`follow=True`) for the panel's life,
+  across every turn. Events are handed over in one batch per frame (~16 ms), consecutive text deltas of a part
+  merged, so a 20,000-delta stream costs at most one repaint per frame.
+- The sidebar, tray and notifications follow one feed of every owner's non-delta events (`Runtime.events()`): a
+  turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
 """
 
 from __future__ import annotations
@@ -17,7 +27,8 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -25,7 +36,24 @@ from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from .util import error_text, pending_tasks, spawn
 
 if TYPE_CHECKING:
-    from runtime.api import MessageInfo, Runtime, TaskInfo, TurnHandle
+    from runtime.api import (
+        Backups,
+        Chats,
+        Jobs,
+        KnowledgeLibrary,
+        LocalModels,
+        MCPServers,
+        Memories,
+        MessageInfo,
+        Permissions,
+        Providers,
+        Runtime,
+        Settings,
+        Skills,
+        TaskInfo,
+        Teams,
+        TurnHandle,
+    )
     from runtime.events import Event, ReasoningDelta, TextDelta
 
     # What a panel's batch holds: the task's events, its text deltas merged into chunks.
@@ -64,7 +92,7 @@ class TaskObserver(QObject):
     def __init__(self, bridge: RuntimeBridge, task_id: str, subscribe=None):
         super().__init__()
         self.task_id = task_id
-        self._subscribe = subscribe or bridge.rt.subscribe  # a chat's: rt.chats.subscribe
+        self._subscribe = subscribe or bridge.subscribe  # a chat's: its `chats.subscribe`
         self.flushes = 0
         self.events = 0
         self._pending: list[Batched] = []
@@ -129,8 +157,19 @@ class RuntimeBridge(QObject):
 
     def __init__(self, rt: Runtime, api):
         super().__init__()
-        self.rt = rt
+        self._rt = rt
         self.api = api  # the runtime.api module, for its typed errors
+        self.chats: Chats = rt.chats
+        self.teams: Teams = rt.teams
+        self.memory: Memories = rt.memory
+        self.knowledge: KnowledgeLibrary = rt.knowledge
+        self.jobs: Jobs = rt.jobs
+        self.models: LocalModels = rt.models
+        self.providers: Providers = rt.providers
+        self.mcp: MCPServers = rt.mcp
+        self.permissions: Permissions = rt.permissions
+        self.skills: Skills = rt.skills
+        self.backups: Backups = rt.backups
         self._closing = False
         self._settling: set[str] = set()
         self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'
@@ -155,16 +194,23 @@ class RuntimeBridge(QObject):
     def observe(self, task_id: str) -> TaskObserver:
         return TaskObserver(self, task_id)
 
-    @property
-    def settings(self):
-        return self.rt.settings
+    def subscribe(self, task_id: str, follow: bool = False) -> AsyncIterator[Event]:
+        """A task's events (a `TaskObserver` is what a panel uses)."""
+        return self._rt.subscribe(task_id, follow=follow)
 
     @property
-    def home(self):
-        return self.rt.home
+    def settings(self) -> Settings:
+        return self._rt.settings
+
+    @property
+    def home(self) -> Path:
+        return self._rt.home
+
+    async def save_settings(self, data: dict) -> None:
+        await self._rt.save_settings(data)
 
     async def _follow_all(self) -> None:
-        async for ev in self.rt.events():
+        async for ev in self._rt.events():
             if self._closing:
                 return
             if ev.type == "turn_started" and self.assignment_teams and ev.task_id not in self.chat_ids \
@@ -180,50 +226,44 @@ class RuntimeBridge(QObject):
 
     async def _when_idle(self, task_id: str) -> None:
         try:
-            await self.rt.wait_idle(task_id)
+            await self._rt.wait_idle(task_id)
         finally:
             self._settling.discard(task_id)
         if not self._closing:
             self.task_changed.emit(task_id)
 
     async def wait_idle(self, task_id: str) -> None:
-        await self.rt.wait_idle(task_id)
+        await self._rt.wait_idle(task_id)
 
     # -- reads --
 
     async def list_tasks(self) -> list[TaskInfo]:
-        return await self.rt.list_tasks()
+        return await self._rt.list_tasks()
 
     async def get_task(self, task_id: str) -> TaskInfo:
-        return await self.rt.get_task(task_id)
+        return await self._rt.get_task(task_id)
 
     async def messages(self, task_id: str, **page) -> list[MessageInfo]:
-        return await self.rt.messages(task_id, **page)
+        return await self._rt.messages(task_id, **page)
 
     async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
-        return await self.rt.turns(task_id, turn_ids)
+        return await self._rt.tasks.turns(task_id, turn_ids)
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
-        return await self.rt.turn_details(task_id, turn_id)
-
-    async def skills(self) -> list[dict]:
-        return await self.rt.skills()
-
-    async def add_skill(self, folder: str) -> dict:
-        return await self.rt.add_skill(folder)
+        return await self._rt.tasks.turn_details(task_id, turn_id)
 
     def is_running(self, task_id: str) -> bool:
-        return self.rt.is_running(task_id)
+        return self._rt.tasks.is_running(task_id)
 
     def running_tasks(self) -> list[str]:
-        return self.rt.running_tasks()
+        return self._rt.tasks.running()
 
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
                           planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
                           network: bool = False) -> TaskInfo:
-        info = await self.rt.create_task(title=title or None, model=model or None, approval=approval,
+        info = await self._rt.create_task(title=title or None, model=model or None, approval=approval,
                                          planning=planning, knowledge=tuple(knowledge), memory=memory,
                                          network=network)
         self.tasks_changed.emit()
@@ -232,137 +272,110 @@ class RuntimeBridge(QObject):
     async def set_task_sandbox(self, task_id: str, *, network: bool | None = None,
                                unsandboxed_ok: bool | None = None) -> None:
         """A task's command settings (they apply from its next turn); its panel re-reads them."""
-        await self.rt.set_task_sandbox(task_id, network=network, unsandboxed_ok=unsandboxed_ok)
+        await self._rt.permissions.set_task_sandbox(task_id, network=network, unsandboxed_ok=unsandboxed_ok)
         self.task_changed.emit(task_id)
 
     async def list_chats(self) -> list:
-        chats = await self.rt.chats.list()
+        chats = await self.chats.list()
         self.chat_ids.update(c.id for c in chats)
         return chats
 
     async def create_chat(self, model: str | None = None):
-        info = await self.rt.chats.create(model=model or None)
+        info = await self.chats.create(model=model or None)
         self.chat_ids.add(info.id)
         self.tasks_changed.emit()
         return info
 
     async def list_teams(self) -> list:
-        teams = await self.rt.teams.list()
+        teams = await self.teams.list()
         self.assignment_teams.update({a.id: t.title for t in teams for a in t.assignments})
         return teams
 
     async def create_team(self, **spec):
-        info = await self.rt.teams.create(**spec)
+        info = await self.teams.create(**spec)
         self.assignment_teams.update({a.id: info.title for a in info.assignments})
         self.tasks_changed.emit()
         return info
 
     async def rename_chat(self, chat_id: str, title: str) -> None:
-        await self.rt.chats.rename(chat_id, title)
+        await self.chats.rename(chat_id, title)
         self.task_changed.emit(chat_id)
 
     async def delete_chat(self, chat_id: str) -> None:
-        await self.rt.chats.delete(chat_id)
+        await self.chats.delete(chat_id)
         self.tasks_changed.emit()
 
     async def send(self, task_id: str, text: str, attachments: Iterable[str] = (), queue: bool = False
                    ) -> TurnHandle:
-        handle = await self.rt.send(task_id, text, attachments=tuple(attachments), queue=queue)
+        handle = await self._rt.send(task_id, text, attachments=tuple(attachments), queue=queue)
         self.task_changed.emit(task_id)
         return handle
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
                      plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
-        handle = await self.rt.answer(task_id, request_id, answer, remember=remember, plan=plan,
+        handle = await self._rt.answer(task_id, request_id, answer, remember=remember, plan=plan,
                                       rule_command=rule_command)
         self.task_changed.emit(task_id)
         return handle
 
     async def run_queued(self, task_id: str) -> TurnHandle | None:
-        handle = await self.rt.run_queued(task_id)
+        handle = await self._rt.tasks.run_queued(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def discard_queued(self, task_id: str, message_id: int) -> bool:
-        done = await self.rt.discard_queued(task_id, message_id)
+        done = await self._rt.tasks.discard_queued(task_id, message_id)
         self.task_changed.emit(task_id)
         return done
 
     async def continue_task(self, task_id: str) -> TurnHandle:
         """Carry on the last answer where it stopped (interrupted, stopped, failed or cut off at the length
         limit); nothing the person did not type is shown as theirs."""
-        handle = await self.rt.continue_task(task_id)
+        handle = await self._rt.tasks.continue_task(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def retry(self, task_id: str) -> TurnHandle:
-        handle = await self.rt.retry(task_id)
+        handle = await self._rt.tasks.retry(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def edit_last(self, task_id: str, text: str) -> TurnHandle:
-        handle = await self.rt.edit_last(task_id, text)
+        handle = await self._rt.tasks.edit_last(task_id, text)
         self.task_changed.emit(task_id)
         return handle
 
     async def fork_task(self, task_id: str, model: str) -> TaskInfo:
-        info = await self.rt.fork_task(task_id, model)
+        info = await self._rt.tasks.fork(task_id, model)
         self.tasks_changed.emit()
         return info
 
     async def stop(self, task_id: str) -> None:
-        await self.rt.stop(task_id)
+        await self._rt.stop(task_id)
 
     async def rename(self, task_id: str, title: str) -> None:
-        await self.rt.rename_task(task_id, title)
+        await self._rt.tasks.rename(task_id, title)
         self.task_changed.emit(task_id)
 
     async def delete(self, task_id: str) -> None:
-        await self.rt.delete_task(task_id)
+        await self._rt.tasks.delete(task_id)
         self.tasks_changed.emit()
 
-    # -- settings (the runtime's SettingsMixin) --
-
-    def presets(self) -> tuple:
-        return self.rt.presets()
-
-    async def save_settings(self, data: dict) -> None:
-        await self.rt.save_settings(data)
+    # -- where the bridge adds something to a service --
 
     async def set_api_key(self, name: str, key: str) -> str:
         # The OS keyring may talk D-Bus: keep it off the loop.
-        return await asyncio.to_thread(self.rt.set_api_key, name, key)
+        return await asyncio.to_thread(self.providers.set_api_key, name, key)
 
     async def test_provider(self, provider: dict, api_key: str | None = None) -> list[str]:
         """Models the provider offers. A key typed but not saved yet is stored first: the runtime's
-        test_provider() resolves keys through api_key_ref only."""
+        `providers.test()` resolves keys through api_key_ref only."""
         if api_key:
             provider = dict(provider, api_key_ref=await self.set_api_key(provider["id"], api_key))
-        return await self.rt.test_provider(provider)
-
-    async def model_choices(self) -> list[dict]:
-        return await self.rt.model_choices()
-
-    async def list_models(self, provider_id: str) -> list[str]:
-        return await self.rt.list_models(provider_id)
-
-    async def detect_local_servers(self) -> dict[str, list[str]]:
-        return await self.rt.detect_local_servers()
-
-    def mcp_servers(self) -> list[tuple[str, str, bool]]:
-        return self.rt.mcp_servers()
-
-    async def add_mcp_server(self, name: str, cfg: dict, approve: bool) -> str:
-        return await self.rt.add_mcp_server(name, cfg, approve=approve)
-
-    async def remove_mcp_server(self, name: str) -> None:
-        await self.rt.remove_mcp_server(name)
+        return await self.providers.test(provider)
 
     async def approve_mcp_server(self, name: str) -> str:
-        return await asyncio.to_thread(self.rt.approve_mcp_server, name)
-
-    async def import_mcp_config(self, path: str) -> dict[str, str]:
-        return await self.rt.import_mcp_config(path)
+        return await asyncio.to_thread(self.mcp.approve, name)
 
     async def aclose(self) -> None:
         """Stop following tasks, then shut the runtime down (running turns end `interrupted`)."""
@@ -380,4 +393,4 @@ class RuntimeBridge(QObject):
             for task in slow:
                 task.cancel()
             await asyncio.gather(*slow, return_exceptions=True)
-        await self.rt.aclose()
+        await self._rt.aclose()

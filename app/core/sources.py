@@ -38,13 +38,13 @@ class TaskSource:
 
 
 class ChatSource:
-    """A chat's reads and actions (`rt.chats`): the same guarantees as a task's, on its own records."""
+    """A chat's reads and actions (`bridge.chats`): the same guarantees as a task's, on its own records."""
 
     kind = "chat"
 
     def __init__(self, bridge: RuntimeBridge, chat_id: str):
         self.bridge, self.id = bridge, chat_id
-        self.chats = bridge.rt.chats
+        self.chats = bridge.chats
 
     async def info(self):
         return await self.chats.get(self.id)
@@ -103,13 +103,13 @@ class ChatSource:
 
 
 class AssignmentSource:
-    """One assignment of a team (`rt.teams`): its conversation as a read-only feed on the board."""
+    """One assignment of a team (`bridge.teams`): its conversation as a read-only feed on the board."""
 
     kind = "assignment"
 
     def __init__(self, bridge: RuntimeBridge, team_id: str, assignment):
         self.bridge, self.team_id, self.key, self.id = bridge, team_id, assignment.key, assignment.id
-        self.teams = bridge.rt.teams
+        self.teams = bridge.teams
 
     async def info(self):
         team = await self.teams.get(self.team_id)

@@ -75,7 +75,7 @@ class JobsPage(QWidget):
         self.bridge.run(self.reload(), owner=self, load=True)
 
     async def reload(self) -> None:
-        jobs = await self.bridge.rt.job_log(limit=SHOWN, failed=self.failed_only.isChecked())
+        jobs = await self.bridge.jobs.log(limit=SHOWN, failed=self.failed_only.isChecked())
         self.tree.clear()
         self.details.clear()
         for job in jobs:

@@ -1,7 +1,7 @@
 """The knowledge library: the documents tasks can work from, each with its status, and adding more.
 
 Files and folders come in by Add files…, Add folder… (non-modal dialogs) or by dropping them on the page.
-The page follows the runtime's `knowledge_changes()` while it is open (no polling): each document's status
+The page follows the library's `changes()` (`bridge.knowledge`) while it is open (no polling): each document's status
 (queued, indexing with its percentage, ready with its passage count, or the sentence saying why it could not be
 read) and a bar for the indexing as a whole. A task is bound to documents when it is created; this page only
 manages the library, and how it is searched: by words alone (offline), or by meaning too with an embeddings model
@@ -44,7 +44,7 @@ class KnowledgePage(QWidget):
     def __init__(self, bridge, parent=None):
         super().__init__(parent)
         self.bridge = bridge
-        self.rt = bridge.rt
+        self.knowledge = bridge.knowledge
         self.setAcceptDrops(True)
         lay = QVBoxLayout(self)
         intro = QLabel("Documents tasks can work from: text, Markdown, HTML, PDF and Word files, or whole folders. "
@@ -84,7 +84,7 @@ class KnowledgePage(QWidget):
         self.embeddings.setToolTip("An embeddings model of an OpenAI-compatible server (e.g. Ollama's "
                                    "nomic-embed-text), written provider/model; words only keeps search offline")
         self.embeddings.addItem(WORDS_ONLY)
-        self.embeddings.setCurrentText(self.rt.embeddings_model or WORDS_ONLY)
+        self.embeddings.setCurrentText(self.knowledge.embeddings_model or WORDS_ONLY)
         meaning.addWidget(self.embeddings, 1)
         self.use_embeddings = QPushButton("Use")
         self.use_embeddings.clicked.connect(lambda: self.bridge.run(self.choose_embeddings(), owner=self))
@@ -104,7 +104,7 @@ class KnowledgePage(QWidget):
             self._follow.cancel()
 
     async def _follow_changes(self) -> None:
-        async for status in self.rt.knowledge_changes():
+        async for status in self.knowledge.changes():
             self.show_status(status)
 
     def show_status(self, status: dict) -> None:
@@ -136,8 +136,8 @@ class KnowledgePage(QWidget):
 
     async def _list_embeddings(self) -> None:
         """Offer the models of the OpenAI-compatible providers (a server that is down offers none)."""
-        servers = {p.id for p in self.rt.settings.providers if p.kind == "openai"}
-        models = await self.rt.all_models(timeout=3.0, max_age=60.0)
+        servers = {p.id for p in self.bridge.settings.providers if p.kind == "openai"}
+        models = await self.bridge.providers.all_models(timeout=3.0, max_age=60.0)
         chosen = self.embeddings.currentText()
         for provider_id, refs in models.items():
             if provider_id in servers and isinstance(refs, list):
@@ -152,10 +152,10 @@ class KnowledgePage(QWidget):
         self.use_embeddings.setEnabled(False)
         self.status.setText(f"Trying {ref}…" if ref else "")
         try:
-            queued = await self.rt.set_embeddings_model(ref)
+            queued = await self.knowledge.set_embeddings_model(ref)
         except Exception as exc:
             self.status.setText(f"Not changed: {error_text(exc)}")
-            self.embeddings.setCurrentText(self.rt.embeddings_model or WORDS_ONLY)
+            self.embeddings.setCurrentText(self.knowledge.embeddings_model or WORDS_ONLY)
             return
         finally:
             self.use_embeddings.setEnabled(True)
@@ -175,7 +175,7 @@ class KnowledgePage(QWidget):
     async def add(self, paths: list[str]) -> None:
         """Add what can be added; the status says how many were, and which paths were not, with why."""
         try:
-            added = await self.rt.knowledge_add(paths)
+            added = await self.knowledge.add(paths)
         except Exception as exc:
             self.status.setText(f"Not added: {error_text(exc)}")
             return
@@ -191,7 +191,7 @@ class KnowledgePage(QWidget):
     async def remove(self, paths: list[str]) -> None:
         try:
             for path in paths:
-                await self.rt.knowledge_remove(path)
+                await self.knowledge.remove(path)
         except Exception as exc:
             self.status.setText(f"Not removed: {error_text(exc)}")
             return

@@ -88,7 +88,7 @@ class McpEditor(QWidget):
 
     def refill(self) -> None:
         self.tree.clear()
-        for name, line, approved in self.bridge.mcp_servers():
+        for name, line, approved in self.bridge.mcp.servers():
             item = QTreeWidgetItem([name, line, "approved" if approved else "needs your approval"])
             item.setToolTip(1, line)
             item.setData(0, Qt.ItemDataRole.UserRole, name)
@@ -140,7 +140,7 @@ class McpEditor(QWidget):
         server = self._typed_server()
         if server is not None:
             name, cfg, approve = server
-            self._run(self.bridge.add_mcp_server(name, cfg, approve), _added(name, approve))
+            self._run(self.bridge.mcp.add(name, cfg, approve=approve), _added(name, approve))
 
     async def add_typed(self) -> bool:
         """Add the server in the add row (Settings is closing with it typed); False when it is not valid or
@@ -150,7 +150,7 @@ class McpEditor(QWidget):
             return False
         name, cfg, approve = server
         try:
-            result = await self.bridge.add_mcp_server(name, cfg, approve)
+            result = await self.bridge.mcp.add(name, cfg, approve=approve)
         except Exception as exc:
             self.message.setText(error_text(exc))
             return False
@@ -170,7 +170,7 @@ class McpEditor(QWidget):
             return
         self.confirm_box = dialogs.confirm(
             self, "Remove MCP server?", f"Remove {name}?", "Remove",
-            lambda: self._run(self.bridge.remove_mcp_server(name), f"Removed {name}."),
+            lambda: self._run(self.bridge.mcp.remove(name), f"Removed {name}."),
             informative="Tasks stop getting its tools, and its approval is forgotten. This is saved at once; "
                         "add the server again to use it.", danger=True)
 
@@ -183,7 +183,7 @@ class McpEditor(QWidget):
 
     def import_file(self, path: str) -> None:
         async def go():
-            found = await self.bridge.import_mcp_config(path)
+            found = await self.bridge.mcp.import_config(path)
             return len(found)
 
         self._run(go(), "Imported {result} server(s). Review each command line, then approve the ones you trust.")

@@ -39,11 +39,11 @@ class MemoryPage(QWidget):
     def __init__(self, bridge, parent=None):
         super().__init__(parent)
         self.bridge = bridge
-        self.rt = bridge.rt
+        self.memory = bridge.memory
         self._confirming = False
         lay = QVBoxLayout(self)
         self.enabled = QCheckBox("Remember things about me across tasks")
-        self.enabled.setChecked(self.rt.memory_enabled)
+        self.enabled.setChecked(self.memory.enabled)
         self.enabled.toggled.connect(lambda on: self.bridge.run(self._set_enabled(on), owner=self))
         lay.addWidget(self.enabled)
         intro = QLabel("Memories are small Markdown files in your data folder. Tasks read the ones that fit and may "
@@ -113,7 +113,7 @@ class MemoryPage(QWidget):
 
     async def reload(self) -> None:
         keep = self.current_name()
-        rows = await self.rt.memories(self.search.text())
+        rows = await self.memory.list(self.search.text())
         self.list.blockSignals(True)
         self.list.clear()
         for m in rows:
@@ -125,7 +125,7 @@ class MemoryPage(QWidget):
                 self.list.setCurrentItem(item)
         self.list.blockSignals(False)
         self._selection_changed()
-        failed = [j for j in await self.rt.job_log("memory.extraction", 1) if j["status"] == "failed"]
+        failed = [j for j in await self.bridge.jobs.log("memory.extraction", 1) if j["status"] == "failed"]
         if self._failure and self.status.text() == self._failure:  # a later attempt may have worked
             self.status.setText("")
         self._failure = ""
@@ -150,7 +150,7 @@ class MemoryPage(QWidget):
     async def _show(self, name: str | None) -> None:
         self._selection_changed()
         if name is not None:
-            text = await self.rt.memory_text(name)
+            text = await self.memory.text(name)
             if self.current_name() == name:  # still the one chosen (New, or another, may have come meanwhile)
                 self.editor.setPlainText(text)
 
@@ -168,9 +168,9 @@ class MemoryPage(QWidget):
         text = self.editor.toPlainText()
         try:
             if not self.name.isHidden():
-                name = await self.rt.add_memory(self.name.text(), text)
+                name = await self.memory.add(self.name.text(), text)
             else:
-                name = await self.rt.save_memory(self.current_name(), text)
+                name = await self.memory.save(self.current_name(), text)
         except Exception as exc:
             self.status.setText(f"Not saved: {error_text(exc)}")
             return
@@ -187,7 +187,7 @@ class MemoryPage(QWidget):
     def _open(self) -> None:
         name = self.current_name()
         if name:
-            dialogs.open_path(self.window(), self.rt.memory_folder / name)
+            dialogs.open_path(self.window(), self.memory.folder / name)
 
     def _delete(self) -> None:
         """Ask first; Undo brings it back afterwards."""
@@ -202,7 +202,7 @@ class MemoryPage(QWidget):
 
     async def _forget(self, name: str) -> None:
         try:
-            await self.rt.forget(name)
+            await self.memory.forget(name)
         except Exception as exc:
             self.status.setText(f"Not deleted: {error_text(exc)}")
             return
@@ -217,7 +217,7 @@ class MemoryPage(QWidget):
         if name is None:
             return
         try:
-            await self.rt.restore_memory(name)
+            await self.memory.restore(name)
         except Exception as exc:
             self.status.setText(f"Not brought back: {error_text(exc)}")
             return
@@ -232,10 +232,10 @@ class MemoryPage(QWidget):
             return
         self._confirming = False
         self.forget_all.setText("Forget everything…")
-        count = await self.rt.forget_all()
+        count = await self.memory.forget_all()
         self.status.setText(f"Forgot {count} memories.")
         await self.reload()
 
     async def _set_enabled(self, on: bool) -> None:
-        await self.rt.set_memory_enabled(on)
+        await self.memory.set_enabled(on)
         self.status.setText("Memory is on." if on else "Memory is off: no task reads or saves memories.")

@@ -4,8 +4,8 @@ this computer, the running downloads (progress bar, speed, time left, Pause, Can
 Retry, Cancel) and the paused ones (how far they got, Resume, Cancel), which stay listed after Settings closes or
 Hearth restarts.
 
-It talks to the runtime facade only (`model_catalog`, `installed_models`, `pull_model`, `remove_model`,
-`add_local_model`, `set_hf_token`, `cancel_download`, `paused_downloads`). A download is an asyncio task; Pause
+It talks to the runtime's local models only (`bridge.models`: `catalog`, `installed`, `pull`, `remove`,
+`add_local`, `set_hf_token`, `cancel`, `paused`). A download is an asyncio task; Pause
 cancels it (the runtime keeps the partial file) and Resume or Download resumes it; Cancel has the runtime stop it
 and delete the partial file. Dialogs are non-modal: a nested Qt event loop would break qasync.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
@@ -32,6 +33,9 @@ from PySide6.QtWidgets import (
 
 from ..core.util import error_text, spawn
 from ..widgets import theme
+
+if TYPE_CHECKING:
+    from runtime.api import LocalModels
 
 
 def size_text(n: int | None, approx: bool = False) -> str:
@@ -128,13 +132,13 @@ class DownloadRow(QWidget):
 
 
 class ModelManager(QWidget):
-    """The local-models page. `rt` is the runtime facade (`RuntimeBridge.rt` in the app)."""
+    """The local-models page over the runtime's local models (`bridge.models` in the app)."""
 
     changed = Signal()  # installed models changed (the model pickers may refresh)
 
-    def __init__(self, rt, parent=None):
+    def __init__(self, models: LocalModels, parent=None):
         super().__init__(parent)
-        self.rt = rt
+        self.models = models
         self.downloads: dict[str, asyncio.Task] = {}
         self.rows: dict[str, DownloadRow] = {}
         outer = QVBoxLayout(self)
@@ -193,7 +197,7 @@ class ModelManager(QWidget):
 
     def refresh(self) -> None:
         _clear(self.installed)
-        for i, m in enumerate(self.rt.installed_models()):
+        for i, m in enumerate(self.models.installed()):
             where = {"bundled": "bundled with Hearth", "hub": m.repo or "Hugging Face", "local": m.path}[m.source]
             name = _label(f"{m.label}<br><span style='color:{theme.colors()['muted']}'>{m.ref} · {where}</span>")
             name.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -209,7 +213,7 @@ class ModelManager(QWidget):
         self.installed.setColumnStretch(0, 1)
         paused = self._list_paused()
         _clear(self.catalog)
-        for i, c in enumerate(self.rt.model_catalog()):
+        for i, c in enumerate(self.models.catalog()):
             text = f"<b>{c.label}</b> — {c.summary}"
             self.catalog.addWidget(_label(text), i, 0)
             need = f"{size_text(c.size, approx=True)} download<br>needs {size_text(c.ram_needed)} of memory"
@@ -233,7 +237,7 @@ class ModelManager(QWidget):
     def _list_paused(self) -> set[str]:
         """The paused downloads, each with Resume and Cancel; returns their refs."""
         _clear(self.paused)
-        paused = [p for p in self.rt.paused_downloads() if p.ref not in self.rows]  # a failed one's row says it
+        paused = [p for p in self.models.paused() if p.ref not in self.rows]  # a failed one's row says it
         for i, p in enumerate(paused):
             got = f"{size_text(p.downloaded)} of {size_text(p.total)}"
             if p.total:
@@ -246,7 +250,7 @@ class ModelManager(QWidget):
             discard = QPushButton("Cancel")
             discard.setToolTip("Delete what was downloaded so far")
             discard.clicked.connect(lambda _=False, ref=p.ref, label=p.label: self._act(
-                self.rt.cancel_download(ref), lambda _r: f"Deleted the partial download of {label}."))
+                self.models.cancel(ref), lambda _r: f"Deleted the partial download of {label}."))
             self.paused.addWidget(resume, i, 1)
             self.paused.addWidget(discard, i, 2)
         self.paused.setColumnStretch(0, 1)
@@ -275,7 +279,7 @@ class ModelManager(QWidget):
 
         async def go():
             try:
-                model = await self.rt.pull_model(ref, progress)
+                model = await self.models.pull(ref, progress)
             except asyncio.CancelledError:
                 if shiboken6.isValid(self):  # paused by closing Settings: nothing left to update
                     self._end(ref, f"Paused {title or ref}; Download resumes it.")
@@ -309,7 +313,7 @@ class ModelManager(QWidget):
         if row is not None and row.failed:
             name = row.name
             self._drop_row(ref)
-            self._act(self.rt.cancel_download(ref), lambda deleted: (
+            self._act(self.models.cancel(ref), lambda deleted: (
                 f"Deleted the partial download of {name}." if deleted else ""))
         elif row is not None:
             row.pause_button.setEnabled(False)
@@ -319,7 +323,7 @@ class ModelManager(QWidget):
 
     async def _cancel(self, ref: str) -> None:
         try:
-            stopped = await self.rt.cancel_download(ref)
+            stopped = await self.models.cancel(ref)
         except Exception as exc:
             self.message.setText(f"Not cancelled: {error_text(exc)}")
             stopped = False
@@ -370,14 +374,14 @@ class ModelManager(QWidget):
 
     def add_local(self, path: str) -> None:
         self.message.setText("Reading the file…")
-        self._act(self.rt.add_local_model(path), lambda m: f"Added {m.label} as {m.ref}.")
+        self._act(self.models.add_local(path), lambda m: f"Added {m.label} as {m.ref}.")
 
     def remove(self, name: str) -> None:
-        self._act(self.rt.remove_model(name), lambda _r: f"Removed {name}.")
+        self._act(self.models.remove(name), lambda _r: f"Removed {name}.")
 
     def _save_token(self) -> None:
         try:
-            self.rt.set_hf_token(self.token.text())
+            self.models.set_hf_token(self.token.text())
         except Exception as exc:
             self.message.setText(error_text(exc))
             return

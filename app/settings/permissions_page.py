@@ -2,9 +2,9 @@
 rule (for all tasks, then per task) with a Remove button each, a form that adds one, and the MCP servers paused
 because their tools changed since they were approved, each with the difference and an Approve button.
 
-Self-contained: it talks to the runtime only through `runtime.api` facade methods (`sandbox_status`,
-`permission_rules`, `add_permission_rule`, `remove_permission_rule`, `list_tasks`, `mcp_tool_changes`,
-`approve_mcp_tools`) on `bridge.rt`, and reloads itself after each action. `refresh()` returns the task that loads
+Self-contained: it talks to the runtime only through the bridge (`bridge.permissions`: `sandbox_status`, `rules`,
+`add_rule`, `remove_rule`; `bridge.mcp`: `tool_changes`, `approve_tools`; `bridge.list_tasks`), and reloads
+itself after each action. `refresh()` returns the task that loads
 it, so a caller (or a test) can await it.
 
 The form offers the built-in tools a rule is usually about, and an MCP server's tool can be typed (server__tool);
@@ -158,11 +158,11 @@ class PermissionsPage(QWidget):
         self.message.setText(error_text(exc))
 
     async def _load(self) -> None:
-        rt = self.bridge.rt
-        status = await rt.sandbox_status()
-        rules = await rt.permission_rules()
-        tasks = await rt.list_tasks()
-        paused = rt.mcp_tool_changes()
+        bridge = self.bridge
+        status = await bridge.permissions.sandbox_status()
+        rules = await bridge.permissions.rules()
+        tasks = await bridge.list_tasks()
+        paused = bridge.mcp.tool_changes()
         self.sandbox_label.setText(status.message)
         self.sandbox_detail.setText(f"What the sandbox program said: {status.detail}" if status.detail else "")
         self.sandbox_detail.setVisible(bool(status.detail))
@@ -241,9 +241,9 @@ class PermissionsPage(QWidget):
 
         async def go():
             try:
-                rule = await self.bridge.rt.add_permission_rule(tool, self.rule_decision.currentData(),
-                                                                command=command or None,
-                                                                task_id=self.rule_scope.currentData())
+                rule = await self.bridge.permissions.add_rule(tool, self.rule_decision.currentData(),
+                                                              command=command or None,
+                                                              task_id=self.rule_scope.currentData())
             finally:
                 self.rule_add.setEnabled(True)
             self.rule_command.clear()
@@ -262,7 +262,7 @@ class PermissionsPage(QWidget):
 
     def _remove(self, rule_id: int) -> None:
         async def go():
-            await self.bridge.rt.remove_permission_rule(rule_id)
+            await self.bridge.permissions.remove_rule(rule_id)
             self.message.setText("Rule removed.")
             await self._load()
             self.changed.emit()
@@ -272,7 +272,7 @@ class PermissionsPage(QWidget):
 
     def _approve(self, server: str) -> None:
         async def go():
-            self.bridge.rt.approve_mcp_tools(server)
+            self.bridge.mcp.approve_tools(server)
             self.message.setText(f"Approved the new tools of {server}; it runs again from the next turn.")
             await self._load()
             self.changed.emit()

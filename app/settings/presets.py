@@ -1,5 +1,5 @@
-"""Provider presets as Settings shows them. The list comes from the runtime (`Runtime.presets()`); this module
-adds the words a person needs next to each one (what to start, an example model)."""
+"""Provider presets as Settings shows them. The list comes from the runtime (`bridge.providers.presets()`); this
+module adds the words a person needs next to each one (what to start, an example model)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ class SkillsPage(QWidget):
         self.bridge.run(self.reload(), owner=self, load=True)
 
     async def reload(self) -> None:
-        skills = await self.bridge.skills()
+        skills = await self.bridge.skills.list()
         self.list.clear()
         for s in skills:
             self.list.addItem(f"/{s['name']} — {s['description']}")
@@ -47,7 +47,7 @@ class SkillsPage(QWidget):
 
     async def add(self, folder: str) -> None:
         try:
-            skill = await self.bridge.add_skill(folder)
+            skill = await self.bridge.skills.add(folder)
         except Exception as exc:
             self.status.setText(f"Not added: {error_text(exc)}")
             return

@@ -55,10 +55,10 @@ class SettingsWindow(QDialog):
         lay = QVBoxLayout(self)
         self.tabs = QTabWidget()
         self.providers = ProvidersEditor(dump.get("providers", []), dump.get("default_model", ""),
-                                         bridge.presets())
+                                         bridge.providers.presets())
         self.providers.test_requested.connect(self._test)
         self.providers.changed.connect(self._dirty)
-        self.local_models = ModelManager(bridge.rt)
+        self.local_models = ModelManager(bridge.models)
         self.models = QTabWidget()
         self.models.setDocumentMode(True)
         self.models.addTab(self.providers, "Providers")

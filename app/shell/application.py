@@ -7,7 +7,7 @@ before Future completed"), and it fires several times. Quit sets `quit_event`; `
 The runtime is imported in a worker thread after the first paint: `runtime.api` costs ~1 s to import, and
 openai / mcp / llama_cpp stay unimported until a turn needs them (the runtime imports them lazily).
 Once the runtime is open and the task list shown, the default model loads in the background
-(`Runtime.preload_default_model`: a local model's file, and its prompt prefix evaluated or restored from disk),
+(`bridge.models.preload_default`: a local model's file, and its prompt prefix evaluated or restored from disk),
 so the first send answers at once. A problem with it is only logged: the first send reports it with its turn.
 Shutdown cancels it first (the evaluation stops at its next piece). SQLite's check of the database starts in the
 background then too (`verify_database`, at most once a day): damage it finds shows the damaged-database page.
@@ -137,8 +137,8 @@ class HearthApp(StartupProblems, QObject):
             self.window.attach(self.bridge)
             await self.window.loading
         if self.preload_model:  # after the first paint and the task list: it must delay neither
-            self.model_preload = spawn(self.rt.preload_default_model(), long=True)
-        spawn(self.verify_database(self.rt))
+            self.model_preload = spawn(self.bridge.models.preload_default(), long=True)
+        spawn(self.verify_database(self.bridge))
         self.ready.set()
 
     # -- windows --

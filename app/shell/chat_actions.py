@@ -77,7 +77,7 @@ class ChatActions(ActionsBase):
             self.ctl.keep_draft(chat_id, None)  # its unsent text goes with it
             await self.reload_tasks()
 
-        extra = " Its answer in progress will be stopped." if self.bridge.rt.chats.is_running(chat_id) else ""
+        extra = " Its answer in progress will be stopped." if self.bridge.chats.is_running(chat_id) else ""
         return dialogs.confirm(self, "Delete chat?", f"Delete “{info.title or 'New chat'}”?", "Delete",
                                lambda: self.bridge.run(delete()), informative=f"This cannot be undone.{extra}",
                                danger=True)

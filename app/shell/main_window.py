@@ -193,11 +193,11 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
     async def _detect_servers(self) -> None:
         """Offer a local model server (Ollama, LM Studio, …) that runs but is not configured yet."""
         try:
-            found = await self.bridge.detect_local_servers()
+            found = await self.bridge.providers.detect_local_servers()
         except Exception:  # only a hint: never let it bother the person
             return
         configured = {p.base_url for p in self.bridge.settings.providers if p.base_url}
-        presets = {p.id: p for p in self.bridge.presets()}
+        presets = {p.id: p for p in self.bridge.providers.presets()}
         for pid, models in found.items():
             preset = presets.get(pid)
             if preset is not None and models and preset.base_url not in configured and not self.disposed:
@@ -322,7 +322,7 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
 
     def stop_current(self) -> None:
         if isinstance(self.panel, TeamPanel):
-            self.bridge.run(self.bridge.rt.teams.stop(self.panel.team_id))
+            self.bridge.run(self.bridge.teams.stop(self.panel.team_id))
         elif isinstance(self.panel, ChatPanel):
             self.panel.stop()
         elif self.panel is not None:

@@ -1,6 +1,7 @@
 """What the app offers when the runtime cannot open: the page's ways out, by what went wrong (a broken
 settings.json, a full disk, a damaged database, a folder it cannot write). Each works without a runtime: they
-use only the runtime facade's static helpers, then try to open again. Mixed into `HearthApp`.
+use only runtime.api's static helpers (`Runtime.reset_settings`, `Backups`), then try to open again. Mixed into
+`HearthApp`.
 
 The same faults during a session (`storage_fault`), and damage that the database check after the start finds
 (`verify_database`): a full disk or a database that cannot be reached now may pass, so a box says what happened
@@ -88,15 +89,14 @@ class StartupProblems:
         box.show()
         self.fault_box = box
 
-    async def verify_database(self, rt) -> None:
+    async def verify_database(self, bridge) -> None:
         """The runtime's check of the database just opened (off the event loop, at most once a day). Damage that
         no query has met yet shows the same page as damage a query meets: restore the latest backup, or choose
         another data folder; the runtime refuses every write from the moment the check finds it."""
         try:
-            await rt.verify_database()
+            await bridge.backups.verify_database()
         except Exception as exc:
-            api = self.bridge.api if self.bridge is not None else None
-            if self.rt is rt and api is not None and isinstance(exc, api.StorageError):
+            if self.bridge is bridge and isinstance(exc, bridge.api.StorageError):
                 self.storage_fault(exc)
             else:
                 log.error("the database check failed", exc_info=exc)
@@ -128,7 +128,7 @@ class StartupProblems:
         spawn(go())
 
     async def _describe_backups(self, api) -> None:
-        backups = await api.Runtime.list_backups(self.home)
+        backups = await api.Backups.list(self.home)
         if self.window is None:
             return
         if not backups:
@@ -144,7 +144,7 @@ class StartupProblems:
         async def go() -> None:
             api = await asyncio.to_thread(importlib.import_module, "runtime.api")
             try:
-                restored = await api.Runtime.restore_latest_backup(self.home)
+                restored = await api.Backups.restore_latest(self.home)
             except api.HearthError as exc:
                 if self.window is not None:
                     self.window.problem.say(error_text(exc))

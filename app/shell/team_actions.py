@@ -70,10 +70,10 @@ class TeamActions(ActionsBase):
         async def delete() -> None:
             if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:
                 self.close_panel()
-            await self.bridge.rt.teams.delete(team_id)
+            await self.bridge.teams.delete(team_id)
             await self.reload_tasks()
 
-        running = not set(self.bridge.rt.running_tasks()).isdisjoint(a.id for a in info.assignments)
+        running = not set(self.bridge.running_tasks()).isdisjoint(a.id for a in info.assignments)
         extra = " Its running assignments will be stopped." if running else ""
         return dialogs.confirm(self, "Delete team?", f"Delete the team “{info.title}”, its plan and its work?",
                                "Delete", lambda: self.bridge.run(delete()),

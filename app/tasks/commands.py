@@ -1,6 +1,6 @@
 """The task header's command settings, a link with a menu: whether the task's shell commands may use the network,
 and whether the person accepted that they run without a sandbox where none can start (offered on an approval card
-in full_auto, shown here to be seen and undone). Both apply from the task's next turn (runtime `set_task_sandbox`);
+in full_auto, shown here to be seen and undone). Both apply from the task's next turn (`bridge.set_task_sandbox`);
 the panel hands every fresh TaskInfo to `show_info`, so what the menu shows is what is stored."""
 
 from __future__ import annotations

@@ -117,7 +117,7 @@ class AssignmentRow:
 
 
 class NewTeamDialog(QDialog):
-    create_requested = Signal(dict)  # the keyword arguments of rt.teams.create
+    create_requested = Signal(dict)  # the keyword arguments of bridge.create_team
 
     def __init__(self, default_model: str, max_parallel: int, parent=None, bridge=None):
         super().__init__(parent)

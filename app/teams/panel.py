@@ -3,7 +3,7 @@ conversation (live while it runs, replayed when the board opens), with Stop, Ret
 question inline.
 
 The board follows the bridge's signals (one completion path, no polling): an event of one of its assignments
-re-reads the team after the plan has taken the ended turn in (`rt.teams.wait_settled`). The selected
+re-reads the team after the plan has taken the ended turn in (`bridge.teams.wait_settled`). The selected
 assignment's conversation is the task panel's feed, read through an `AssignmentSource`; the turns go on when the
 board is closed.
 """
@@ -80,7 +80,7 @@ class TeamPanel(TurnDetails, QWidget):
         self.team_id: str = info.id
         self.task_id = info.id  # the owner id the window's signals compare with
         self.info = info
-        self.teams = bridge.rt.teams
+        self.teams = bridge.teams
         self.selected: str | None = None  # the selected assignment's key
         self.feed: ConversationFeed | None = None
         self.waiting: WaitingBox | None = None

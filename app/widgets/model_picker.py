@@ -35,7 +35,7 @@ class ModelPicker(QComboBox):
     def load(self, bridge) -> None:
         """Ask the runtime for the live lists; the box is usable meanwhile."""
         async def go() -> None:
-            choices = await bridge.model_choices()
+            choices = await bridge.providers.model_choices()
             current = self.ref()
             self._fill(choices)
             self.set_ref(current)

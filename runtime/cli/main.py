@@ -103,14 +103,14 @@ async def _run(rt: Runtime, args: argparse.Namespace) -> int:
     if args.queued:
         if not args.task or args.text:
             raise ConfigError("--queued runs a task's queued inputs: give --task ID and no text.")
-        handle = await rt.run_queued(args.task)
+        handle = await rt.tasks.run_queued(args.task)
         if handle is None:
             print("Nothing is queued for this task.", file=sys.stderr)
             return EXIT_OK
     elif args.retry:
         if not args.task or args.text:
             raise ConfigError("--retry answers a task's last input again: give --task ID and no text.")
-        handle = await rt.retry(args.task)
+        handle = await rt.tasks.retry(args.task)
     else:
         if not args.text or not args.text.strip():  # before a task is made for it
             raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")

@@ -50,8 +50,8 @@ def _ask(question: str, yes: bool, refused: str) -> bool:
 async def run(rt: Runtime, args: argparse.Namespace) -> int:
     """The exit code: 0 done, 2 when nothing was approved."""
     if args.mcp_command == "list":
-        paused = {c.server for c in rt.mcp_tool_changes()}
-        for name, line, approved in rt.mcp_servers():
+        paused = {c.server for c in rt.mcp.tool_changes()}
+        for name, line, approved in rt.mcp.servers():
             state = "not approved" if not approved else (
                 f"paused: its tools changed, see `hearth mcp approve {name}`" if name in paused else "approved")
             print(f"{name}  [{state}]  {line}")
@@ -60,21 +60,21 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
         if bool(command) == bool(args.url):
             raise ConfigError("Give either a command after `--` or --url.")
         cfg = {"url": args.url} if args.url else {"command": command[0], "args": command[1:]}
-        line = await rt.add_mcp_server(args.name, cfg)
+        line = await rt.mcp.add(args.name, cfg)
         print(f"Command line: {line}")
         if _ask("Allow Hearth to launch this when a task needs it? [y/N] ", args.yes,
                 "Not approved (no terminal to ask); run `hearth mcp approve NAME` to allow it."):
-            rt.approve_mcp_server(args.name)
+            rt.mcp.approve(args.name)
             print(f"Added and approved {args.name}.")
         else:
             print(f"Added {args.name}; it will not be launched until approved.")
     elif args.mcp_command == "remove":
-        await rt.remove_mcp_server(args.name)
+        await rt.mcp.remove(args.name)
         print(f"Removed {args.name}.")
     elif args.mcp_command == "approve":
         return _approve(rt, args)
     else:
-        imported = await rt.import_mcp_config(args.path)
+        imported = await rt.mcp.import_config(args.path)
         for name, line in imported.items():
             print(f"Imported {name} (not approved yet): {line}")
         print("Approve each with `hearth mcp approve NAME` after checking its command line.")
@@ -82,10 +82,10 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 def _approve(rt: Runtime, args: argparse.Namespace) -> int:
-    change = next((c for c in rt.mcp_tool_changes() if c.server == args.name), None)
-    approved = any(name == args.name and ok for name, _, ok in rt.mcp_servers())
+    change = next((c for c in rt.mcp.tool_changes() if c.server == args.name), None)
+    approved = any(name == args.name and ok for name, _, ok in rt.mcp.servers())
     if change is None or not approved:
-        print(f"Approved {args.name}: {rt.approve_mcp_server(args.name)}")
+        print(f"Approved {args.name}: {rt.mcp.approve(args.name)}")
         return 0
     print(f"{args.name} is paused: its tools changed since you approved them.\n")
     for c in change.changes:
@@ -93,6 +93,6 @@ def _approve(rt: Runtime, args: argparse.Namespace) -> int:
     if not _ask(f"Approve these tools of {args.name}? [y/N] ", args.yes,
                 f"Not approved (no terminal to ask); run `hearth mcp approve {args.name} --yes` to accept them."):
         return 2
-    rt.approve_mcp_tools(args.name)
+    rt.mcp.approve_tools(args.name)
     print(f"Approved the new tools of {args.name}; tasks can use it again.")
     return 0

@@ -74,7 +74,7 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
 async def _jobs(rt: Runtime, args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ConfigError("--limit must be at least 1.")
-    jobs = await rt.job_log(limit=args.limit, failed=args.failed)
+    jobs = await rt.jobs.log(limit=args.limit, failed=args.failed)
     for j in jobs:
         task = f"  task {j['task_id'][:8]}" if j.get("task_id") else ""
         outcome = f"failed: {j['error']}" if j["status"] == "failed" and j.get("error") else j["status"]
@@ -91,30 +91,30 @@ def _when(ts: float | None) -> str:
 async def _memory(rt: Runtime, args: argparse.Namespace) -> int:
     command = args.memory_command
     if command == "list":
-        rows = await rt.memories(args.search)
-        if not rt.memory_enabled:
+        rows = await rt.memory.list(args.search)
+        if not rt.memory.enabled:
             print("Memory is off (hearth memory on turns it back on).", file=sys.stderr)
         for m in rows:
             source = f"task {m['source_task_id']}" if m.get("source_task_id") else m.get("origin") or "file"
             print(f"{m['name']:<28} {m['summary']}  [{source}, used {_when(m.get('last_used_at'))}]")
         if not rows:
             print("No memories." if not args.search else "No memory matches.")
-        print(f"Folder: {rt.memory_folder}", file=sys.stderr)
+        print(f"Folder: {rt.memory.folder}", file=sys.stderr)
     elif command == "show":
-        print(await rt.memory_text(args.name), end="")
+        print(await rt.memory.text(args.name), end="")
     elif command == "add":
         text = args.text if args.text not in (None, "-") else await _read_stdin()
-        print(f"Added {await rt.add_memory(args.name, text)}.")
+        print(f"Added {await rt.memory.add(args.name, text)}.")
     elif command == "forget":
         if args.all == bool(args.name):
             raise ConfigError("Give the name of a memory to forget, or --all.")
         if args.all:
-            print(f"Forgot {await rt.forget_all()} memories.")
+            print(f"Forgot {await rt.memory.forget_all()} memories.")
         else:
-            await rt.forget(args.name)
+            await rt.memory.forget(args.name)
             print(f"Forgot {args.name}.")
     else:
-        await rt.set_memory_enabled(command == "on")
+        await rt.memory.set_enabled(command == "on")
         print("Memory is on." if command == "on" else "Memory is off: no task uses or saves memories.")
     return 0
 
@@ -128,7 +128,7 @@ async def _read_stdin() -> str:
 async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
     command = args.knowledge_command
     if command == "list":
-        docs = await rt.knowledge_list()
+        docs = await rt.knowledge.list()
         for d in docs:
             _print_doc(d)
         if not docs:
@@ -137,11 +137,11 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
     if command == "embeddings":
         return await _embeddings(rt, args.model)
     if command == "remove":
-        if not await rt.knowledge_remove(args.path):
+        if not await rt.knowledge.remove(args.path):
             raise ConfigError(f"{args.path} is not in the library.")
         print(f"Removed {args.path} from the library.")
         return 0
-    added = await rt.knowledge_add(args.paths)
+    added = await rt.knowledge.add(args.paths)
     docs = added.documents
     print(f"Added {len(docs)} document(s).")
     for why in added.not_added:
@@ -151,7 +151,7 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
         return failed
     wanted = {d["id"] for d in docs}
     shown: set[int] = set()
-    async for status in rt.knowledge_changes():
+    async for status in rt.knowledge.changes():
         for d in status["documents"]:
             if d["id"] in wanted and d["id"] not in shown and d["status"] not in ("queued", "indexing"):
                 shown.add(d["id"])
@@ -159,17 +159,17 @@ async def _knowledge(rt: Runtime, args: argparse.Namespace) -> int:
         if shown == wanted:
             break
         await asyncio.sleep(0)
-    unreadable = [d for d in (await rt.knowledge_list()) if d["id"] in wanted and d["status"] != "ready"]
+    unreadable = [d for d in (await rt.knowledge.list()) if d["id"] in wanted and d["status"] != "ready"]
     return 2 if unreadable else failed
 
 
 async def _embeddings(rt: Runtime, model: str | None) -> int:
     if model is None:
-        chosen = rt.embeddings_model
+        chosen = rt.knowledge.embeddings_model
         print(f"Search by meaning with {chosen}." if chosen else "Search by words only (no embeddings model).")
         return 0
     off = model.strip().lower() == "off"
-    queued = await rt.set_embeddings_model(None if off else model)
+    queued = await rt.knowledge.set_embeddings_model(None if off else model)
     if off:
         print("Search by words only from now on.")
     else:

@@ -35,11 +35,11 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.models_command == "pull":
         return await _pull(rt, args.ref)
     if args.models_command == "rm":
-        paused = next((p for p in rt.paused_downloads() if p.ref == args.name), None)
-        if paused is not None and await rt.cancel_download(paused.ref):
+        paused = next((p for p in rt.models.paused() if p.ref == args.name), None)
+        if paused is not None and await rt.models.cancel(paused.ref):
             print(f"Deleted the partial download of {paused.label}.")
             return EXIT_OK
-        await rt.remove_model(args.name)
+        await rt.models.remove(args.name)
         print(f"Removed {args.name}.")
         return EXIT_OK
     default = rt.settings.default_model
@@ -48,24 +48,24 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         return "  (default)" if ref == default else ""
 
     print("Installed (use with --model):")
-    for m in rt.installed_models():
+    for m in rt.models.installed():
         where = m.repo or ("bundled with Hearth" if m.source == "bundled" else m.path)
         missing = "" if m.present else "  (file missing)"
         print(f"  {m.ref:<40} {human_bytes(m.size):>9}  {where}{missing}{default_mark(m.ref)}")
-    paused = rt.paused_downloads()
+    paused = rt.models.paused()
     if paused:
         print("\nPaused downloads (hearth models pull REF resumes one, hearth models rm REF deletes it):")
     for p in paused:
         total = human_bytes(p.total) if p.total else "an unknown size"
         print(f"  {p.ref:<40} {human_bytes(p.downloaded)} of {total}")
     print("\nCatalog (hearth models pull ID):")
-    for c in rt.model_catalog():
+    for c in rt.models.catalog():
         mark = "installed" if c.installed else "won't fit in this computer's memory" if c.fits is False else ""
         size = f"~{human_bytes(c.size)}" if c.size else "size unknown"
         print(f"  {c.id:<26} {c.label:<26} {size:>9}  needs {human_bytes(c.ram_needed)} RAM  {mark}".rstrip())
-    configured, detected = await asyncio.gather(rt.all_models(), rt.detect_local_servers())
+    configured, detected = await asyncio.gather(rt.providers.all_models(), rt.providers.detect_local_servers())
     # The local provider's models are the installed ones above: listed again here they read as a stray line.
-    servers = {pid: models for pid, models in configured.items() if pid != rt.local_provider_id()}
+    servers = {pid: models for pid, models in configured.items() if pid != rt.models.local_provider_id()}
     if servers:
         print("\nModel servers (Settings ▸ Models):")
     for provider_id, models in servers.items():
@@ -76,7 +76,7 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
         else:
             print("\n".join(f"  {m}{default_mark(m)}" for m in models) if models else f"  {provider_id}: no models")
     known = {p.base_url for p in rt.settings.providers}
-    for preset in rt.presets():
+    for preset in rt.providers.presets():
         if preset.id in detected and preset.base_url not in known:
             models = ", ".join(detected[preset.id])
             print(f"\nDetected {preset.label} at {preset.base_url} (not configured yet): {models}")
@@ -103,7 +103,7 @@ async def _pull(rt: Runtime, ref: str) -> int:
         shown["phase"], shown["step"] = p.phase, step
 
     loop = asyncio.get_running_loop()
-    task = asyncio.ensure_future(rt.pull_model(ref, on_progress))
+    task = asyncio.ensure_future(rt.models.pull(ref, on_progress))
     loop.add_signal_handler(signal.SIGINT, task.cancel)
     try:
         model = await task

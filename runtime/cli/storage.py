@@ -35,17 +35,17 @@ def _when(ts: float) -> str:
 
 
 async def _backup(args: argparse.Namespace) -> int:
-    from ..api import Runtime
+    from ..api import Backups
 
-    made = await Runtime.backup(args.home, args.path)
+    made = await Backups.backup(args.home, args.path)
     print(f"Backed up to {made.path} ({_size(made.size_bytes)}).")
     return EXIT_OK
 
 
 async def _check(args: argparse.Namespace) -> int:
-    from ..api import Runtime
+    from ..api import Backups
 
-    report = await Runtime.check(args.home)
+    report = await Backups.check(args.home)
     print(f"Database: {report.database} ({_size(report.size_bytes)})")
     print(f"Integrity: {'ok' if report.ok else 'DAMAGED'}")
     for problem in report.problems:
@@ -63,12 +63,12 @@ async def _check(args: argparse.Namespace) -> int:
 
 
 async def _restore(args: argparse.Namespace) -> int:
-    from ..api import Runtime
+    from ..api import Backups
 
     if args.latest:
-        done = await Runtime.restore_latest_backup(args.home)
+        done = await Backups.restore_latest(args.home)
     else:
-        done = await Runtime.restore_backup(args.home, args.path)
+        done = await Backups.restore(args.home, args.path)
     print(f"Restored the backup of {_when(done.backup.created_at)} ({done.backup.path}).")
     if done.previous:
         print(f"The database it replaced is kept as {done.previous}.")

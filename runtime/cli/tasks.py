@@ -59,7 +59,7 @@ async def tasks_command(rt: Runtime) -> int:
     if not tasks:
         print("No tasks yet. Start one with: hearth run \"what to do\"")
         return EXIT_OK
-    running = set(rt.running_tasks())
+    running = set(rt.tasks.running())
     print(f"{'ID':<32}  {'STATE':<15}  {'LAST ACTIVITY':<16}  {'MODEL':<28}  TITLE")
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
@@ -80,9 +80,9 @@ async def stop_command(rt: Runtime, args: argparse.Namespace) -> int:
 async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
     task_id = await resolve_task(rt, args.task_id)
     task = await rt.get_task(task_id)
-    state = STATE_WORDS[state_key(task.state, task.last_reason, rt.is_running(task_id))]
+    state = STATE_WORDS[state_key(task.state, task.last_reason, rt.tasks.is_running(task_id))]
     print(f"# {task.title or '(untitled)'}  [{state}]")
-    turns = {t["id"]: t for t in await rt.turns(task_id)}
+    turns = {t["id"]: t for t in await rt.tasks.turns(task_id)}
     for m in await rt.messages(task_id):
         print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else ""))
         for line in _part_lines(m.parts):
@@ -91,7 +91,7 @@ async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
         for note in _endings(m, turn):
             print(f"[{note}]")
         if args.steps and turn is not None:
-            for line in _step_lines(await rt.turn_details(task_id, turn["id"])):
+            for line in _step_lines(await rt.tasks.turn_details(task_id, turn["id"])):
                 print(line)
     return EXIT_OK
 
@@ -147,10 +147,10 @@ def _step_lines(details: dict) -> list[str]:
 
 async def skills_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.skills_command == "add":
-        skill = await rt.add_skill(args.folder)
+        skill = await rt.skills.add(args.folder)
         print(f"Added the skill {skill['name']}: {skill['description']}")
         return EXIT_OK
-    skills = await rt.skills()
+    skills = await rt.skills.list()
     if not skills:
         print("No skills yet. Add a folder with a SKILL.md: hearth skills add FOLDER")
     for s in skills:

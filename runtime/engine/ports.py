@@ -134,7 +134,8 @@ class JobPort(Protocol):
 class AgentPort(Protocol):
     """What the turn's setup builds its agent from: model, tools, MCP, budget, background jobs."""
 
-    max_steps: int
+    @property
+    def max_steps(self) -> int: ...
 
     def provider(self, provider_id: str) -> Provider: ...
 

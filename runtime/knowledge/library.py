@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,7 +91,7 @@ class Knowledge:
 
     # -- the library --
 
-    async def add(self, paths: list[str | os.PathLike], *, partial: bool = False) -> Added:
+    async def add(self, paths: Sequence[str | os.PathLike], *, partial: bool = False) -> Added:
         """Add files and folders; their documents (new ones queued for indexing). A path that cannot be added is a
         ConfigError before anything is added, or with `partial` a sentence in `not_added` and the rest added."""
         files, not_added = await asyncio.to_thread(_expand, [Path(p).expanduser() for p in paths])

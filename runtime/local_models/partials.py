@@ -5,8 +5,8 @@ Decisions:
 - An entry is written when the download knows where its partial file goes (after the Hub's metadata) and lives
   exactly as long as that file: `entries()` drops the ones whose partial file is gone (finished, cancelled, a
   wrong checksum deleted it, the person deleted it).
-- `ref` is what `pull_model` resumes it with: the catalog id, else `OWNER/REPO/FILE.gguf` (or the file's URL
-  for a revision other than main). `key` is the download's identity (`repo/file`), as in `pull_model`.
+- `ref` is what `rt.models.pull` resumes it with: the catalog id, else `OWNER/REPO/FILE.gguf` (or the file's URL
+  for a revision other than main). `key` is the download's identity (`repo/file`), as in `rt.models.pull`.
 - Writes replace the file atomically under a lock (downloads note themselves from worker threads); a damaged
   index is treated as empty: it only lists what the partial files on disk already hold.
 """

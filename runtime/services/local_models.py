@@ -1,24 +1,24 @@
-"""The local-models part of the Runtime facade: the catalog, installed models, downloads, and loading the
-default model ahead of the first send. `Runtime` inherits it; callers use only `runtime.api`.
+"""Local models (`rt.models`): the catalog, installed models, downloads, and loading the default model ahead of
+the first send.
 
-    rt.model_catalog()                        # catalog entries, with installed / won't-fit marks
-    rt.installed_models()                     # the bundled model and every downloaded or added one
-    await rt.pull_model("qwen2.5-3b-instruct", on_progress)   # or "OWNER/REPO/FILE.gguf", or a hf.co URL
-    await rt.cancel_download("qwen2.5-3b-instruct")           # stop it (or a paused one) and delete the partial file
-    rt.paused_downloads()                     # started, not finished, not running: resume with pull_model(p.ref)
-    await rt.remove_model("qwen2.5-3b-instruct")
-    await rt.add_local_model("/models/mine.gguf")
-    rt.set_hf_token("hf_...")                 # into the keyring, for gated repositories
-    await rt.preload_default_model()          # load + warm the prompt prefix in the background
+    rt.models.catalog()                       # catalog entries, with installed / won't-fit marks
+    rt.models.installed()                     # the bundled model and every downloaded or added one
+    await rt.models.pull("qwen2.5-3b-instruct", on_progress)  # or "OWNER/REPO/FILE.gguf", or a hf.co URL
+    await rt.models.cancel("qwen2.5-3b-instruct")             # stop it (or a paused one) and delete the partial file
+    rt.models.paused()                        # started, not finished, not running: resume with pull(p.ref)
+    await rt.models.remove("qwen2.5-3b-instruct")
+    await rt.models.add_local("/models/mine.gguf")
+    rt.models.set_hf_token("hf_...")          # into the keyring, for gated repositories
+    await rt.models.preload_default()         # load + warm the prompt prefix in the background
 
 Decisions:
 - Installed models are served by the data folder's local llama.cpp provider (the first `llama_cpp` provider
   without a `model_path`, `builtin` by default) under `builtin/<name>`.
-- `pull_model` runs the download in a worker thread; cancelling the awaiting task pauses it (the thread stops
+- `pull` runs the download in a worker thread; cancelling the awaiting task pauses it (the thread stops
   at its next 1 MB chunk, waited for up to PAUSE_WAIT; the partial file stays and the next pull resumes it).
   `on_progress` gets `DownloadProgress` snapshots on the event loop. A second pull of a file that is
   downloading fails with a sentence, except right after a pause: then it waits for the paused thread to let go
-  and resumes. A paused download stays listed by `paused_downloads()` (local_models/partials.py) until it finishes or
+  and resumes. A paused download stays listed by `paused()` (local_models/partials.py) until it finishes or
   is cancelled, across restarts.
 - No token is sent for public repositories; only when the Hub says a repository is gated or private is the
   keyring's `huggingface` entry looked up (so a headless machine never hears about keyrings it does not need).
@@ -35,9 +35,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from ..config import BUILTIN_MODEL, Settings, split_model_ref
+from ..config import BUILTIN_MODEL, split_model_ref
 from ..errors import ConfigError, DownloadCancelled, ModelError, ProviderError
-from ..keys import SecretStore
+from ..kits.task import AgentKit
 from ..local_models.catalog import (
     CatalogEntry,
     catalog_entry,
@@ -57,10 +57,11 @@ from ..local_models.hub import (
     partial_path,
     remove_file,
 )
-from ..local_models.library import BUNDLED_MODEL_NAME, ModelLibrary, ModelRecord, model_name_for, sha256_of
+from ..local_models.library import BUNDLED_MODEL_NAME, ModelRecord, model_name_for, sha256_of
 from ..local_models.machine import human_bytes
 from ..local_models.partials import PartialDownload
-from ..local_models.progress import DownloadProgress, ProgressReporter
+from ..local_models.progress import ProgressReporter
+from .core import Core
 
 log = logging.getLogger(__name__)
 HF_TOKEN_NAME = "huggingface"
@@ -99,30 +100,29 @@ class InstalledModel(BaseModel):
 
 
 class PausedDownload(BaseModel):
-    ref: str  # what pull_model resumes it with
+    ref: str  # what `pull` resumes it with
     label: str
     downloaded: int  # bytes in the partial file
     total: int | None
 
 
-class ModelsMixin:
-    home: Path
-    settings: Settings
-    keys: SecretStore
-    models: ModelLibrary
-    kit: object
-    _pulls: dict[str, tuple[asyncio.Future, DownloadStop]]
+class LocalModels:
+    def __init__(self, core: Core, kit: AgentKit):
+        self._core = core
+        self._library = core.library
+        self._kit = kit  # the default model's provider and first prompt, for preloading
+        self._pulls: dict[str, tuple[asyncio.Future, DownloadStop]] = {}
 
     # -- what there is --
 
     def local_provider_id(self) -> str:
-        for p in self.settings.providers:
+        for p in self._core.settings.providers:
             if p.kind == "llama_cpp" and not p.model_path:
                 return p.id
         return split_model_ref(BUILTIN_MODEL)[0]
 
-    def model_catalog(self) -> list[CatalogModel]:
-        installed = {r.catalog_id: r.name for r in self.models.records() if r.catalog_id}
+    def catalog(self) -> list[CatalogModel]:
+        installed = {r.catalog_id: r.name for r in self._library.records() if r.catalog_id}
         pid = self.local_provider_id()
         return [
             CatalogModel(
@@ -134,13 +134,13 @@ class ModelsMixin:
             for e in load_catalog()
         ]
 
-    def installed_models(self) -> list[InstalledModel]:
+    def installed(self) -> list[InstalledModel]:
         pid = self.local_provider_id()
         out = [self._bundled_info(pid)]
-        for r in self.models.records():
+        for r in self._library.records():
             entry = catalog_entry(r.catalog_id) if r.catalog_id else None
             ram = entry.ram_bytes if entry else estimated_ram_bytes(r.size)
-            path = self.models.path(r)
+            path = self._library.path(r)
             out.append(InstalledModel(
                 name=r.name, ref=f"{pid}/{r.name}", label=entry.label if entry else r.name, source=r.source,
                 path=str(path), size=r.size, present=path.is_file(), repo=r.repo, file=r.file, sha256=r.sha256,
@@ -162,10 +162,10 @@ class ModelsMixin:
 
     # -- downloads --
 
-    async def pull_model(self, ref: str, on_progress=None) -> InstalledModel:
+    async def pull(self, ref: str, on_progress=None) -> InstalledModel:
         """Download a catalog model (by id) or a Hugging Face file (OWNER/REPO/FILE.gguf or its URL), resuming a
         partial download; returns it installed. `ModelError` says what went wrong; cancelling pauses it."""
-        self._writable()
+        self._core.writable()
         entry = catalog_entry(ref.strip())
         target = HubFile(entry.repo, entry.file, entry.revision) if entry else parse_hub_ref(ref)
         entry = entry or catalog_entry_for_file(target.repo, target.file)
@@ -179,8 +179,8 @@ class ModelsMixin:
             await asyncio.wait({fut})  # a paused download's thread lets go of the partial file
             if cancel.discard and not discarded:  # cancelled while this pull waited for it: so is this one
                 raise DownloadCancelled(target.file, discarded=True)
-        known = self.models.find_download(target.repo, target.file)
-        if known is not None and self.models.path(known).is_file():
+        known = self._library.find_download(target.repo, target.file)
+        if known is not None and self._library.path(known).is_file():
             return self._info(known.name)
         cancel = DownloadStop()
         reporter = ProgressReporter(asyncio.get_running_loop(), on_progress, entry.id if entry else target.file)
@@ -195,22 +195,22 @@ class ModelsMixin:
             raise
         return self._info(record.name)
 
-    def paused_downloads(self) -> list[PausedDownload]:
+    def paused(self) -> list[PausedDownload]:
         """Downloads started and not finished that are not running now (paused, or cut by a quit or a crash),
-        oldest first; `pull_model(p.ref)` resumes one, `cancel_download(p.ref)` deletes its partial file."""
+        oldest first; `pull(p.ref)` resumes one, `cancel(p.ref)` deletes its partial file."""
         running = {key for key, (_fut, stop) in self._pulls.items() if not stop.is_set()}
         return [PausedDownload(ref=e.ref, label=e.label, downloaded=size, total=e.total)
-                for e, size in self.models.partials.entries(skip=running)]
+                for e, size in self._library.partials.entries(skip=running)]
 
-    async def cancel_download(self, ref: str) -> bool:
-        """Stop a running download and delete what it downloaded so far (its pull_model raises
+    async def cancel(self, ref: str) -> bool:
+        """Stop a running download and delete what it downloaded so far (its `pull` raises
         `DownloadCancelled` with `discarded`), or delete a paused one's partial file; False when there is no
         download of `ref`."""
         entry = catalog_entry(ref.strip())
         key = str(HubFile(entry.repo, entry.file, entry.revision) if entry else parse_hub_ref(ref))
         running = self._pulls.get(key)
         if running is None:
-            return await asyncio.to_thread(self.models.partials.discard, key)
+            return await asyncio.to_thread(self._library.partials.discard, key)
         fut, stop = running
         stop.discard = True
         stop.set()
@@ -230,7 +230,7 @@ class ModelsMixin:
         except DownloadCancelled:
             raise
         except ModelError as exc:  # a partial download is mentioned only when there is one
-            kept = next((size for e, size in self.models.partials.entries() if e.key == str(target)), 0)
+            kept = next((size for e, size in self._library.partials.entries() if e.key == str(target)), 0)
             if not kept:
                 raise
             raise ModelError(f"{exc} The {human_bytes(kept)} downloaded so far are kept: trying again goes on "
@@ -250,20 +250,20 @@ class ModelsMixin:
             remote = fetch_metadata(target, endpoint=endpoint, token=token)
         ram = entry.ram_bytes if entry else estimated_ram_bytes(remote.size)
         reporter.phase("downloading", total=remote.size, ram_needed=ram, fits=fits_in_ram(ram))
-        partial, partials = partial_path(self.models.hub_cache, target, remote), self.models.partials
-        partials.note(PartialDownload(key=str(target), ref=_resume_ref(target, entry), partial=self.models.relative(
+        partial, partials = partial_path(self._library.hub_cache, target, remote), self._library.partials
+        partials.note(PartialDownload(key=str(target), ref=_resume_ref(target, entry), partial=self._library.relative(
             partial), label=entry.label if entry else target.file, total=remote.size))
         try:
-            path = download(target, remote, self.models.hub_cache, token=token, endpoint=endpoint,
+            path = download(target, remote, self._library.hub_cache, token=token, endpoint=endpoint,
                             on_bytes=reporter.bytes, cancel=cancel, expected_sha256=entry.sha256 if entry else "")
         finally:
             if not partial.exists():  # done, cancelled, or deleted for a wrong checksum: nothing to resume
                 partials.drop(str(target))
         if read_gguf_info(str(path), template=False) is None:
-            remove_file(self.models.hub_cache, target.repo, path)
+            remove_file(self._library.hub_cache, target.repo, path)
             raise ModelError(f"{target.file} is not a GGUF model file; it was deleted.")
-        record = self.models.add(ModelRecord(
-            name=entry.id if entry else model_name_for(target.file), source="hub", path=self.models.relative(path),
+        record = self._library.add(ModelRecord(
+            name=entry.id if entry else model_name_for(target.file), source="hub", path=self._library.relative(path),
             size=path.stat().st_size, sha256=remote.sha256 or "", repo=target.repo, file=target.file,
             revision=target.revision, commit=remote.commit, catalog_id=entry.id if entry else None,
         ))
@@ -272,7 +272,7 @@ class ModelsMixin:
 
     def _hub_token(self) -> str | None:
         try:
-            return self.keys.get(HF_TOKEN_NAME)
+            return self._core.keys.get(HF_TOKEN_NAME)
         except Exception:  # a broken keyring: go on without a token, the Hub's refusal says the rest
             log.warning("reading the Hugging Face token failed", exc_info=True)
             return None
@@ -281,69 +281,65 @@ class ModelsMixin:
         """Keep a Hugging Face token in the keyring; used only for gated or private repositories."""
         if not token.strip():
             raise ConfigError("The Hugging Face token is empty.")
-        self.keys.set(HF_TOKEN_NAME, token.strip())
+        self._core.keys.set(HF_TOKEN_NAME, token.strip())
 
     # -- adding and removing --
 
-    async def add_local_model(self, path: str | Path) -> InstalledModel:
+    async def add_local(self, path: str | Path) -> InstalledModel:
         """Use a GGUF file from elsewhere on this computer (it stays where it is)."""
-        self._writable()
+        self._core.writable()
         file = Path(path).expanduser()
         if not file.is_file():
             raise ModelError(f"There is no file {file}.")
         file = file.resolve()
-        known = self.models.find_path(file)
+        known = self._library.find_path(file)
         if known is not None:
             return self._info(known.name)
         if await asyncio.to_thread(read_gguf_info, str(file), template=False) is None:
             raise ModelError(f"{file.name} is not a GGUF model file; Hearth runs .gguf files (llama.cpp).")
         digest = await asyncio.to_thread(sha256_of, file)
-        record = self.models.add(ModelRecord(name=model_name_for(file.name), source="local", path=str(file),
+        record = self._library.add(ModelRecord(name=model_name_for(file.name), source="local", path=str(file),
                                              size=file.stat().st_size, sha256=digest))
         return self._info(record.name)
 
-    async def remove_model(self, name: str) -> None:
+    async def remove(self, name: str) -> None:
         """Remove an installed model: a downloaded file is deleted, an added one only forgotten."""
-        self._writable()
+        self._core.writable()
         if name == BUNDLED_MODEL_NAME:
             raise ModelError("The bundled model is part of Hearth and cannot be removed.")
-        record = self.models.get(name)
+        record = self._library.get(name)
         if record is None:
             raise ModelError(f"No installed model is named {name!r}; `hearth models list` shows them.")
-        path = self.models.path(record)
+        path = self._library.path(record)
         from ..providers.llama.models import unload_file
 
         await asyncio.to_thread(unload_file, str(path))
-        self.models.remove(name)
+        self._library.remove(name)
         if record.source == "hub" and record.repo:
-            await asyncio.to_thread(remove_file, self.models.hub_cache, record.repo, path)
-        if self.settings.default_model == f"{self.local_provider_id()}/{name}":
-            await self.save_settings(self.settings.model_copy(update={"default_model": BUILTIN_MODEL}))
+            await asyncio.to_thread(remove_file, self._library.hub_cache, record.repo, path)
+        if self._core.settings.default_model == f"{self.local_provider_id()}/{name}":
+            await self._core.save_settings(self._core.settings.model_copy(update={"default_model": BUILTIN_MODEL}))
 
     def _info(self, name: str) -> InstalledModel:
-        return next(m for m in self.installed_models() if m.name == name)
+        return next(m for m in self.installed() if m.name == name)
 
     # -- a fast first answer --
 
-    async def preload_default_model(self) -> bool:
+    async def preload_default(self) -> bool:
         """Load the default model and evaluate (or restore from disk) its prompt prefix, so the first send
         answers at once. Returns False when the default model is not a local one. Never raises: a problem
         shows at the first send, with the turn."""
         try:
-            provider_id, model = split_model_ref(self.settings.default_model)
-            provider = self.kit.provider(provider_id)
+            provider_id, model = split_model_ref(self._core.settings.default_model)
+            provider = self._kit.provider(provider_id)
             warm = getattr(provider, "warm", None)
             if warm is None:
                 return False
-            await warm(model, *await self.kit.first_prompt())
+            await warm(model, *await self._kit.first_prompt())
             return True
         except (ConfigError, ProviderError, ModelError) as exc:
             log.info("preloading the default model failed: %s", exc)
             return False
-
-
-
-__all__ = ["CatalogModel", "DownloadCancelled", "DownloadProgress", "InstalledModel", "ModelsMixin"]
 
 
 def _resume_ref(target: HubFile, entry: CatalogEntry | None) -> str:

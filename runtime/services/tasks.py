@@ -1,132 +1,253 @@
-"""The task part of the Runtime facade: tasks, their messages and records, skills (runtime/api.py)."""
+"""Tasks and their turns (`rt.tasks`): create, read, rename, fork and delete tasks; send (with attachments), carry
+on, retry, edit, answer approvals, questions and plans, the queue, Stop and subscriptions. The owner-generic part
+of a turn is `engine/host.TurnHost`; what only tasks have (a workspace for attachments, approvals that become
+rules, plans) is here. `Runtime` keeps the design's names (`create_task`, `send`, …) as thin delegates.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import builtins  # `Tasks.list` hides the builtin in the annotations below it
+import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..config import Settings, split_model_ref
-from ..errors import ConfigError, TaskNotFound
-from ..infos import MessageInfo, TaskInfo
+from ..attachments import excerpt
+from ..config import split_model_ref
+from ..engine.stream_buffer import BufferState
+from ..errors import ConfigError, RequestNotFound, TaskNotFound
+from ..events import Event
+from ..infos import MessageInfo, TaskInfo, TurnHandle
+from ..kits.task import UNKNOWN_CONTEXT_TOKENS, AgentKit
+from ..knowledge.library import Knowledge
 from ..tools.approvals import APPROVAL_MODES
-from ..tools.skills import add_skill, load_skills
-from ..workspace import workspace_for
-from .memory import real_paths
-
-if TYPE_CHECKING:
-    from ..engine.abort import AbortRegistry
-    from ..kits.task import AgentKit
-    from ..knowledge.library import Knowledge
-    from ..providers.base import Provider
-    from ..store.repo import Store
+from ..workspace import copy_attachments, workspace_for
+from .core import Core
+from .permissions import Permissions
 
 
-class TasksMixin:
-    home: Path
-    settings: Settings
-    store: Store
-    aborts: AbortRegistry
-    kit: AgentKit
-    knowledge: Knowledge
-    _providers: dict[str, Provider]
+class Tasks:
+    def __init__(self, core: Core, kit: AgentKit, library: Knowledge, permissions: Permissions):
+        self._core = core
+        self._kit = kit
+        self._library = library  # a new task's documents are added to it
+        self._permissions = permissions  # an approval answered with "remember" becomes a rule
+        self._turns = core.host(core.store, kit, self._row)
 
-    async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
-                          network: bool = False) -> TaskInfo:
-        """A new task. Its settings are bound for its life: model, approval mode, planning, the documents and
-        folders it works from (`knowledge`: added to the library, indexed in the background, the only ones its
-        search_knowledge sees), `memory` (False: this task neither uses nor saves the person's memories) and
-        `network` (its shell commands may use the network; off by default, see set_task_sandbox)."""
-        self._writable()
-        model = model or self.settings.default_model
-        provider_id, _ = split_model_ref(model)
-        if provider_id not in self._providers:
-            self.settings.provider(provider_id)  # raises ConfigError naming the configured ones
-        if approval not in APPROVAL_MODES:
-            raise ConfigError(f"Approval mode must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}.")
-        bound = real_paths(knowledge)
-        if bound:
-            await self.knowledge.add(bound)  # ConfigError naming a path that is not there, before the task exists
-        task_id = uuid.uuid4().hex
-        row = await self.store.create_task(
-            id=task_id, title=title, model=model, approval=approval, planning=planning, memory=bool(memory),
-            knowledge=bound, workspace=str(workspace_for(self.home, task_id)), network=bool(network),
-        )
-        return TaskInfo.model_validate(row)
-
-    async def _task_row(self, task_id: str) -> dict:
-        row = await self.store.get_task(task_id)
+    async def _row(self, task_id: str) -> dict:
+        row = await self._core.store.get_task(task_id)
         if row is None:
             raise TaskNotFound(task_id)
         return row
 
-    async def get_task(self, task_id: str) -> TaskInfo:
-        return TaskInfo.model_validate(await self._task_row(task_id))
+    # -- tasks --
 
-    async def list_tasks(self) -> list[TaskInfo]:
-        return [TaskInfo.model_validate(r) for r in await self.store.list_tasks()]
+    async def create(self, title: str | None = None, model: str | None = None, approval: str = "ask",
+                     planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
+                     network: bool = False) -> TaskInfo:
+        """A new task. Its settings are bound for its life: model, approval mode, planning, the documents and
+        folders it works from (`knowledge`: added to the library, indexed in the background, the only ones its
+        search_knowledge sees), `memory` (False: this task neither uses nor saves the person's memories) and
+        `network` (its shell commands may use the network; off by default, see `rt.permissions.set_task_sandbox`)."""
+        self._core.writable()
+        model = self._core.check_model(model)
+        if approval not in APPROVAL_MODES:
+            raise ConfigError(f"Approval mode must be one of {', '.join(APPROVAL_MODES)}, not {approval!r}.")
+        bound = real_paths(knowledge)
+        if bound:
+            await self._library.add(bound)  # ConfigError naming a path that is not there, before the task exists
+        task_id = uuid.uuid4().hex
+        row = await self._core.store.create_task(
+            id=task_id, title=title, model=model, approval=approval, planning=planning, memory=bool(memory),
+            knowledge=bound, workspace=str(workspace_for(self._core.home, task_id)), network=bool(network),
+        )
+        return TaskInfo.model_validate(row)
+
+    async def get(self, task_id: str) -> TaskInfo:
+        return TaskInfo.model_validate(await self._row(task_id))
+
+    async def list(self) -> builtins.list[TaskInfo]:
+        return [TaskInfo.model_validate(r) for r in await self._core.store.list_tasks()]
+
+    async def rename(self, task_id: str, title: str) -> None:
+        self._core.writable()
+        await self._row(task_id)
+        await self._core.store.update_task(task_id, title=title.strip() or None, title_provisional=False)
+
+    async def delete(self, task_id: str) -> None:
+        self._core.writable()
+        if task_id in self._core.aborts:
+            await self.stop(task_id)
+        await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
+        await self._core.store.delete_task(task_id)
+
+    async def fork(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
+        """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files
+        stay where they are). What "Continue in a new task with another model" does."""
+        source = await self.get(task_id)
+        task = await self.create(title=title or source.title, model=model, approval=source.approval,
+                                 planning=source.planning, knowledge=source.knowledge, memory=source.memory,
+                                 network=source.network)
+        await self._core.store.copy_messages(task_id, task.id)
+        return await self.get(task.id)
+
+    # -- what a task holds --
 
     async def messages(self, task_id: str, *, before: int | None = None, after: int | None = None,
-                       limit: int | None = None) -> list[MessageInfo]:
+                       limit: int | None = None) -> builtins.list[MessageInfo]:
         """The task's messages in order; a page with `limit`: the newest ones (before message id `before`), or
         the oldest ones after message id `after`. A long task opens at its last page at once."""
-        await self._task_row(task_id)
-        rows = await self.store.messages(task_id, before=before, after=after, limit=limit)
+        await self._row(task_id)
+        rows = await self._core.store.messages(task_id, before=before, after=after, limit=limit)
         return [MessageInfo.model_validate(r) for r in rows]
 
-    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
+    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
         """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
-        await self._task_row(task_id)
-        return await self.store.turns(task_id, None if turn_ids is None else list(turn_ids))
-
-    async def skills(self) -> list[dict]:
-        """The skills in the data folder's skills/: name, description, folder."""
-        found = await asyncio.to_thread(load_skills, self.home)
-        return [{"name": s.name, "description": s.description, "folder": str(s.folder)} for s in found]
-
-    async def add_skill(self, folder: str | Path) -> dict:
-        """Copy a skill folder (with its SKILL.md) into the data folder; ConfigError saying what is wrong."""
-        skill = await asyncio.to_thread(add_skill, self.home, Path(folder).expanduser())
-        return {"name": skill.name, "description": skill.description, "folder": str(skill.folder)}
+        await self._row(task_id)
+        return await self._core.store.turns(task_id, None if turn_ids is None else list(turn_ids))
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
         """A turn's records: its model steps (times, tokens, finish reason, tool calls) and the helpers it ran."""
-        await self._task_row(task_id)
-        return {"steps": await self.store.steps(turn_id), "subagents": await self.store.subagents(turn_id)}
-
-    async def rename_task(self, task_id: str, title: str) -> None:
-        self._writable()
-        await self._task_row(task_id)
-        await self.store.update_task(task_id, title=title.strip() or None, title_provisional=False)
-
-    async def delete_task(self, task_id: str) -> None:
-        self._writable()
-        if task_id in self.aborts:
-            await self.stop(task_id)
-        await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
-        await self.store.delete_task(task_id)
+        await self._row(task_id)
+        store = self._core.store
+        return {"steps": await store.steps(turn_id), "subagents": await store.subagents(turn_id)}
 
     def is_running(self, task_id: str) -> bool:
-        return task_id in self.aborts
+        return task_id in self._core.aborts
 
-    def running_tasks(self) -> list[str]:
+    def running(self) -> builtins.list[str]:
         """Ids of the tasks with a turn running (or about to start from the queue)."""
-        return [slot.task_id for slot in self.aborts.slots()]
-
-    def provider(self, provider_id: str) -> Provider:
-        return self.kit.provider(provider_id)
+        return [slot.task_id for slot in self._core.aborts.slots()]
 
     # -- turns --
 
-    async def fork_task(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
-        """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files
-        stay where they are). What "Continue in a new task with another model" does."""
-        source = await self.get_task(task_id)
-        task = await self.create_task(title=title or source.title, model=model, approval=source.approval,
-                                      planning=source.planning, knowledge=source.knowledge, memory=source.memory,
-                                      network=source.network)
-        await self.store.copy_messages(task_id, task.id)
-        return await self.get_task(task.id)
+    async def send(self, task_id: str, text: str, attachments: Iterable[str | Path] = (),
+                   client_msg_id: str | None = None, queue: bool = False) -> TurnHandle:
+        attachments = list(attachments)
+        if not text.strip() and not attachments:
+            raise ConfigError("A message needs some text or an attachment.")
+        parts: builtins.list[dict] = [{"type": "text", "text": text}] if text.strip() else []
+        return await self._send(task_id, parts, attachments, client_msg_id, queue)
+
+    async def continue_task(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Carry on the last answer where it stopped (after an interruption, a Stop, an error or the length
+        limit): no new text from the person; the model sees its partial answer and is asked to go on."""
+        return await self._send(task_id, [{"type": "continue"}], (), client_msg_id, False)
+
+    async def retry(self, task_id: str, client_msg_id: str | None = None) -> TurnHandle:
+        """A new answer to the last input: the model sees the conversation as it was when that input came."""
+        last = await self._turns.last_input(task_id)
+        return await self._send(task_id, [{"type": "retry", "message_id": last}], (), client_msg_id, False)
+
+    async def edit_last(self, task_id: str, text: str, client_msg_id: str | None = None) -> TurnHandle:
+        """Replace the last input with `text` and answer that instead (the earlier attempt stays visible)."""
+        if not text.strip():
+            raise ConfigError("An edited message needs some text.")
+        last = await self._turns.last_input(task_id)
+        parts: builtins.list[dict] = [{"type": "text", "text": text}, {"type": "edit", "message_id": last}]
+        return await self._send(task_id, parts, (), client_msg_id, False)
+
+    async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
+                     plan: builtins.list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
+        """Reply to a question (any text), an approval ("approve" / "deny", or "approve_network" when the request
+        offers it) or a plan ("approve", with the edited steps in `plan` if the person changed them, or any other
+        text to reject it with that reason); starts the next turn. `remember` keeps an approval's decision as a
+        rule of the task, for the whole tool or, with `rule_command` (a run_shell approval's `suggested_rule`),
+        for commands starting with it."""
+        self._core.writable()
+        row = await self._row(task_id)
+        req = row["pending_request"]
+        if not req or req["request_id"] != request_id:
+            existing = await self._core.store.find_client_message(task_id, f"answer:{request_id}")
+            if existing is not None:
+                return self._turns.duplicate(existing)
+            raise RequestNotFound(task_id, request_id)
+        if req["kind"] == "approval":
+            answers = ("approve", "deny", "approve_network") if req.get("network_offer") else ("approve", "deny")
+            if answer not in answers:
+                raise ConfigError(f"An approval is answered with {' or '.join(repr(a) for a in answers)}, "
+                                  f"not {answer!r}.")
+            if remember:
+                await self._permissions.approval_rule(req["tool_name"], "deny" if answer == "deny" else "allow",
+                                                      rule_command, task_id)
+        if req["kind"] == "plan":
+            await self._decide_plan(task_id, req, answer, plan)
+        parts = [{"type": "answer", "request": req, "answer": answer}]
+        return await self._send(task_id, parts, (), f"answer:{request_id}", False)
+
+    async def _decide_plan(self, task_id: str, req: dict, answer: str, steps: builtins.list[str] | None) -> None:
+        """An approved plan becomes the task's todo list before the next turn starts (which then has every
+        tool); a rejected one leaves the task planning."""
+        if answer.strip().lower() != "approve":
+            await self._core.store.update_task(task_id, plan_status="rejected")
+            return
+        steps = [s.strip() for s in (steps if steps is not None else req.get("plan") or []) if s.strip()]
+        if not steps:
+            raise ConfigError("An approved plan needs at least one step.")
+        await self._core.store.update_task(task_id, plan_status="approved",
+                                           todos=[{"content": s, "status": "pending"} for s in steps])
+
+    async def _send(self, task_id: str, parts: builtins.list[dict], attachments: Iterable[str | Path],
+                    client_msg_id: str | None, queue: bool) -> TurnHandle:
+        files = list(attachments)
+        kit = self._kit
+
+        async def with_attachments(task: dict, parts: builtins.list[dict]) -> builtins.list[dict]:
+            """Copy attachments into the workspace; their text (up to a quarter of the task model's context
+            window, shared: ~4 characters a token) travels in the message for the model to read."""
+            provider_id, model = split_model_ref(task["model"])
+            budget = await kit.window_tokens(kit.provider(provider_id), model) or UNKNOWN_CONTEXT_TOKENS
+            return parts + await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, budget)
+
+        return await self._turns.send(task_id, parts, client_msg_id, queue, with_attachments if files else None)
+
+    async def run_queued(self, task_id: str) -> TurnHandle | None:
+        """"Send now" for inputs left queued (e.g. by a quit or a crash): runs them in order. None when
+        nothing is queued; a no-op while a turn runs (they follow it)."""
+        return await self._turns.run_queued(task_id)
+
+    async def queued(self, task_id: str) -> builtins.list[MessageInfo]:
+        """The task's inputs waiting for their turn, oldest first."""
+        return [m for m in await self.messages(task_id) if m.status == "queued"]
+
+    async def discard_queued(self, task_id: str, message_id: int) -> bool:
+        """Delete a queued input before it runs; False when it is not queued (any more)."""
+        return await self._turns.discard_queued(task_id, message_id)
+
+    async def stop(self, task_id: str) -> None:
+        """Stop the running turn, or end the task's wait for an approval or an answer (it ends `aborted`, the call
+        that asked is `stopped`): idempotent, a no-op when nothing runs or waits."""
+        await self._turns.stop(task_id)
+
+    async def wait_idle(self, task_id: str) -> None:
+        """Wait until the task's current (and queued) turns are finalized and cleaned up."""
+        await self._turns.wait_idle(task_id)
+
+    def subscribe(self, task_id: str, after_seq: int = 0, turn_id: str | None = None,
+                  follow: bool = False, deltas: bool = True) -> AsyncGenerator[Event, None]:
+        """Replay the current/last turn's events after `after_seq`, then live ones, and end after its terminal
+        event; ends at once when nothing is in memory (read `messages()` then). With `follow=True` it goes on
+        with every later turn of the task (each from seq 1) until the runtime closes. `deltas=False` leaves
+        text and reasoning deltas out (cheap for a status view)."""
+        return self._turns.subscribe(task_id, after_seq, turn_id, follow, deltas)
+
+    def stream_state(self, task_id: str) -> BufferState:
+        return self._core.buffers.state(task_id)
+
+
+def _attachment_parts(workspace: Path, files: list, budget: int) -> list[dict]:
+    parts = []
+    for name in copy_attachments(workspace, files):
+        part: dict = {"type": "attachment", "name": name}
+        found = excerpt(workspace / name, budget) if budget > 0 else None
+        if found is not None:
+            part.update(text=found.text, chars=found.total_chars, kind=found.kind)
+            budget -= len(found.text)
+        parts.append(part)
+    return parts
+
+
+def real_paths(paths: Iterable[str | os.PathLike]) -> list[str]:
+    """Knowledge paths as a task binds them: real, absolute, in the order given, without repeats."""
+    return list(dict.fromkeys(os.path.realpath(Path(p).expanduser()) for p in paths))

@@ -24,93 +24,68 @@ included; a list names them `server__tool`) and no memory (kits/team.py); they w
 from __future__ import annotations
 
 import asyncio
+import builtins  # `Teams.list` hides the builtin in the annotations below it
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from ..config import split_model_ref
 from ..errors import ConfigError, HearthError, TaskBusy, TeamNotFound
 from ..events import Event
 from ..infos import AssignmentInfo, MemberInfo, MessageInfo, TeamInfo, TurnHandle
+from ..kits.task import AgentKit
 from ..kits.team import TeamKit, assignment_input
-from ..store.teams import outcome
+from ..store.teams import TeamStore, outcome
 from ..teams import plan as team_plan
 from ..teams import specs as team_specs
 from ..tools import team_lead
 from ..workspace import workspace_for
-
-if TYPE_CHECKING:
-    from ..config import Settings
-    from ..engine.abort import AbortRegistry
-    from ..engine.host import TurnHost
-    from ..kits.task import AgentKit
-    from ..providers.base import Provider
-    from ..store.teams import TeamStore
+from .core import Core
+from .permissions import Permissions
 
 RETRYABLE = ("failed", "aborted", "interrupted")
 
 
-class Facade(Protocol):
-    """What teams use of `api.Runtime` (which the layers keep this module from importing)."""
-
-    home: Path
-    settings: Settings
-    kit: AgentKit
-    aborts: AbortRegistry
-    _providers: dict[str, Provider]
-    _runs: set[asyncio.Task]
-    _closed: bool
-
-    def _writable(self) -> None: ...
-    def _host(self, store: Any, agent: Any, owner_row: Any, noun: str = ..., turn_over: Any = ...) -> TurnHost: ...
-
-
 class Teams:
-    def __init__(self, rt: Facade, store: TeamStore):
-        self._rt = rt
-        self.store = store
-        self.turns: TurnHost = rt._host(store, TeamKit(rt.kit, self._propose), self._row, noun="Assignment",
-                                        turn_over=self._turn_over)
+    def __init__(self, core: Core, store: TeamStore, kit: AgentKit, permissions: Permissions):
+        self._core = core
+        self._store = store
+        self._permissions = permissions  # a member's tools are checked as a rule's tool is
+        self._turns = core.host(store, TeamKit(kit, self._propose), self._row, noun="Assignment",
+                                turn_over=self._turn_over)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)  # one plan change at a time
         self._settling: set[asyncio.Task] = set()
 
     async def _row(self, assignment_id: str) -> dict:
         """The assignment as the turn engine reads an owner: the member's model and approval mode, the team's
         folder, no planning, memory or documents."""
-        row = await self.store.get_assignment(assignment_id)
+        row = await self._store.get_assignment(assignment_id)
         if row is None:
             raise TeamNotFound(None, assignment_id)
         team = await self._team(row["team_id"])
-        member = next(m for m in await self.store.members(team["id"]) if m["name"] == row["member"])
-        return dict(row, workspace=str(workspace_for(self._rt.home, team["id"])), model=member["model"],
+        member = next(m for m in await self._store.members(team["id"]) if m["name"] == row["member"])
+        return dict(row, workspace=str(workspace_for(self._core.home, team["id"])), model=member["model"],
                     approval=member["approval"], planning=False, memory=False, knowledge=[], network=False,
                     member_row=member, goal=team["title"])
 
     async def _team(self, team_id: str) -> dict:
-        team = await self.store.get_team(team_id)
+        team = await self._store.get_team(team_id)
         if team is None:
             raise TeamNotFound(team_id)
         return team
 
     async def _assignment(self, team_id: str, key: str) -> dict:
         await self._team(team_id)
-        for row in await self.store.assignments(team_id):
+        for row in await self._store.assignments(team_id):
             if row["key"] == key:
                 return row
         raise TeamNotFound(team_id, key)
 
     # -- checking what the person gives --
 
-    def _model(self, model: str | None) -> str:
-        model = (model or self._rt.settings.default_model).strip()
-        provider_id, name = split_model_ref(model)
-        if not name:
-            raise ConfigError(f"A model is written provider/model, not {model!r}.")
-        if provider_id not in self._rt._providers:
-            self._rt.settings.provider(provider_id)  # raises ConfigError naming the configured ones
-        return model
+    def _member(self, spec: dict) -> dict:
+        """A member as given, checked: its model, and its tools named as a rule's are."""
+        return team_specs.member_entry(spec, self._core.check_model, self._permissions.check_tool_name)
 
     @staticmethod
     def _planning_entry(goal: str, members: list[dict], lead: str) -> dict[str, Any]:
@@ -129,13 +104,13 @@ class Teams:
         {key, instructions, member, depends_on (keys), title}; `lead`: a member who first turns the goal into
         assignments (its planning assignment, key `plan`).
         Checked whole first (ConfigError naming the problem: an unknown member or dependency, a cycle …)."""
-        self._rt._writable()
+        self._core.writable()
         if not goal.strip():
             raise ConfigError("A team needs a goal.")
-        max_parallel = self._rt.settings.team_max_parallel if max_parallel is None else max_parallel
+        max_parallel = self._core.settings.team_max_parallel if max_parallel is None else max_parallel
         if max_parallel < 1:
             raise ConfigError("A team runs at least one assignment at a time (max_parallel ≥ 1).")
-        members = [team_specs.member_entry(m, self._model, self._rt._check_tool_name) for m in members]
+        members = [self._member(m) for m in members]
         if len({m["name"] for m in members}) != len(members):
             raise ConfigError("Two members of the team have the same name.")
         plan = [team_specs.plan_entry(a) for a in assignments]
@@ -143,91 +118,90 @@ class Teams:
             plan.insert(0, self._planning_entry(goal.strip(), members, lead))
         team_plan.check_plan((m["name"] for m in members), plan)
         team_id = uuid.uuid4().hex
-        await self.store.create_team(team_id, goal.strip(), max_parallel, members, plan)
+        await self._store.create_team(team_id, goal.strip(), max_parallel, members, plan)
         async with self._locks[team_id]:
             await self._advance(team_id)  # blocked or ready, with the reasons
         return await self.get(team_id)
 
     async def add_member(self, team_id: str, name: str, model: str | None = None, role: str = "",
                          tools: list[str] | str = "all", approval: str = "ask") -> TeamInfo:
-        self._rt._writable()
+        self._core.writable()
         await self._team(team_id)
-        member = team_specs.member_entry({"name": name, "model": model, "role": role, "tools": tools,
-                                         "approval": approval}, self._model, self._rt._check_tool_name)
-        if any(m["name"] == member["name"] for m in await self.store.members(team_id)):
+        member = self._member({"name": name, "model": model, "role": role, "tools": tools, "approval": approval})
+        if any(m["name"] == member["name"] for m in await self._store.members(team_id)):
             raise ConfigError(f"The team has a member called {member['name']!r} already.")
-        await self.store.add_member(team_id, member)
+        await self._store.add_member(team_id, member)
         return await self.get(team_id)
 
     async def add_assignment(self, team_id: str, key: str, instructions: str, member: str,
                              depends_on: Iterable[str] = (), title: str | None = None) -> TeamInfo:
         """Add an assignment to the plan; when the team is running it starts as soon as it can."""
-        self._rt._writable()
+        self._core.writable()
         entry = team_specs.plan_entry({"key": key, "instructions": instructions, "member": member,
                                   "depends_on": list(depends_on), "title": title})
         async with self._locks[team_id]:
             await self._team(team_id)
-            members = [m["name"] for m in await self.store.members(team_id)]
-            team_plan.check_plan(members, [*await self.store.assignments(team_id), entry])
-            await self.store.add_assignment(team_id, entry)
+            members = [m["name"] for m in await self._store.members(team_id)]
+            team_plan.check_plan(members, [*await self._store.assignments(team_id), entry])
+            await self._store.add_assignment(team_id, entry)
             await self._advance(team_id)
         return await self.get(team_id)
 
     async def delete(self, team_id: str) -> None:
         """Delete the team, its plan and its conversations; running assignments are stopped first. The team's
         folder stays on disk, as a deleted task's does."""
-        self._rt._writable()
+        self._core.writable()
         await self.stop(team_id)
         await self.wait_idle(team_id)
         async with self._locks[team_id]:
-            await self.store.delete_team(team_id)
+            await self._store.delete_team(team_id)
         self._locks.pop(team_id, None)
 
     async def get(self, team_id: str) -> TeamInfo:
         """The team, its members and its assignments with their statuses, in plan order."""
         team = await self._team(team_id)
-        return TeamInfo(**team, members=[MemberInfo.model_validate(m) for m in await self.store.members(team_id)],
-                        assignments=[AssignmentInfo.model_validate(a) for a in await self.store.assignments(team_id)])
+        return TeamInfo(**team, members=[MemberInfo.model_validate(m) for m in await self._store.members(team_id)],
+                        assignments=[AssignmentInfo.model_validate(a) for a in await self._store.assignments(team_id)])
 
     async def list(self) -> list[TeamInfo]:
         """Every team, the most recently changed first."""
-        return [await self.get(t["id"]) for t in await self.store.list_teams()]
+        return [await self.get(t["id"]) for t in await self._store.list_teams()]
 
     # -- running the plan --
 
     async def run(self, team_id: str) -> TeamInfo:
         """Start the plan, or go on with it: what is ready starts, and stopped or interrupted assignments
         continue where they ended (failed ones wait for `retry` or `skip`)."""
-        self._rt._writable()
+        self._core.writable()
         async with self._locks[team_id]:
-            rows = await self.store.assignments(team_id)
+            rows = await self._store.assignments(team_id)
             await self._team(team_id)
             if not rows:
                 raise ConfigError("The team has no assignments yet: add one first.")
             for row in rows:
                 if row["status"] in ("aborted", "interrupted"):
-                    await self.store.update_assignment(row["id"], status="ready", reason=None)
-            await self.store.update_team(team_id, state="running")
+                    await self._store.update_assignment(row["id"], status="ready", reason=None)
+            await self._store.update_team(team_id, state="running")
             await self._advance(team_id)
         return await self.get(team_id)
 
     async def stop(self, team_id: str) -> None:
         """Stop the team: its running assignments, and those waiting for an answer, end `aborted`, and nothing more
         starts until `run`."""
-        self._rt._writable()
+        self._core.writable()
         async with self._locks[team_id]:
             await self._team(team_id)
-            await self.store.update_team(team_id, state="idle")
-            for row in await self.store.assignments(team_id):
-                await self.turns.stop(row["id"])
+            await self._store.update_team(team_id, state="idle")
+            for row in await self._store.assignments(team_id):
+                await self._turns.stop(row["id"])
 
     async def stop_assignment(self, team_id: str, key: str) -> None:
         """Stop one assignment (it ends `aborted`; what depends on it stays blocked); the rest go on."""
-        await self.turns.stop((await self._assignment(team_id, key))["id"])
+        await self._turns.stop((await self._assignment(team_id, key))["id"])
 
     async def retry(self, team_id: str, key: str) -> TurnHandle | None:
         """A new answer for a failed, stopped or interrupted assignment; the plan goes on after it."""
-        self._rt._writable()
+        self._core.writable()
         async with self._locks[team_id]:
             row = await self._assignment(team_id, key)
             if row["status"] not in RETRYABLE:
@@ -236,71 +210,71 @@ class Teams:
             if row["last_reason"] is None:
                 parts = await self._first_input(row)
             else:
-                parts = [{"type": "retry", "message_id": await self.turns.last_input(row["id"])}]
-            await self.store.update_team(team_id, state="running")
+                parts = [{"type": "retry", "message_id": await self._turns.last_input(row["id"])}]
+            await self._store.update_team(team_id, state="running")
             return await self._start(row, parts)
 
     async def skip(self, team_id: str, key: str) -> TeamInfo:
         """Go on without this assignment: its dependents start without its result."""
-        self._rt._writable()
+        self._core.writable()
         async with self._locks[team_id]:
             row = await self._assignment(team_id, key)
             if row["status"] in ("running", "done"):
                 raise ConfigError(f"Assignment {key!r} is {row['status']}: it cannot be skipped.")
-            await self.store.update_assignment(row["id"], status="skipped", reason="skipped by you")
-            await self.store.update_team(team_id, state="running")
+            await self._store.update_assignment(row["id"], status="skipped", reason="skipped by you")
+            await self._store.update_team(team_id, state="running")
             await self._advance(team_id)
         return await self.get(team_id)
 
     async def answer(self, team_id: str, key: str, request_id: str, answer: str) -> TurnHandle | None:
         """Reply to the approval ("approve" / "deny") or question an assignment waits for; it goes on."""
-        self._rt._writable()
+        self._core.writable()
         async with self._locks[team_id]:
             row = await self._assignment(team_id, key)
             req = row["pending_request"]
             if not req or req["request_id"] != request_id:
-                if seen := await self.store.find_client_message(row["id"], f"answer:{request_id}"):
-                    return self.turns.duplicate(seen)  # answered already (a double click)
+                if seen := await self._store.find_client_message(row["id"], f"answer:{request_id}"):
+                    return self._turns.duplicate(seen)  # answered already (a double click)
                 raise ConfigError(f"Assignment {key!r} is not waiting for an answer to request {request_id!r}.")
             if req["kind"] == "approval" and answer not in ("approve", "deny"):
                 raise ConfigError(f"An approval is answered with 'approve' or 'deny', not {answer!r}.")
-            await self.store.update_team(team_id, state="running")
+            await self._store.update_team(team_id, state="running")
             return await self._start(row, [{"type": "answer", "request": req, "answer": answer}],
                                      f"answer:{request_id}")
 
     async def wait_idle(self, team_id: str) -> None:
         """Wait until no assignment of the team runs and the plan has taken in every ended turn."""
         while True:
-            running = [r["id"] for r in await self.store.assignments(team_id) if not self._rt.aborts.idle(r["id"])]
+            running = [r["id"] for r in await self._store.assignments(team_id) if not self._core.aborts.idle(r["id"])]
             if not running and not self._settling:
                 return
             for assignment_id in running:
-                await self.turns.wait_idle(assignment_id)
+                await self._turns.wait_idle(assignment_id)
             await self.wait_settled()
 
     # -- an assignment's conversation --
 
     async def messages(self, team_id: str, key: str, *, before: int | None = None, after: int | None = None,
-                       limit: int | None = None) -> list[MessageInfo]:
-        """As `Runtime.messages`, for one assignment (paged the same way)."""
+                       limit: int | None = None) -> builtins.list[MessageInfo]:
+        """As `rt.tasks.messages`, for one assignment (paged the same way)."""
         row = await self._assignment(team_id, key)
-        rows = await self.store.messages(row["id"], before=before, after=after, limit=limit)
+        rows = await self._store.messages(row["id"], before=before, after=after, limit=limit)
         return [MessageInfo.model_validate(m) for m in rows]
 
-    async def turn_rows(self, team_id: str, key: str, turn_ids: Iterable[str] | None = None) -> list[dict]:
-        """As `Runtime.turns`, for one assignment: its turn rows (reason, error, usage, times)."""
+    async def turn_rows(self, team_id: str, key: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
+        """As `rt.tasks.turns`, for one assignment: its turn rows (reason, error, usage, times)."""
         row = await self._assignment(team_id, key)
-        return await self.store.turns(row["id"], None if turn_ids is None else list(turn_ids))
+        return await self._store.turns(row["id"], None if turn_ids is None else list(turn_ids))
 
     async def turn_details(self, team_id: str, key: str, turn_id: str) -> dict:
-        """As `Runtime.turn_details`, for one assignment's turn: its model steps (helpers are not kept)."""
+        """As `rt.tasks.turn_details`, for one assignment's turn: its model steps (helpers are not kept)."""
         row = await self._assignment(team_id, key)
-        return {"steps": await self.store.steps(row["id"], turn_id), "subagents": []}
+        return {"steps": await self._store.steps(row["id"], turn_id), "subagents": []}
 
     async def wait_assignment(self, team_id: str, key: str) -> None:
         """Until the assignment's running turn (if any) is over and the plan has taken it in."""
         row = await self._assignment(team_id, key)
-        await self.turns.wait_idle(row["id"])
+        await self._turns.wait_idle(row["id"])
         await self.wait_settled()
 
     async def wait_settled(self) -> None:
@@ -309,85 +283,86 @@ class Teams:
 
     async def subscribe(self, team_id: str, key: str, after_seq: int = 0, turn_id: str | None = None,
                         follow: bool = False, deltas: bool = True) -> AsyncIterator[Event]:
-        """As `Runtime.subscribe`, for one assignment; its events' `task_id` is the assignment's `id`."""
+        """As `rt.tasks.subscribe`, for one assignment; its events' `task_id` is the assignment's `id`."""
         row = await self._assignment(team_id, key)
-        async for event in self.turns.subscribe(row["id"], after_seq, turn_id, follow, deltas):
+        async for event in self._turns.subscribe(row["id"], after_seq, turn_id, follow, deltas):
             yield event
 
     # -- the scheduler --
 
     def _turn_over(self, assignment_id: str) -> None:
         settle = asyncio.ensure_future(self._settle(assignment_id))
-        for pending in (self._settling, self._rt._runs):  # the runtime waits for them at shutdown
+        for pending in (self._settling, self._core.runs):  # the runtime waits for them at shutdown
             pending.add(settle)
             settle.add_done_callback(pending.discard)
 
     async def _settle(self, assignment_id: str) -> None:
         """An assignment's turn ended: its outcome becomes its status, and the plan moves on."""
-        row = await self.store.get_assignment(assignment_id)
+        row = await self._store.get_assignment(assignment_id)
         if row is None:
             return
         async with self._locks[row["team_id"]]:
-            row = await self.store.get_assignment(assignment_id)
+            row = await self._store.get_assignment(assignment_id)
             status = outcome(row)
-            if status is None or assignment_id in self._rt.aborts:  # another turn of it has started since
+            if status is None or assignment_id in self._core.aborts:  # another turn of it has started since
                 return
             values: dict[str, Any] = {"status": status, "reason": None, "output": None}
             if status == "done":
-                values["output"] = await self.store.last_answer(assignment_id)
+                values["output"] = await self._store.last_answer(assignment_id)
             elif status == "failed":
                 values["reason"] = row["last_error"] or "the turn failed"
             if status == "done" and row["kind"] == "plan" and not any(
-                    team_lead.is_proposed(r, row["key"]) for r in await self.store.assignments(row["team_id"])):
+                    team_lead.is_proposed(r, row["key"]) for r in await self._store.assignments(row["team_id"])):
                 values.update(status="failed", reason=team_lead.NO_PROPOSAL, output=None)
             elif status == "waiting":
                 values["reason"] = "waiting for your answer"
-            await self.store.update_assignment(assignment_id, **values)
+            await self._store.update_assignment(assignment_id, **values)
             await self._advance(row["team_id"])
 
-    async def _propose(self, plan_id: str, specs: list[dict]) -> str:
+    async def _propose(self, plan_id: str, specs: builtins.list[dict]) -> str:
         """The lead's `plan_assignments`: its assignments replace any it proposed before, checked whole."""
-        plan = await self.store.get_assignment(plan_id)
+        plan = await self._store.get_assignment(plan_id)
         if plan is None or plan["kind"] != "plan":
             raise ConfigError("Only a team's planning assignment can plan assignments.")
         entries = team_lead.proposal(plan["key"], [team_specs.plan_entry(s) for s in specs])
         async with self._locks[plan["team_id"]]:
-            rows = await self.store.assignments(plan["team_id"])
+            rows = await self._store.assignments(plan["team_id"])
             kept = [r for r in rows if not team_lead.is_proposed(r, plan["key"])]
-            members = [m["name"] for m in await self.store.members(plan["team_id"])]
+            members = [m["name"] for m in await self._store.members(plan["team_id"])]
             team_plan.check_plan(members, [*kept, *entries])
-            await self.store.replace_assignments(plan["team_id"], [r["id"] for r in rows if r not in kept], entries)
+            await self._store.replace_assignments(plan["team_id"], [r["id"] for r in rows if r not in kept], entries)
             await self._advance(plan["team_id"])
         return team_lead.summary(entries)
 
     async def _advance(self, team_id: str) -> None:
         """With the team's lock held: refresh blocked and ready assignments, start what may start."""
-        rows = await self.store.assignments(team_id)
+        rows = await self._store.assignments(team_id)
         for row, status, reason in team_plan.refresh(rows):
-            await self.store.update_assignment(row["id"], status=status, reason=reason)
+            await self._store.update_assignment(row["id"], status=status, reason=reason)
             row.update(status=status, reason=reason)
         team = await self._team(team_id)
-        if team["state"] != "running" or self._rt._closed:
+        if team["state"] != "running" or self._core.closed:
             return
         for row in team_plan.to_start(rows, team["max_parallel"]):
             parts = await self._first_input(row, rows) if row["last_reason"] is None else [{"type": "continue"}]
             await self._start(row, parts)
         if not any(r["status"] == "running" for r in rows):
-            await self.store.update_team(team_id, state="done" if team_plan.finished(rows) else "idle")
+            await self._store.update_team(team_id, state="done" if team_plan.finished(rows) else "idle")
 
-    async def _first_input(self, row: dict, rows: list[dict] | None = None) -> list[dict]:
-        rows = rows if rows is not None else await self.store.assignments(row["team_id"])
+    async def _first_input(self, row: dict, rows: builtins.list[dict] | None = None) -> builtins.list[dict]:
+        rows = rows if rows is not None else await self._store.assignments(row["team_id"])
         return [{"type": "text", "text": assignment_input(row, {r["key"]: r for r in rows})}]
 
-    async def _start(self, row: dict, parts: list[dict], client_msg_id: str | None = None) -> TurnHandle | None:
+    async def _start(self, row: dict, parts: builtins.list[dict],
+                     client_msg_id: str | None = None) -> TurnHandle | None:
         """Mark the assignment running and start its turn; a turn that cannot start fails it, with the reason."""
-        await self.store.update_assignment(row["id"], status="running", reason=None)
+        await self._store.update_assignment(row["id"], status="running", reason=None)
         row.update(status="running", reason=None)
         try:
-            return await self.turns.send(row["id"], parts, client_msg_id, False)
+            return await self._turns.send(row["id"], parts, client_msg_id, False)
         except TaskBusy:  # a turn of it runs already: its end moves the plan on
             return None
         except HearthError as exc:
-            await self.store.update_assignment(row["id"], status="failed", reason=str(exc))
+            await self._store.update_assignment(row["id"], status="failed", reason=str(exc))
             row.update(status="failed", reason=str(exc))
             return None

@@ -21,14 +21,14 @@ async def test_closing_without_a_tray_offers_to_keep_working_and_the_turn_goes_o
     task = await ctl.bridge.create_task(title="Background", model=MODEL)
     panel = await open_task(ctl, task.id)
     type_and_send(panel, "go")
-    await until(lambda: ctl.rt.is_running(task.id), what="running")
+    await until(lambda: ctl.rt.tasks.is_running(task.id), what="running")
     ctl.window.close()
     box = await until(lambda: ctl.close_choice, what="the keep-working question")
     keep = next(b for b in box.buttons() if b.text() == "Keep running in the background")
     assert box.defaultButton() is keep
     keep.click()
     assert ctl.window is None and not ctl.quit_event.is_set()
-    await until(lambda: not ctl.rt.is_running(task.id), what="the turn finished in the background")
+    await until(lambda: not ctl.rt.tasks.is_running(task.id), what="the turn finished in the background")
     assert (await ctl.rt.messages(task.id))[-1].text == "Working all done."
     await until(lambda: any(n[0] == task.id and "is done" in n[1] for n in ctl.notifications), what="notified")
     window = ctl.show_main()  # what a second launch does

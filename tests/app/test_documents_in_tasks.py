@@ -58,13 +58,13 @@ async def test_new_task_works_from_chosen_documents_without_memory(launch, tmp_p
     task = await ctl.rt.get_task(ctl.window.panel.task_id)
     assert task.title == "Boiler" and task.memory is False
     assert task.knowledge == [str(notes.resolve()), str(folder.resolve())]
-    library = {d["path"] for d in (await ctl.rt.knowledge_status())["documents"]}
+    library = {d["path"] for d in (await ctl.rt.knowledge.status())["documents"]}
     assert str(notes.resolve()) in library and str(drop.resolve()) not in library
 
 
 async def test_a_chosen_file_that_went_away_is_said_and_memory_off_everywhere_is_shown(launch, tmp_path):
     ctl = await launch()
-    await ctl.rt.set_memory_enabled(False)
+    await ctl.rt.memory.set_enabled(False)
     gone = tmp_path / "gone.txt"
     gone.write_text("soon gone\n")
     dlg = ctl.window.new_task("Read it")
@@ -89,7 +89,7 @@ async def test_a_search_knowledge_card_shows_citation_chips_that_open_the_docume
     ctl = await launch(model)
     task = await ctl.bridge.create_task(title="Radiator", model=MODEL, knowledge=[str(manual)],
                                         approval="full_auto")
-    while (await ctl.rt.knowledge_status())["busy"]:
+    while (await ctl.rt.knowledge.status())["busy"]:
         await asyncio.sleep(0.02)
     panel = await open_task(ctl, task.id)
     type_and_send(panel, "How do I bleed the radiator?")

@@ -133,9 +133,9 @@ async def test_turns_queued_turns_and_switching_tasks_never_read_a_long_task_who
     ctl.bridge.messages = counted
     panel = await open_task(ctl, task_id)
     type_and_send(panel, "first")
-    await until(lambda: ctl.rt.is_running(task_id), what="the first turn running")
+    await until(lambda: ctl.rt.tasks.is_running(task_id), what="the first turn running")
     type_and_send(panel, "second")  # queued behind it
-    await until(lambda: panel.settled and not ctl.rt.is_running(task_id)
+    await until(lambda: panel.settled and not ctl.rt.tasks.is_running(task_id)
                 and [m.text for m in panel.conversation.messages[-4::2]] == ["first", "second"], what="both turns")
     panel = await open_task(ctl, other.id)
     panel = await open_task(ctl, task_id)
@@ -401,7 +401,7 @@ async def test_two_inputs_queued_while_a_turn_runs_each_show_right_before_their_
     task = await ctl.bridge.create_task(title="Queue", model=MODEL)
     panel = await open_task(ctl, task.id)
     type_and_send(panel, "first")
-    await until(lambda: ctl.rt.is_running(task.id), what="the first turn running")
+    await until(lambda: ctl.rt.tasks.is_running(task.id), what="the first turn running")
     type_and_send(panel, "second")
     type_and_send(panel, "third")
     await wait_turns(ctl, panel, 3)

@@ -37,8 +37,8 @@ class Opened(QObject):
 async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     ctl = await launch()
     rt = ctl.rt
-    await rt.save_memory("tea.md", "# Prefers green tea\nNo sugar.")
-    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
+    await rt.memory.save("tea.md", "# Prefers green tea\nNo sugar.")
+    await rt.memory.save("units.md", "# Prefers metric units\nKilometres.")
     page = MemoryPage(ctl.bridge)
     await until(lambda: page.list.count() == 2, what="two memories")
     assert page.list.item(0).text().startswith("Prefers green tea\ntea.md · written by you")
@@ -51,35 +51,35 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     page.editor.setPlainText("# Prefers green tea\nNo sugar, a slice of lemon.")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text() == "Saved tea.md.", what="saved")
-    assert "lemon" in (rt.memory_folder / "tea.md").read_text()
+    assert "lemon" in (rt.memory.folder / "tea.md").read_text()
     QTest.mouseClick(page.open_file, Qt.MouseButton.LeftButton)  # no editor answers here: the path is shown
     (dialog,) = [d for d in page.findChildren(QDialog) if d.isVisible()]
-    assert dialog.findChild(QLineEdit).text() == str(rt.memory_folder / "tea.md")
+    assert dialog.findChild(QLineEdit).text() == str(rt.memory.folder / "tea.md")
     dialog.close()
     page.editor.setPlainText("# Bank\npassword: hunter2hunter2")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
     page.list.setCurrentRow(1)
-    units = next(m for m in await rt.memories() if m["name"] == "units.md")
+    units = next(m for m in await rt.memory.list() if m["name"] == "units.md")
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)  # asks first: Cancel keeps it
     box = page.confirm_box
     assert box.isVisible() and not box.isModal() and "Prefers metric units" in box.text()
     QTest.mouseClick(box.button(QMessageBox.StandardButton.Cancel), Qt.MouseButton.LeftButton)
-    assert (rt.memory_folder / "units.md").exists() and page.list.count() == 2
+    assert (rt.memory.folder / "units.md").exists() and page.list.count() == 2
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
     next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
     await until(lambda: page.status.text() == "Deleted units.md.", what="deleted")
-    assert not (rt.memory_folder / "units.md").exists()
+    assert not (rt.memory.folder / "units.md").exists()
     assert page.list.count() == 1 and page.undo.isVisibleTo(page)
     QTest.mouseClick(page.undo, Qt.MouseButton.LeftButton)  # back as it was, with where it came from
     await until(lambda: page.status.text() == "Brought back units.md.", what="brought back")
     assert page.list.count() == 2
-    assert (rt.memory_folder / "units.md").read_text() == "# Prefers metric units\nKilometres.\n"
-    back = next(m for m in await rt.memories() if m["name"] == "units.md")
+    assert (rt.memory.folder / "units.md").read_text() == "# Prefers metric units\nKilometres.\n"
+    back = next(m for m in await rt.memory.list() if m["name"] == "units.md")
     assert {k: back[k] for k in ("origin", "created_at", "summary")} == {
         k: units[k] for k in ("origin", "created_at", "summary")}
     assert page.current_name() == "units.md" and not page.undo.isVisibleTo(page)
-    assert [m["name"] for m in await rt.memories("kilometres")] == ["units.md"]  # searchable again
+    assert [m["name"] for m in await rt.memory.list("kilometres")] == ["units.md"]  # searchable again
     QTest.mouseClick(page.delete, Qt.MouseButton.LeftButton)
     next(b for b in page.confirm_box.buttons() if b.text() == "Delete").click()
     await until(lambda: page.status.text() == "Deleted units.md.", what="deleted again")
@@ -90,20 +90,20 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     page.editor.setPlainText("# Bank\nmy PIN is 4931")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text().startswith("Not saved:"), what="secret refused")
-    assert "secret" in page.status.text() and not (rt.memory_folder / "bank.md").exists()
+    assert "secret" in page.status.text() and not (rt.memory.folder / "bank.md").exists()
     page.name.setText("trains")
     page.editor.setPlainText("# Travels by train\nNever books flights.")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text() == "Saved trains.md.", what="added")
-    assert (rt.memory_folder / "trains.md").read_text() == "# Travels by train\nNever books flights.\n"
+    assert (rt.memory.folder / "trains.md").read_text() == "# Travels by train\nNever books flights.\n"
     assert page.current_name() == "trains.md" and not page.name.isVisibleTo(page)
-    assert next(m for m in await rt.memories() if m["name"] == "trains.md")["origin"] == "person"
+    assert next(m for m in await rt.memory.list() if m["name"] == "trains.md")["origin"] == "person"
     QTest.mouseClick(page.new, Qt.MouseButton.LeftButton)
     page.name.setText("tea")  # taken: a new memory never replaces one
     page.editor.setPlainText("# Coffee\nBlack.")
     QTest.mouseClick(page.save, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text().startswith("Not saved:"), what="name taken")
-    assert "exists already" in page.status.text() and "lemon" in (rt.memory_folder / "tea.md").read_text()
+    assert "exists already" in page.status.text() and "lemon" in (rt.memory.folder / "tea.md").read_text()
     page.list.setCurrentRow(1)
     await until(lambda: page.delete.isEnabled() and page.editor.toPlainText().startswith("# Travels"),
                 what="trains shown")
@@ -113,12 +113,12 @@ async def test_memory_page_lists_edits_deletes_and_forgets(launch):
     assert page.list.count() == 1
     QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
     await until(lambda: page.forget_all.text().startswith("Click again"), what="asks again")
-    assert (rt.memory_folder / "tea.md").exists()
+    assert (rt.memory.folder / "tea.md").exists()
     QTest.mouseClick(page.forget_all, Qt.MouseButton.LeftButton)
     await until(lambda: page.status.text() == "Forgot 1 memories.", what="forgot all")
-    assert await rt.memories() == []
+    assert await rt.memory.list() == []
     page.enabled.setChecked(False)
-    await until(lambda: not rt.memory_enabled, what="memory off")
+    await until(lambda: not rt.memory.enabled, what="memory off")
 
 
 async def test_a_memory_approval_says_it_changes_the_memories_every_task_shares(launch):
@@ -201,7 +201,7 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
         await page.add([str(tmp_path / "plan.txt"), str(tmp_path / "nowhere")])  # what can be added is
         assert page.status.text() == f"Added 1 document. Not added: {tmp_path / 'nowhere'} was not found."
         await until(lambda: str(tmp_path / "plan.txt") in page.rows, what="the one added listed")
-        await ctl.rt.knowledge_remove(tmp_path / "plan.txt")
+        await ctl.rt.knowledge.remove(tmp_path / "plan.txt")
         await until(lambda: str(tmp_path / "plan.txt") not in page.rows, what="taken out again")
 
         assert not page.remove_button.isEnabled()  # nothing selected
@@ -210,7 +210,7 @@ async def test_knowledge_page_shows_each_files_status(launch, tmp_path):
         QTest.mouseClick(page.remove_button, Qt.MouseButton.LeftButton)
         await until(lambda: list(page.rows) == [str(folder / "notes.md")], what="the removed one gone from the list")
         assert page.status.text().startswith("Removed blob.txt from the library; the files stay")
-        assert [d["path"] for d in await ctl.rt.knowledge_list()] == [str(folder / "notes.md")]
+        assert [d["path"] for d in await ctl.rt.knowledge.list()] == [str(folder / "notes.md")]
         assert (folder / "blob.txt").exists()
     finally:
         page.stop()
@@ -252,7 +252,7 @@ async def test_files_dropped_on_the_knowledge_page_are_added(launch, tmp_path):
     await until(lambda: sorted(i.text(1) for i in page.rows.values()) == ["Ready · 1 passage"] * 2,
                 what="both indexed")
     assert {i.text(0) for i in page.rows.values()} == {"notes.md", "plan.txt"}  # the folder's file, not the URL
-    assert {d["path"] for d in await ctl.rt.knowledge_list()} == {
+    assert {d["path"] for d in await ctl.rt.knowledge.list()} == {
         str(tmp_path / "notes.md"), str(tmp_path / "more" / "plan.txt")}
 
     only_remote = QMimeData()
@@ -270,9 +270,9 @@ async def test_citation_chips_open_the_cited_file(launch, tmp_path):
     other.write_text("The radiator in the attic is not ours.\n")
     model = ScriptedModel([[Call("search_knowledge", {"query": "bleed radiator"})], ["See [1] and [2]."]])
     ctl = await launch(model)
-    await ctl.rt.knowledge_add([other])
+    await ctl.rt.knowledge.add([other])
     task = await ctl.rt.create_task(model=MODEL, knowledge=[str(manual), str(notes)])
-    while (await ctl.rt.knowledge_status())["busy"]:
+    while (await ctl.rt.knowledge.status())["busy"]:
         await asyncio.sleep(0.02)
     await ctl.bridge.send(task.id, "How do I bleed the radiator?")
     await ctl.bridge.wait_idle(task.id)
@@ -335,20 +335,21 @@ async def test_knowledge_page_chooses_an_embeddings_model_and_the_library_gets_v
             page.embeddings.setCurrentText("nowhere/embed-model")
             await page.choose_embeddings()
             assert page.status.text() == "Not changed: No provider 'nowhere' in settings.json (configured: local)."
-            assert ctl.rt.embeddings_model is None
+            assert ctl.rt.knowledge.embeddings_model is None
             page.embeddings.setCurrentText("local/embed-model")
             await page.choose_embeddings()
             assert page.status.text() == "Search uses local/embed-model too: 1 document gets vectors now."
-            assert ctl.rt.embeddings_model == "local/embed-model"
+            assert ctl.rt.knowledge.embeddings_model == "local/embed-model"
             for _ in range(200):
-                docs = await ctl.rt.knowledge_list()
+                docs = await ctl.rt.knowledge.list()
                 if docs[0]["embed_model"] == "local/embed-model":
                     break
                 await asyncio.sleep(0.05)
             assert docs[0]["embed_model"] == "local/embed-model" and docs[0]["status"] == "ready"
             page.embeddings.setCurrentText("Words only (works offline)")
             await page.choose_embeddings()
-            assert ctl.rt.embeddings_model is None and page.status.text() == "Search uses the documents' words only."
+            assert ctl.rt.knowledge.embeddings_model is None
+            assert page.status.text() == "Search uses the documents' words only."
         finally:
             page.stop()
 

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QFileDialog, QLabel, QPushButton
 from app.settings.model_manager import ModelManager
 from runtime.api import Runtime
 from runtime.local_models import catalog as catalog_module
+from runtime.local_models.library import ModelLibrary
 from runtime.local_models.machine import human_bytes
 from tests.support.fake_hub import FakeHub, refused_endpoint, tiny_gguf
 from tests.support.qt_helpers import until
@@ -31,7 +32,7 @@ async def page(home, monkeypatch, qtbot):
     with FakeHub() as hub:
         monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
         rt = await Runtime.open(home)
-        widget = ModelManager(rt)
+        widget = ModelManager(rt.models)
         qtbot.addWidget(widget)
         widget.resize(900, 700)
         widget.show()
@@ -41,6 +42,11 @@ async def page(home, monkeypatch, qtbot):
             for task in list(widget.downloads.values()):
                 task.cancel()
             await rt.aclose()
+
+
+def partial_files(home: Path) -> list[Path]:
+    """What downloads left unfinished in the data folder's model cache."""
+    return list(ModelLibrary(home).hub_cache.rglob("*.incomplete"))
 
 
 def texts(layout) -> list[str]:
@@ -86,7 +92,7 @@ async def test_download_with_progress_pause_resume_and_delete(page, gguf, qtbot)
     assert text.text().startswith("Qwen2.5 1.5B Instruct<br>") and "Paused at " in text.text()
     assert " of 16.8 MB (" in text.text()
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Resume"
-    reopened = ModelManager(widget.rt)  # Settings closed and opened again: the paused download is still there
+    reopened = ModelManager(widget.models)  # Settings closed and opened again: the paused download is still there
     qtbot.addWidget(reopened)
     assert paused_row(reopened)[0].text() == text.text()
 
@@ -107,7 +113,7 @@ async def test_download_with_progress_pause_resume_and_delete(page, gguf, qtbot)
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
 
 
-async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf):
+async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf, home):
     widget, hub = page
     row = await start_download(widget, hub, gguf, throttle=4 << 20)
     row.cancel_button.click()
@@ -115,24 +121,24 @@ async def test_cancel_stops_a_download_and_deletes_what_it_had(page, gguf):
     assert widget.message.text() == (
         "The download of Qwen2.5-1.5B-Instruct-Q4_K_M.gguf was cancelled; what it had downloaded was deleted.")
     assert widget.no_downloads.isVisible() and not widget.rows
-    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    assert not partial_files(home)
     assert catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
 
 
-async def test_cancel_on_a_paused_download_deletes_what_it_had(page, gguf):
+async def test_cancel_on_a_paused_download_deletes_what_it_had(page, gguf, home):
     widget, hub = page
     row = await start_download(widget, hub, gguf, throttle=4 << 20)
     row.pause_button.click()
     await until(lambda: widget.paused.count() == 3, what="the paused row")
-    assert list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    assert partial_files(home)
     paused_row(widget)[2].click()
     await until(lambda: widget.paused.count() == 0, what="the paused download gone")
     assert widget.message.text() == "Deleted the partial download of Qwen2.5 1.5B Instruct."
-    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete"))
+    assert not partial_files(home)
     assert widget.no_downloads.isVisible() and catalog_button(widget, "Qwen2.5 1.5B").text() == "Download"
 
 
-async def test_a_failed_download_says_why_on_its_row_with_retry(page, gguf, monkeypatch):
+async def test_a_failed_download_says_why_on_its_row_with_retry(page, gguf, monkeypatch, home):
     widget, hub = page
     nowhere = refused_endpoint()
     monkeypatch.setenv("HF_ENDPOINT", nowhere)  # Hugging Face cannot be reached
@@ -153,7 +159,7 @@ async def test_a_failed_download_says_why_on_its_row_with_retry(page, gguf, monk
                       what="the retried download under way")
     row.pause_button.click()
     await until(lambda: widget.paused.count() == 3, what="paused with bytes kept")
-    have = widget.rt.paused_downloads()[0].downloaded
+    have = widget.models.paused()[0].downloaded
     monkeypatch.setenv("HF_ENDPOINT", nowhere)
     paused_row(widget)[1].click()  # Resume, with the connection gone again
     row = await until(lambda: (r := widget.rows.get("qwen2.5-1.5b-instruct")) and r.failed and r, what="failed")
@@ -164,7 +170,7 @@ async def test_a_failed_download_says_why_on_its_row_with_retry(page, gguf, monk
     await until(lambda: not widget.rows and widget.paused.count() == 0, what="the row gone")
     await until(lambda: widget.message.text() == "Deleted the partial download of Qwen2.5 1.5B Instruct.",
                 what="said so")
-    assert not list(widget.rt.models.hub_cache.rglob("*.incomplete")) and widget.no_downloads.isVisible()
+    assert not partial_files(home) and widget.no_downloads.isVisible()
 
 
 async def test_a_wrong_reference_and_a_local_file(page, tmp_path):
@@ -185,7 +191,7 @@ async def test_models_that_will_not_fit_are_marked(home, monkeypatch, qtbot):
     monkeypatch.setattr(catalog_module, "total_ram_bytes", lambda: 4_000_000_000)
     rt = await Runtime.open(home)
     try:
-        widget = ModelManager(rt)
+        widget = ModelManager(rt.models)
         qtbot.addWidget(widget)
         marks = {}
         for row in range(widget.catalog.rowCount()):

@@ -30,7 +30,7 @@ def fresh():
 
 def loaded(ctl: HearthApp):
     """The local model as the app's runtime loaded it (None until it is loaded)."""
-    return ctl.rt.provider("builtin")._model
+    return ctl.rt.providers.get("builtin")._model
 
 
 @pytest.mark.slow_model

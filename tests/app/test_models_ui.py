@@ -156,7 +156,7 @@ async def test_the_provider_form_sets_a_servers_context_window_or_asks_the_serve
         ctl = await _app(home)
         try:
             rt = ctl.rt
-            assert (await rt.kit.context_window(rt.provider("a"), "alpha"))[0] == 8192  # the server does not say
+            assert (await rt.kit.context_window(rt.providers.get("a"), "alpha"))[0] == 8192  # the server does not say
             win = ctl.open_settings()
             editor = win.providers
             editor.list.setCurrentRow(0)
@@ -168,7 +168,7 @@ async def test_the_provider_form_sets_a_servers_context_window_or_asks_the_serve
             saved = json.loads((home / "settings.json").read_text())
             assert saved["providers"][0]["context_window"] == 32768
             assert saved["providers"][1]["context_window"] == {"gamma": 65536}  # per model: kept as it was
-            assert await rt.kit.context_window(rt.provider("a"), "alpha") == (32768, None)
+            assert await rt.kit.context_window(rt.providers.get("a"), "alpha") == (32768, None)
 
             editor.list.setCurrentRow(1)  # figures per model are shown, and left to settings.json
             assert editor.context.isHidden() and editor.per_model.text() == "Per model, in settings.json: gamma 65,536"
@@ -180,6 +180,6 @@ async def test_the_provider_form_sets_a_servers_context_window_or_asks_the_serve
             win.save.click()
             await until(lambda: not win.dirty and win.status.text().startswith("Saved."), what="saved again")
             assert "context_window" not in json.loads((home / "settings.json").read_text())["providers"][0]
-            assert (await rt.kit.context_window(rt.provider("a"), "alpha"))[0] == 8192
+            assert (await rt.kit.context_window(rt.providers.get("a"), "alpha"))[0] == 8192
         finally:
             await ctl.shutdown()

@@ -28,7 +28,7 @@ def model() -> ScriptedModel:
 
 def buffered_text(ctl, task_id: str) -> str:
     """The text a fresh observer would replay right now (read straight from the runtime's buffer)."""
-    events = ctl.rt.buffers.get(task_id).read(0)
+    events = ctl.rt.core.buffers.get(task_id).read(0)
     return "".join(ev.text for ev in events if ev.type == "text_delta")
 
 
@@ -42,7 +42,7 @@ async def test_close_panel_mid_turn_and_reopen(launch):
     turn_id = panel.live_turn
 
     ctl.window.close_panel()
-    assert ctl.rt.is_running(task.id)  # closing the panel stopped nothing
+    assert ctl.rt.tasks.is_running(task.id)  # closing the panel stopped nothing
     await asyncio.sleep(0.1)
 
     panel = await open_task(ctl, task.id)
@@ -50,7 +50,7 @@ async def test_close_panel_mid_turn_and_reopen(launch):
     await until(lambda: panel.turn_text(turn_id) == first, what="replayed text")
     assert panel.turn_text(turn_id) == buffered_text(ctl, task.id) == first
 
-    await until(lambda: not ctl.rt.is_running(task.id), timeout=15, what="turn end")
+    await until(lambda: not ctl.rt.tasks.is_running(task.id), timeout=15, what="turn end")
     full = first + "".join(SECOND)
     await until(lambda: panel.live_turn is None and panel.turn_text(turn_id) == full, what="live continuation")
     messages = await ctl.rt.messages(task.id)
@@ -67,7 +67,7 @@ async def test_close_main_window_mid_turn_and_reopen(launch):
     turn_id = panel.live_turn
 
     ctl.hide_window()
-    assert ctl.window is None and ctl.rt.is_running(task.id)
+    assert ctl.window is None and ctl.rt.tasks.is_running(task.id)
     await asyncio.sleep(0.1)
 
     window = ctl.show_main()  # a new window: it reopens the task that was open
@@ -77,7 +77,7 @@ async def test_close_main_window_mid_turn_and_reopen(launch):
     await until(lambda: panel.turn_text(turn_id) == first, what="replayed text")
     assert panel.turn_text(turn_id) == buffered_text(ctl, task.id)
 
-    await until(lambda: not ctl.rt.is_running(task.id), timeout=15, what="turn end")
+    await until(lambda: not ctl.rt.tasks.is_running(task.id), timeout=15, what="turn end")
     full = first + "".join(SECOND)
     await until(lambda: panel.live_turn is None and panel.turn_text(turn_id) == full, what="live continuation")
     messages = await ctl.rt.messages(task.id)

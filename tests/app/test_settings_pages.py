@@ -53,7 +53,7 @@ async def test_local_models_sit_beside_providers_and_closing_settings_pauses_a_d
         await until(download.done, what="the download paused")
         await until(lambda: ctl.settings_window is None, what="the window gone")
         assert download.cancelled()
-        assert all(m.name != QWEN_ID for m in ctl.rt.installed_models())
+        assert all(m.name != QWEN_ID for m in ctl.rt.models.installed())
 
         hub.faults.throttle = None
         settings = ctl.open_settings()
@@ -62,7 +62,7 @@ async def test_local_models_sit_beside_providers_and_closing_settings_pauses_a_d
         await until(lambda: "Installed Qwen2.5 1.5B Instruct" in settings.local_models.message.text(),
                     what="the resumed download")
         assert hub.cdn_gets()[-1]["range"].startswith("bytes=")  # it went on from the partial file
-        assert any(m.name == QWEN_ID for m in ctl.rt.installed_models())
+        assert any(m.name == QWEN_ID for m in ctl.rt.models.installed())
         settings.close()
         await asyncio.sleep(0.1)
         assert shown == [] and not [r for r in caplog.records if r.levelno >= logging.ERROR]
@@ -71,7 +71,7 @@ async def test_local_models_sit_beside_providers_and_closing_settings_pauses_a_d
 async def test_memory_and_knowledge_tabs_show_the_runtimes_data_and_close_quietly(launch, tmp_path, caplog):
     ctl = await launch()
     shown = _errors(ctl, caplog)
-    await ctl.rt.save_memory("tea.md", "# Prefers green tea\nNo sugar.")
+    await ctl.rt.memory.save("tea.md", "# Prefers green tea\nNo sugar.")
     notes = tmp_path / "notes.md"
     notes.write_text("# Notes\nThe boiler is serviced in May.\n")
     settings = ctl.open_settings()
@@ -82,7 +82,7 @@ async def test_memory_and_knowledge_tabs_show_the_runtimes_data_and_close_quietl
     await until(lambda: settings.memory.list.count() == 1, what="the memory listed")
     assert settings.memory.list.item(0).text().startswith("Prefers green tea")
     settings.memory.enabled.setChecked(False)
-    await until(lambda: not ctl.rt.memory_enabled, what="memory off for every task")
+    await until(lambda: not ctl.rt.memory.enabled, what="memory off for every task")
 
     settings.tabs.setCurrentWidget(settings.knowledge)
     await settings.knowledge.add([str(notes)])

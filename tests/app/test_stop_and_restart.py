@@ -33,7 +33,7 @@ async def test_stop_during_a_tool_call_leaves_the_card_interrupted(launch):
     assert panel.composer.stop.isVisible()
 
     QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
-    await until(lambda: not ctl.rt.is_running(task.id), what="turn stopped")
+    await until(lambda: not ctl.rt.tasks.is_running(task.id), what="turn stopped")
     await until(lambda: [c.state for c in panel.conversation.cards()] == ["interrupted"], what="card interrupted")
     await until(lambda: not panel.composer.running, what="composer idle")
     assert panel.composer.stop.isHidden() and panel.composer.send.text() == "Send"
@@ -95,8 +95,8 @@ async def test_restart_shows_interrupted_turn_and_pending_approval(launch, home)
     assert panel.conversation.cards()[0].waiting
     QTest.mouseClick(box.approve, Qt.MouseButton.LeftButton)
     await until(lambda: panel.waiting is None, what="waiting box gone")
-    await until(lambda: not ctl.rt.is_running(waiting) and panel.live_turn is None
-                and (ctl.rt.buffers.get(waiting) is None or ctl.rt.buffers.get(waiting).ended),
+    await until(lambda: not ctl.rt.tasks.is_running(waiting) and panel.live_turn is None
+                and (ctl.rt.core.buffers.get(waiting) is None or ctl.rt.core.buffers.get(waiting).ended),
                 what="approved turn ran")
     info = await ctl.rt.get_task(waiting)
     assert info.state == "idle" and info.last_reason == "completed"

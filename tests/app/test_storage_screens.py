@@ -10,7 +10,7 @@ import sqlite3
 import time
 
 from app.shell.application import HearthApp
-from runtime.api import Runtime
+from runtime.api import Backups, Runtime
 from runtime.providers.scripted import ScriptedModel
 from runtime.store import backup as backups
 from runtime.store.backup import CHECK_STAMP
@@ -66,7 +66,7 @@ async def test_a_damaged_database_offers_the_latest_backup_and_restores_it(home)
     rt = await Runtime.open(home, providers={"scripted": ScriptedModel()})
     task = await rt.create_task(title="Keep me", model="scripted/x")
     await rt.aclose()
-    await Runtime.backup(home)
+    await Backups.backup(home)
     (home / DB_NAME).write_bytes(os.urandom(32 * 1024))
     ctl = await _start(home)
     try:
@@ -104,7 +104,7 @@ async def test_damage_found_by_the_check_after_the_start_offers_the_latest_backu
         await window.reload_tasks()
         assert [t.title for t in window.tasks.values()] == ["Keep me"]  # the backup's data, from before "Long"
         assert list(home.glob(f"{DB_NAME}.broken-*"))  # the damaged file is kept aside
-        assert await ctl.rt.verify_database(force=True)
+        assert await ctl.rt.backups.verify_database(force=True)
     finally:
         await ctl.shutdown()
 
@@ -168,7 +168,7 @@ async def test_a_database_damaged_during_a_session_shows_the_ways_out_and_restor
     ctl = await _start(home)
     try:
         task = await ctl.bridge.create_task(title="Keep me", model="scripted/x")
-        await Runtime.backup(home)
+        await Backups.backup(home)
         panel = await open_task(ctl, task.id)
         await asyncio.to_thread(_damage_while_open, home / DB_NAME, "messages")
         panel.composer.edit.setPlainText("Remember the milk")

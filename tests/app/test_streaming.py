@@ -46,7 +46,7 @@ async def test_20000_deltas_keep_the_ui_responsive(launch):
     t0 = time.perf_counter()
     type_and_send(panel, "go")
     observer = panel.observer
-    await until(lambda: panel.conversation.assistant_items() and not ctl.rt.is_running(task.id)
+    await until(lambda: panel.conversation.assistant_items() and not ctl.rt.tasks.is_running(task.id)
                 and panel.live_turn is None, timeout=60, what="turn end")
     elapsed = time.perf_counter() - t0
     streaming = False

@@ -29,7 +29,7 @@ async def test_new_task_lets_commands_use_the_network_and_the_header_turns_it_of
     model = ScriptedModel([[Call("run_shell", {"command": connect})], ["Reached it."],
                            [Call("run_shell", {"command": connect})], ["Could not reach it."]])
     ctl = await launch(model)
-    assert (await ctl.rt.sandbox_status()).available  # a real bubblewrap sandbox runs the commands
+    assert (await ctl.rt.permissions.sandbox_status()).available  # a real bubblewrap sandbox runs the commands
     dlg = ctl.window.new_task("Fetch the greeting")
     assert not dlg.network.isChecked()  # off unless the person ticks it
     dlg.model.setEditText(MODEL)

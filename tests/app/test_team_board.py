@@ -322,7 +322,7 @@ async def test_delete_team_from_the_task_menu_asks_first_then_stops_and_removes_
     box = next(w for w in window.findChildren(QMessageBox) if w.isVisible())
     QTest.mouseClick(next(b for b in box.buttons() if b.text() == "Delete"), Qt.MouseButton.LeftButton)
     await until(lambda: window.panel is None and ctl.window.sidebar.team_model.rowCount() == 0, what="deleted")
-    assert await ctl.rt.teams.list() == [] and not ctl.rt.running_tasks()
+    assert await ctl.rt.teams.list() == [] and not ctl.rt.tasks.running()
 
 
 async def test_a_running_assignment_streams_live_and_replays_when_the_board_is_reopened(launch):
@@ -343,7 +343,7 @@ async def test_a_running_assignment_streams_live_and_replays_when_the_board_is_r
     await until(lambda: shown(panel) == "Drafting ", what="B's text so far, live")
     team_id = panel.team_id
     window.close_panel()  # the board is a viewer: B goes on
-    assert ctl.rt.is_running(next(a.id for a in (await ctl.rt.teams.get(team_id)).assignments if a.key == "B"))
+    assert ctl.rt.tasks.is_running(next(a.id for a in (await ctl.rt.teams.get(team_id)).assignments if a.key == "B"))
     panel = window.open_team(team_id)
     await until(lambda: panel.loaded.is_set(), what="the board again")
     panel.select("B")

@@ -219,7 +219,7 @@ async def test_closing_the_window_while_turns_run(launch):
 
     ctl.tray = FakeTray()
     ctl.window.close()  # with a tray: hide, keep running, say so once
-    assert ctl.window is None and ctl.rt.is_running(task.id) and not ctl.quit_event.is_set()
+    assert ctl.window is None and ctl.rt.tasks.is_running(task.id) and not ctl.quit_event.is_set()
     assert FakeTray.notes == ["Hearth is still working"]
     ctl.show_main().close()
     assert FakeTray.notes == ["Hearth is still working"]  # once only
@@ -229,12 +229,12 @@ async def test_closing_the_window_while_turns_run(launch):
 
 
 async def test_a_running_local_server_is_offered_on_the_welcome_page(launch, monkeypatch):
-    from runtime.api import Runtime
+    from runtime.api import Providers
 
     async def detect(self, timeout: float = 0.25):
         return {"ollama": ["llama3.2", "qwen2.5"]}
 
-    monkeypatch.setattr(Runtime, "detect_local_servers", detect)
+    monkeypatch.setattr(Providers, "detect_local_servers", detect)
     ctl = await launch()
     welcome = ctl.window.welcome
     await until(lambda: not welcome.use.isHidden(), what="server offered")

@@ -162,8 +162,8 @@ async def test_settings_presets_save_and_test_through_the_facade(launch):
         return ["llama3.2", "qwen2.5"]
 
     ctl.rt.save_settings = update_settings  # stand-ins: the test must not write a real keyring
-    ctl.rt.set_api_key = set_api_key
-    ctl.rt.test_provider = test_provider
+    ctl.rt.providers.set_api_key = set_api_key
+    ctl.rt.providers.test = test_provider
     win = ctl.open_settings()
     editor = win.providers
     assert [p["id"] for p in editor.providers] == ["builtin"]
@@ -208,7 +208,7 @@ async def test_mcp_servers_are_added_approved_and_removed_after_asking(launch, h
     item = mcp.tree.topLevelItem(0)
     assert item.text(1) == "uvx mcp-server-time --local-timezone Europe/Berlin"
     assert item.text(2) == "needs your approval"
-    assert ctl.rt.mcp_servers() == [("time", item.text(1), False)]
+    assert ctl.rt.mcp.servers() == [("time", item.text(1), False)]
     mcp.tree.setCurrentItem(item)
     QTest.mouseClick(mcp.approve, Qt.MouseButton.LeftButton)
     await until(lambda: mcp.tree.topLevelItem(0).text(2) == "approved", what="approved")
@@ -221,13 +221,13 @@ async def test_mcp_servers_are_added_approved_and_removed_after_asking(launch, h
     QTest.mouseClick(mcp.remove, Qt.MouseButton.LeftButton)
     mcp.confirm_box.button(QMessageBox.StandardButton.Cancel).click()  # changed their mind: nothing removed
     await asyncio.sleep(0.1)
-    assert mcp.tree.topLevelItemCount() == 1 and len(ctl.rt.mcp_servers()) == 1 and saved_servers() == ["time"]
+    assert mcp.tree.topLevelItemCount() == 1 and len(ctl.rt.mcp.servers()) == 1 and saved_servers() == ["time"]
     QTest.mouseClick(mcp.remove, Qt.MouseButton.LeftButton)
     box = mcp.confirm_box
     assert box.text() == "Remove time?"
     next(b for b in box.buttons() if b.text() == "Remove").click()
     await until(lambda: mcp.tree.topLevelItemCount() == 0, what="removed")
-    assert ctl.rt.mcp_servers() == [] and saved_servers() == []
+    assert ctl.rt.mcp.servers() == [] and saved_servers() == []
     assert mcp.message.text() == "Removed time."
     win.close()
 
@@ -244,7 +244,7 @@ async def test_closing_settings_with_a_typed_mcp_server_asks_to_add_it(launch, h
     assert "“time” you typed is not added yet" in box.text()
     next(b for b in box.buttons() if b.text() == "Save").click()
     await until(lambda: ctl.settings_window is None, what="added and closed")
-    assert [name for name, *_ in ctl.rt.mcp_servers()] == ["time"]
+    assert [name for name, *_ in ctl.rt.mcp.servers()] == ["time"]
     assert list(json.loads((home / "settings.json").read_text())["mcpServers"]) == ["time"]
 
     win = ctl.open_settings()  # a typed line that does not parse keeps Settings open on the MCP tab
@@ -258,7 +258,7 @@ async def test_closing_settings_with_a_typed_mcp_server_asks_to_add_it(launch, h
     win.close()
     next(b for b in win.close_box.buttons() if b.text() == "Discard").click()
     await until(lambda: ctl.settings_window is None, what="discarded and closed")
-    assert [name for name, *_ in ctl.rt.mcp_servers()] == ["time"]
+    assert [name for name, *_ in ctl.rt.mcp.servers()] == ["time"]
 
 
 async def test_theme_switch_applies_at_once(launch):
@@ -287,7 +287,7 @@ async def test_export_markdown_and_json(launch, tmp_path):
     data = json.loads((tmp_path / "t.json").read_text())
     assert data["task"]["title"] == "Export me" and len(data["messages"]) == 2
     info = await ctl.rt.get_task(task.id)
-    assert export.to_markdown(info, await ctl.rt.messages(task.id), await ctl.rt.turns(task.id)) == md
+    assert export.to_markdown(info, await ctl.rt.messages(task.id), await ctl.rt.tasks.turns(task.id)) == md
 
 
 async def test_tasks_with_the_same_title_are_told_apart_by_when_they_began(launch):

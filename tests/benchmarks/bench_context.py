@@ -43,7 +43,7 @@ async def _builds(size: int, reps: int) -> str:
             reads, builds, compacts = [], [], []
             for _ in range(reps):
                 t = time.perf_counter()
-                inputs = await rt.store.context_inputs(task_id)
+                inputs = await rt.core.store.context_inputs(task_id)
                 reads.append(time.perf_counter() - t)
                 last = inputs.messages[-2]["id"]
                 t = time.perf_counter()
@@ -52,11 +52,11 @@ async def _builds(size: int, reps: int) -> str:
                 t = time.perf_counter()
                 compact(chat, 8000)
                 compacts.append(time.perf_counter() - t)
-            await rt.store.add_checkpoint(task_id, None, inputs.messages[-40]["id"], "A summary. " * 200)
+            await rt.core.store.add_checkpoint(task_id, None, inputs.messages[-40]["id"], "A summary. " * 200)
             rebuilds = []
             for _ in range(reps):
                 t = time.perf_counter()
-                inputs = await rt.store.context_inputs(task_id)
+                inputs = await rt.core.store.context_inputs(task_id)
                 await asyncio.to_thread(build_context, SYSTEM_PROMPT, inputs.messages, inputs.messages[-2]["id"],
                                         16_000, None, inputs.checkpoint["summary"])
                 rebuilds.append(time.perf_counter() - t)

@@ -53,7 +53,7 @@ def child(kind: str, endpoint: str, folder: str) -> None:
             rt = await Runtime.open(folder)
             try:
                 t = time.perf_counter()
-                await rt.pull_model(f"{REPO}/{FILE}")
+                await rt.models.pull(f"{REPO}/{FILE}")
                 return t
             finally:
                 await rt.aclose()

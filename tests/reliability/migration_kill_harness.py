@@ -173,7 +173,7 @@ async def check(home: Path, template: Path | None) -> dict:
             problems.append(f"reopen {attempt} failed: {type(exc).__name__}: {exc}")
             return {"problems": problems}
         try:
-            async with rt.store.engine.connect() as conn:
+            async with rt.core.store.engine.connect() as conn:
                 diff = await conn.run_sync(schema_diff)
                 version = (await conn.exec_driver_sql("select version_num from alembic_version")).scalars().all()
                 integrity = (await conn.exec_driver_sql("PRAGMA integrity_check")).scalar()

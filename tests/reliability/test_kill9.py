@@ -74,9 +74,9 @@ async def test_kill_9_mid_stream_recovers(home):
         msgs = await rt.messages(task_id)
         assert msgs[0].role == "user" and msgs[0].text == "tell me everything"
         assert msgs[1].text.startswith(before)
-        turns = await rt.turns(task_id)
+        turns = await rt.tasks.turns(task_id)
         assert [(t["status"], t["reason"]) for t in turns] == [("ended", "interrupted")]
-        async with rt.store.engine.connect() as conn:
+        async with rt.core.store.engine.connect() as conn:
             assert (await conn.exec_driver_sql("PRAGMA integrity_check")).scalar() == "ok"
     finally:
         await rt.aclose()

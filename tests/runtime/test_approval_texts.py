@@ -52,8 +52,8 @@ async def every_tool(rt: Runtime, home: Path) -> dict[str, object]:
     doc.write_text("# Notes\nTea at four.\n")
     task = await rt.create_task(model=MODEL, knowledge=[str(doc)])
     planning = await rt.create_task(model=MODEL, planning=True)
-    tools = dict((await rt.kit.prepare(await rt._task_row(task.id), [])).tools)
-    tools.update((await rt.kit.prepare(await rt._task_row(planning.id), [])).tools)
+    tools = dict((await rt.kit.prepare(await rt.core.store.get_task(task.id), [])).tools)
+    tools.update((await rt.kit.prepare(await rt.core.store.get_task(planning.id), [])).tools)
     for tool in (FindTools({}), PlanAssignments(lambda *_: None)):
         tools[tool.name] = tool
     return tools
@@ -104,7 +104,7 @@ async def test_an_mcp_tools_approval_names_its_server(home):
         "command": server[0], "args": server[1:], "cwd": str(Path.cwd())}}}))
     rt = await open_runtime(home, ScriptedModel([[Call("calc__add", {"a": 2, "b": 3})]]))
     try:
-        rt.approve_mcp_server("calc")
+        rt.mcp.approve("calc")
         task = await rt.create_task(model=MODEL, approval="ask")
         await rt.send(task.id, "Add 2 and 3.")
         await collect(rt, task.id)

@@ -92,7 +92,7 @@ async def test_empty_home_defaults_to_the_bundled_provider_and_its_context_size(
     try:
         task = await rt.create_task()
         assert task.model == "builtin/smollm2-135m"
-        provider = rt.provider("builtin")
+        provider = rt.providers.get("builtin")
         assert isinstance(provider, LlamaCppProvider) and provider.model_path is None
         assert provider.context_tokens == 8192  # SmolLM2's training context, read from the GGUF header
         assert await rt.kit.context_window(provider, "smollm2-135m") == (8192, None)  # what the turn sizes with
@@ -121,7 +121,7 @@ async def test_plain_answer_turn_persists_text(open_rt):
     assert reply.role == "assistant" and reply.turn_id == handle.turn_id
     assert reply.text.strip(), "the bundled model gave no text"
     assert reply.text == text_from(events)
-    steps = await rt.store.steps(handle.turn_id)
+    steps = await rt.core.store.steps(handle.turn_id)
     assert [s["finish_reason"] for s in steps] in (["stop"], ["length"])
     assert (await rt.get_task(task.id)).last_reason == "completed"
 
@@ -152,7 +152,7 @@ async def test_tool_calling_turn_runs_the_tool_and_completes(home, open_rt):
     assert tool_parts[0]["args"] == calls[0]
     assert "Sunny, 21 degrees" in tool_parts[0]["result"]
     # The result went back to the model, which then ended the turn itself.
-    steps = await rt.store.steps(handle.turn_id)
+    steps = await rt.core.store.steps(handle.turn_id)
     assert len(steps) >= 2 and steps[0]["finish_reason"] == "tool_calls"
     assert steps[-1]["finish_reason"] in ("stop", "length")
     assert any(e.type == "warning" for e in events) == (steps[-1]["finish_reason"] == "length")
@@ -254,16 +254,16 @@ async def test_continue_writes_on_from_the_interrupted_partial_answer(home, open
 
     rt = await open_rt(max_tokens=24)
     assert (await rt.get_task(task.id)).last_reason == "interrupted"
-    handle = await rt.continue_task(task.id)
+    handle = await rt.tasks.continue_task(task.id)
     events = await asyncio.wait_for(collect(rt, task.id), 120)
     assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.completed, events[-1]
     await rt.wait_idle(task.id)
 
     # The model was given its own answer to write on from: the prompt ends inside the assistant's turn, right after
     # the partial text, with no Continue instruction and no end-of-turn token.
-    prompt = rt.provider("builtin")._model.last_prompt
+    prompt = rt.providers.get("builtin")._model.last_prompt
     assert prompt.endswith("<|im_start|>assistant\n1, 2, 3, 4,") and CONTINUE not in prompt
-    steps = await rt.store.steps(handle.turn_id)
+    steps = await rt.core.store.steps(handle.turn_id)
     assert steps[0]["input_tokens"] > 30  # the request's prompt, partial answer included, as Details shows it
 
     messages = await rt.messages(task.id)
@@ -300,7 +300,7 @@ async def test_a_turn_that_waits_for_a_warm_up_says_so_then_answers(open_rt):
     task = await rt.create_task()
     await rt.send(task.id, "Hello.")
     await asyncio.wait_for(rt.wait_idle(task.id), 120)
-    model = rt.provider("builtin")._model  # the loaded model the turns use
+    model = rt.providers.get("builtin")._model  # the loaded model the turns use
     model.mutex.acquire()  # as warm_prefix holds it, saying how far it has read
     try:
         handle = await rt.send(task.id, "And again?")
@@ -330,7 +330,7 @@ async def test_the_bundled_model_is_offered_no_tools_and_answers_a_plain_questio
     events = await asyncio.wait_for(collect(rt, task.id), 120)
     assert events[-1].reason == EndReason.completed, events[-1]
     assert not [e for e in events if e.type in ("tool_call", "warning")] and text_from(events).strip()
-    prompt = rt.provider("builtin")._model.last_prompt
+    prompt = rt.providers.get("builtin")._model.last_prompt
     assert TALK_ONLY in prompt and "list_files" not in prompt and "function" not in prompt
     print(f"\nName three colours: {text_from(events)!r}")
 

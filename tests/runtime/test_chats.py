@@ -214,8 +214,8 @@ async def test_a_chat_searches_the_whole_library_read_only_and_follows_the_memor
     model = ScriptedModel([[Call("search_knowledge", {"query": "lighthouse keeper"})], ["Ada Lovell [1]."]])
     rt = await open_runtime(home, model)
     try:
-        await rt.knowledge_add([doc])
-        while (await rt.knowledge_status())["busy"]:
+        await rt.knowledge.add([doc])
+        while (await rt.knowledge.status())["busy"]:
             await asyncio.sleep(0.02)
         chat = await rt.chats.create(model=MODEL)
         await rt.chats.send(chat.id, "Who kept the lighthouse?")
@@ -290,7 +290,7 @@ async def test_a_chats_memory_writes_ask_first(home):
         assert (home / "memory" / "drinks.md").exists() and (await rt.chats.get(chat.id)).state == "idle"
         assert (await rt.chats.messages(chat.id))[-1].text == "Kept it."
 
-        await rt.add_permission_rule("memory", "allow")
+        await rt.permissions.add_rule("memory", "allow")
         model.add_steps([Call("memory", {**note, "command": "update"})], ["Updated."])
         await rt.chats.send(chat.id, "Say it again.")
         await rt.chats.wait_idle(chat.id)

@@ -218,7 +218,7 @@ async def test_answer_grants_network_to_one_command_and_always_remembers_command
         assert code == 0 and out.strip() == "Clean.", err
         rt = await Runtime.open(home)
         try:
-            (rule,) = await rt.permission_rules(task_id)
+            (rule,) = await rt.permissions.rules(task_id)
             assert (rule.tool, rule.command, rule.decision) == ("run_shell", "git status", "allow")  # not every command
             messages = await rt.messages(task_id)
             answer = next(p for m in messages for p in m.parts if p.get("type") == "answer")

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from runtime.api import Runtime
+from runtime.api import Backups, Runtime
 from runtime.engine.agent import compaction
 from runtime.engine.agent.compaction import SUMMARIZE
 from runtime.events import EndReason, Usage
@@ -113,14 +113,14 @@ async def test_a_200_turn_task_stays_inside_the_window_and_keeps_an_early_fact(h
     for i in range(150):
         text = "FACT: my cat is called Miso." if i == 2 else f"Message {i}: tell me more about topic {i}, please."
         assert await _turn(rt, task.id, text) == "completed"
-    checkpoints = await rt.store.checkpoints(task.id)
+    checkpoints = await rt.core.store.checkpoints(task.id)
     assert len(checkpoints) >= 3 and model.summaries >= 3
     # The usage anchor pairs the last request's real tokens with that whole request's size, tool schemas included.
-    anchor = (await rt.store.context_inputs(task.id)).anchor
+    anchor = (await rt.core.store.context_inputs(task.id)).anchor
     assert anchor["input_chars"] == model.sizes[-1] and anchor["input_tokens"] > 0
     assert all("FACT: my cat is called Miso." in c["summary"] for c in checkpoints)
     # A copy of the data folder as it is between two turns: the next request must not depend on the process.
-    await Runtime.backup(home, tmp_path / "copy" / "hearth.sqlite3")
+    await Backups.backup(home, tmp_path / "copy" / "hearth.sqlite3")
     before = len(model.requests)
     assert await _turn(rt, task.id, "Message 150: and now?") == "completed"
     same_process = model.requests[before:]  # with the summary request, when this turn made one
@@ -213,7 +213,7 @@ async def test_a_failing_summary_falls_back_to_dropping_old_messages(home, on_lo
         task = await rt.create_task(model="small/m")
         for i in range(40):
             assert await _turn(rt, task.id, f"Message {i} about something or other.") == "completed"
-        assert model.too_big == [] and await rt.store.checkpoints(task.id) == []
+        assert model.too_big == [] and await rt.core.store.checkpoints(task.id) == []
         assert "earlier messages were left out" in json.dumps(model.requests[-1])
         assert "compact" in {name for name, _ in on_loop}
         assert not [name for name, loop in on_loop if loop]  # dropping ran off the event loop

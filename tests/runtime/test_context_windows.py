@@ -32,7 +32,7 @@ async def test_the_window_is_read_from_what_the_server_says(home, kind):
             "providers": [{"id": "p", "kind": "openai", "base_url": server.base_url}], "default_model": "p/m"}))
         rt = await Runtime.open(home)
         try:
-            provider = rt.provider("p")
+            provider = rt.providers.get("p")
             assert await rt.kit.context_window(provider, "m") == (EXPECTED[kind], None)
         finally:
             await rt.aclose()
@@ -58,7 +58,7 @@ async def test_settings_win_and_an_unknown_window_is_assumed_with_one_note_per_p
 
         rt = await Runtime.open(home)
         try:
-            assert (await rt.kit.context_window(rt.provider("q"), "n"))[0] == 65536
+            assert (await rt.kit.context_window(rt.providers.get("q"), "n"))[0] == 65536
             [note] = await notes(rt, "p/m", "first", "second")
             assert note == ("The server of p does not say how long a context m takes, so Hearth assumes 8,192 tokens "
                             "for its models. If they can take more, set the context window in Settings ▸ Models ▸ p.")
@@ -71,7 +71,7 @@ async def test_settings_win_and_an_unknown_window_is_assumed_with_one_note_per_p
         rt = await Runtime.open(home)  # a restart does not say it again
         try:
             assert await notes(rt, "p/m", "after a restart") == []
-            assert await rt.kit.context_window(rt.provider("p"), "m") == (8192, None)
+            assert await rt.kit.context_window(rt.providers.get("p"), "m") == (8192, None)
         finally:
             await rt.aclose()
 

@@ -38,7 +38,7 @@ async def test_continue_after_a_length_stop_sends_the_partial_answer_and_goes_on
     await rt.send(task.id, "Name three colours.")
     await rt.wait_idle(task.id)
     assert (await rt.messages(task.id))[-1].truncated
-    handle = await rt.continue_task(task.id)
+    handle = await rt.tasks.continue_task(task.id)
     await rt.wait_idle(task.id)
     assert _tail(server.requests[-1], 3) == [
         ("user", "Name three colours."), ("assistant", "The three colours are red, green"), ("user", CONTINUE)]
@@ -64,7 +64,7 @@ async def test_continue_after_a_stop_and_after_an_interruption(home, server):
     try:
         partial = (await rt.messages(task.id))[-1].text
         assert partial.startswith("Once upon")
-        await rt.continue_task(task.id)
+        await rt.tasks.continue_task(task.id)
         await rt.wait_idle(task.id)
         assert _tail(server.requests[-1], 2) == [("assistant", partial), ("user", CONTINUE)]
     finally:
@@ -76,7 +76,7 @@ async def test_retry_answers_the_last_input_afresh(rt, server):
     task = await rt.create_task()
     await rt.send(task.id, "Explain tides.")
     await rt.wait_idle(task.id)
-    await rt.retry(task.id)
+    await rt.tasks.retry(task.id)
     await rt.wait_idle(task.id)
     body = server.requests[-1]
     assert _tail(body, 1) == [("user", "Explain tides.")]
@@ -89,18 +89,18 @@ async def test_edit_replaces_the_last_input(rt, server):
     task = await rt.create_task()
     await rt.send(task.id, "Tell me about cats.")
     await rt.wait_idle(task.id)
-    await rt.edit_last(task.id, "Tell me about dogs.")
+    await rt.tasks.edit_last(task.id, "Tell me about dogs.")
     await rt.wait_idle(task.id)
     body = json.dumps(server.requests[-1])
     assert "Tell me about dogs." in body and "cats" not in body
     with pytest.raises(ConfigError):
-        await rt.edit_last(task.id, "   ")
+        await rt.tasks.edit_last(task.id, "   ")
 
 
 async def test_retry_with_nothing_to_retry_says_so(rt):
     task = await rt.create_task()
     with pytest.raises(ConfigError, match="no message of yours"):
-        await rt.retry(task.id)
+        await rt.tasks.retry(task.id)
 
 
 async def test_a_fork_to_another_model_carries_the_conversation(home, server):
@@ -114,7 +114,7 @@ async def test_a_fork_to_another_model_carries_the_conversation(home, server):
         task = await rt.create_task(title="Original")
         await rt.send(task.id, "Hello there.")
         await rt.wait_idle(task.id)
-        fork = await rt.fork_task(task.id, "other/bigger-model")
+        fork = await rt.tasks.fork(task.id, "other/bigger-model")
         assert fork.model == "other/bigger-model" and fork.title == "Original" and fork.id != task.id
         await rt.send(fork.id, "Go on.")
         await rt.wait_idle(fork.id)

@@ -1,4 +1,4 @@
-"""The open runtime's own check of its database (`Runtime.verify_database`): damage that opening and the first
+"""The open runtime's own check of its database (`rt.backups.verify_database`): damage that opening and the first
 queries never touch is found, every later write is refused, and a sound database is checked at most once a day."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ async def test_damage_no_query_met_fails_the_check_and_every_later_write_is_refu
     rt = await _open(home)
     try:
         with pytest.raises(StorageCorrupt, match=r"checked its database .* found it damaged"):
-            await rt.verify_database()
+            await rt.backups.verify_database()
         with pytest.raises(StorageCorrupt, match="found it damaged"):  # refused, though the tasks table is sound
             await rt.create_task(title="Lost in the damaged file", model=MODEL)
     finally:
@@ -51,13 +51,13 @@ async def test_a_sound_database_is_checked_at_most_once_a_day(home):
     rt = await _open(home)
     try:
         await rt.create_task(title="Fine", model=MODEL)
-        assert await rt.verify_database() is True
-        assert await rt.verify_database() is False  # checked today
-        assert await rt.verify_database(force=True) is True
+        assert await rt.backups.verify_database() is True
+        assert await rt.backups.verify_database() is False  # checked today
+        assert await rt.backups.verify_database(force=True) is True
         (home / CHECK_STAMP).write_text(f"{time.time() - CHECK_EVERY - 1:.0f}\n")
-        assert await rt.verify_database() is True  # a day later
+        assert await rt.backups.verify_database() is True  # a day later
         (home / CHECK_STAMP).write_text("not a time\n")
-        assert await rt.verify_database() is True
+        assert await rt.backups.verify_database() is True
         await rt.create_task(title="Still writable", model=MODEL)
     finally:
         await rt.aclose()

@@ -45,7 +45,7 @@ async def rt(home, model):
 
     async def look(args, ctx):
         # What the database says about this very call while it runs.
-        seen.append(await asyncio.to_thread(_db_parts, home, rt.aborts.get(ctx.task_id).output_message_id))
+        seen.append(await asyncio.to_thread(_db_parts, home, rt.core.aborts.get(ctx.task_id).output_message_id))
         return "looked"
 
     tool = FunctionTool(name="look", description="Reads its own saved state.",
@@ -73,7 +73,7 @@ async def test_a_finished_tool_state_is_checkpointed_at_once(rt, model, home):
     async for ev in rt.subscribe(task.id):
         if ev.type == "text_delta":
             break
-    out_id = rt.aborts.get(task.id).output_message_id
+    out_id = rt.core.aborts.get(task.id).output_message_id
     for _ in range(100):  # well under the text checkpoint interval would be 0.4 s; allow the write itself
         parts = await asyncio.to_thread(_db_parts, home, out_id)
         if any(p.get("state") == "done" for p in parts):
@@ -91,7 +91,7 @@ async def test_when_the_commit_fails_the_settled_parts_are_still_saved(rt, model
     async def broken(record):
         raise OSError("disk I/O error")
 
-    monkeypatch.setattr(rt.store, "finalize_turn", broken)
+    monkeypatch.setattr(rt.core.store, "finalize_turn", broken)
     await rt.send(task.id, "go")
     async for ev in rt.subscribe(task.id):
         if ev.type == "tool_call" and ev.state == "running":
@@ -118,18 +118,18 @@ async def test_when_finalize_itself_raises_observers_still_get_turn_ended(rt, mo
     events = await asyncio.wait_for(collect(rt, task.id), 10)
     assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.error
     await asyncio.wait_for(rt.wait_idle(task.id), 5)
-    assert not rt.locks.locked(task.id)
+    assert not rt.core.locks.locked(task.id)
 
 
 async def test_a_stop_during_the_commit_never_reads_aborted_then_completed(rt, model, monkeypatch):
-    real = rt.store.finalize_turn
+    real = rt.core.store.finalize_turn
 
     async def slow_commit(record):
         await rt.stop(record["task_id"])  # the worst moment: the verdict is taken, the commit not done
         await asyncio.sleep(0.05)
         await real(record)
 
-    monkeypatch.setattr(rt.store, "finalize_turn", slow_commit)
+    monkeypatch.setattr(rt.core.store, "finalize_turn", slow_commit)
     model.add_steps(["hello"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")
@@ -143,7 +143,7 @@ async def test_auxiliary_records_failing_do_not_fail_the_turn(rt, model, monkeyp
     async def broken(record):
         raise OSError("no room for steps")
 
-    monkeypatch.setattr(rt.store, "write_turn_records", broken)
+    monkeypatch.setattr(rt.core.store, "write_turn_records", broken)
     model.add_steps(["hello"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")

@@ -27,7 +27,7 @@ LIGHTHOUSE = "The lighthouse keeper climbs the tower at dusk and lights the grea
 async def indexed(rt: Runtime, timeout: float = 30.0) -> dict[str, dict]:
     """Wait until nothing is queued or indexing; the documents by file name."""
     deadline = time.monotonic() + timeout
-    while (status := await rt.knowledge_status())["busy"]:
+    while (status := await rt.knowledge.status())["busy"]:
         assert time.monotonic() < deadline, status
         await asyncio.sleep(0.02)
     return {d["path"].rsplit("/", 1)[-1]: d for d in status["documents"]}
@@ -50,7 +50,7 @@ async def test_a_task_sees_only_its_documents_with_their_places(home, docs):
         write_settings(home, server.base_url)
         rt = await Runtime.open(home)
         try:
-            await rt.knowledge_add([docs["report"]])  # in the library, not bound to the task
+            await rt.knowledge.add([docs["report"]])  # in the library, not bound to the task
             task = await rt.create_task(knowledge=[str(docs["notes"]), str(docs["log"])])
             assert task.knowledge == [str(docs["notes"].resolve()), str(docs["log"].resolve())]
             await indexed(rt)
@@ -68,14 +68,14 @@ async def test_a_task_sees_only_its_documents_with_their_places(home, docs):
             assert f'source="{docs["notes"].resolve()}"' in shown and "“Lighthouse”" in shown and LIGHTHOUSE in shown
             assert f'source="{docs["log"].resolve()}"' in shown and 'lines="' in shown
             assert "report.pdf" not in shown and "Cite the passages you use as [n]" in shown
-            hits = await rt.search_knowledge(task.id, "lighthouse lamp")
+            hits = await rt.knowledge.search(task.id, "lighthouse lamp")
             assert {h["name"] for h in hits} == {"notes.md", "log.txt"}
             log_hit = next(h for h in hits if h["name"] == "log.txt")
             assert log_hit["line_start"] <= 40 <= log_hit["line_end"] and log_hit["where"].startswith("line")
             other = await rt.create_task(knowledge=[str(docs["report"])])
-            [pdf_hit] = await rt.search_knowledge(other.id, "lighthouse lamp")
+            [pdf_hit] = await rt.knowledge.search(other.id, "lighthouse lamp")
             assert (pdf_hit["name"], pdf_hit["page"], pdf_hit["where"]) == ("report.pdf", 2, "page 2")
-            assert await rt.search_knowledge((await rt.create_task()).id, "lighthouse") == []
+            assert await rt.knowledge.search((await rt.create_task()).id, "lighthouse") == []
         finally:
             await rt.aclose()
 
@@ -119,14 +119,14 @@ async def test_an_html_page_is_indexed_by_heading_and_line(home, tmp_path):
     try:
         task = await rt.create_task(knowledge=[str(page)])
         assert (await indexed(rt))["guide.html"]["status"] == "ready"
-        [hit] = await rt.search_knowledge(task.id, "lighthouse lamp")
+        [hit] = await rt.knowledge.search(task.id, "lighthouse lamp")
         assert (hit["kind"], hit["heading"], hit["line_start"], hit["line_end"]) == ("html", "Lighthouse", 9, 10)
         assert hit["where"] == "lines 9–10, “Lighthouse”"
         assert hit["text"] == LIGHTHOUSE + "\n\nSpare lamps are kept in the shed."
-        [harbour] = await rt.search_knowledge(task.id, "boats")
+        [harbour] = await rt.knowledge.search(task.id, "boats")
         assert (harbour["heading"], harbour["line_start"]) == ("Harbour", 7)
         assert harbour["text"] == "Boats come in at noon & leave at dawn."  # entities decoded
-        assert await rt.search_knowledge(task.id, "beacon flashing") == []  # style and script are not text
+        assert await rt.knowledge.search(task.id, "beacon flashing") == []  # style and script are not text
     finally:
         await rt.aclose()
 
@@ -135,9 +135,9 @@ async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
     bad = tmp_path / "bad"
     await asyncio.to_thread(bad_inputs, bad)
     rt = await open_runtime(home)
-    rt.knowledge.max_chars = 1_000_000  # big.log is 2.5 MB: it is cut, and says so
+    rt.kit.knowledge.max_chars = 1_000_000  # big.log is 2.5 MB: it is cut, and says so
     try:
-        await rt.knowledge_add([bad])
+        await rt.knowledge.add([bad])
         found = await indexed(rt, timeout=60)
         assert found["photo.txt"]["status"] == "error" and "binary" in found["photo.txt"]["detail"]
         assert found["broken.pdf"]["status"] == "error" and "could not be read as a PDF" in found["broken.pdf"][
@@ -148,15 +148,15 @@ async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
         assert found["big.log"]["status"] == "ready" and "million characters" in found["big.log"]["detail"]
         assert found["manual.docx"]["status"] == "ready"
         task = await rt.create_task(knowledge=[str(bad)])
-        [hit] = await rt.search_knowledge(task.id, "primed")
+        [hit] = await rt.knowledge.search(task.id, "primed")
         assert (hit["heading"], hit["where"]) == ("Pumps", "paragraph 2, “Pumps”")
-        [page] = await rt.search_knowledge(task.id, "page 777", limit=1)
+        [page] = await rt.knowledge.search(task.id, "page 777", limit=1)
         assert page["page"] == 777
         (bad / "gone.txt").unlink()
-        assert not [h for h in await rt.search_knowledge(task.id, "deleted") if h["name"] == "gone.txt"]
+        assert not [h for h in await rt.knowledge.search(task.id, "deleted") if h["name"] == "gone.txt"]
         gone = (await indexed(rt))["gone.txt"]
         assert gone["status"] == "missing" and "deleted" in gone["detail"]
-        added = await rt.knowledge_add([tmp_path / "nowhere.txt"])
+        added = await rt.knowledge.add([tmp_path / "nowhere.txt"])
         assert added.documents == [] and added.not_added == [f"{tmp_path / 'nowhere.txt'} was not found."]
         with pytest.raises(ConfigError, match=r"nowhere\.txt was not found"):  # a task is never half-bound
             await rt.create_task(knowledge=[str(bad / "manual.docx"), str(tmp_path / "nowhere.txt")])
@@ -166,7 +166,7 @@ async def test_bad_inputs_each_get_a_clear_status(home, tmp_path):
 
 async def test_indexing_cut_off_by_a_crash_resumes_at_the_next_open(home, docs):
     rt = await open_runtime(home)
-    await rt.knowledge_add([docs["notes"]])
+    await rt.knowledge.add([docs["notes"]])
     await indexed(rt)
     await rt.aclose()
     store = await Store.open(home)  # what a crash mid-index leaves: the document `indexing`, half its passages
@@ -179,7 +179,7 @@ async def test_indexing_cut_off_by_a_crash_resumes_at_the_next_open(home, docs):
     try:
         done = (await indexed(rt))["notes.md"]
         assert (done["status"], done["progress"]) == ("ready", 1.0) and done["passages"] >= 2
-        assert "resource.index" in {j["kind"] for j in await rt.job_log()}
+        assert "resource.index" in {j["kind"] for j in await rt.jobs.log()}
     finally:
         await rt.aclose()
 
@@ -189,15 +189,15 @@ async def test_a_changed_file_is_indexed_again(home, docs):
     try:
         task = await rt.create_task(knowledge=[str(docs["log"])])
         await indexed(rt)
-        assert await rt.search_knowledge(task.id, "albatross") == []
+        assert await rt.knowledge.search(task.id, "albatross") == []
         docs["log"].write_text("day 1: an albatross landed on the pier\n")
-        await rt.search_knowledge(task.id, "albatross")  # notices the change and starts indexing it again
+        await rt.knowledge.search(task.id, "albatross")  # notices the change and starts indexing it again
         await indexed(rt)
-        [hit] = await rt.search_knowledge(task.id, "albatross")
+        [hit] = await rt.knowledge.search(task.id, "albatross")
         assert "albatross" in hit["text"] and hit["line_start"] == 1
         before = (await indexed(rt))["log.txt"]
         os.utime(docs["log"], (time.time() + 60, time.time() + 60))  # touched, same content
-        await rt.search_knowledge(task.id, "albatross")
+        await rt.knowledge.search(task.id, "albatross")
         after = (await indexed(rt))["log.txt"]
         assert after["mtime"] != before["mtime"] and after["indexed_at"] == before["indexed_at"]
     finally:
@@ -215,11 +215,11 @@ async def test_hybrid_search_with_a_loopback_embeddings_server(home, docs):
             embeds = [r for r in server.log if r.path == "/v1/embeddings"]
             assert embeds and embeds[0].body["model"] == "embed-model"
             # A misspelling no word index matches; the vectors of its letters still find the passage.
-            [hit] = await rt.search_knowledge(task.id, "lighthose keepr", limit=1)
+            [hit] = await rt.knowledge.search(task.id, "lighthose keepr", limit=1)
             assert LIGHTHOUSE in hit["text"]
             server.script(Reply(status=500))  # the embeddings server fails: the words still work
             docs["log"].write_text("the lighthouse keeper's log\n")
-            await rt.knowledge_add([docs["log"]])
+            await rt.knowledge.add([docs["log"]])
             log = (await indexed(rt))["log.txt"]
             assert log["status"] == "ready" and log["embed_model"] is None and "words only" in log["detail"]
         finally:
@@ -271,8 +271,8 @@ async def test_choosing_an_embeddings_model_tries_it_and_gives_the_library_vecto
         assert code == 2 and "must look like 'provider_id/model_name'" in err
         rt = await Runtime.open(home)
         try:
-            assert await rt.set_embeddings_model("local/embed-model") == 1
-            assert rt.embeddings_model == "local/embed-model"
+            assert await rt.knowledge.set_embeddings_model("local/embed-model") == 1
+            assert rt.knowledge.embeddings_model == "local/embed-model"
             assert [r.body["model"] for r in server.log if r.path == "/v1/embeddings"][0] == "embed-model"
             for _ in range(200):  # the library gets its vectors in the background
                 notes = (await indexed(rt))["notes.md"]

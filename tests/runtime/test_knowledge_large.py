@@ -34,7 +34,7 @@ async def library(rt: Runtime, tmp_path, names: list[str]) -> dict[str, int]:
         paths.append(str(tmp_path / name))
     await rt.create_task(knowledge=paths)
     docs = await indexed(rt)
-    repo = rt.knowledge.repo
+    repo = rt.kit.knowledge.repo
     for n, name in enumerate(names):
         doc_id = docs[name]["id"]
         await repo.clear_passages(doc_id)
@@ -50,7 +50,7 @@ async def library(rt: Runtime, tmp_path, names: list[str]) -> dict[str, int]:
 async def steps_of(rt: Runtime, words: list[str], doc_ids: list[int]) -> int:
     """SQLite virtual-machine steps of one search on the repository's reading connection (a search before it
     opens that connection and counts the words)."""
-    repo, steps = rt.knowledge.repo, [0]
+    repo, steps = rt.kit.knowledge.repo, [0]
 
     def count() -> int:
         steps[0] += 1
@@ -74,7 +74,7 @@ async def rt(home):
 
 async def test_the_work_of_a_search_stays_bounded_however_many_passages_match(rt, tmp_path):
     ids = await library(rt, tmp_path, ["big.txt"])
-    repo = rt.knowledge.repo
+    repo = rt.kit.knowledge.repo
     counts = {w: sum(w in text(i).split() for i in range(PASSAGES)) for w in SHARES}
     assert counts == {"alpha": 8000, "beta": 4000} and min(counts.values()) > RANK_BUDGET
     work = {}
@@ -90,7 +90,7 @@ async def test_a_passage_holding_every_rare_word_comes_first(rt, tmp_path):
     ids = await library(rt, tmp_path, ["big.txt"])
     holders = [i for i in range(PASSAGES) if all(w in text(i).split() for w in RARE)]
     assert holders == [], "the synthetic library holds no such passage yet"
-    repo = rt.knowledge.repo
+    repo = rt.kit.knowledge.repo
     await repo.add_passages(ids["big.txt"], PASSAGES, [{"text": "an ark of " + " ".join(RARE), "line_start": 1,
                                                         "line_end": 1}])
     await repo.update_document(ids["big.txt"], passages=PASSAGES + 1)
@@ -101,5 +101,5 @@ async def test_a_passage_holding_every_rare_word_comes_first(rt, tmp_path):
 
 async def test_a_task_whose_passages_lie_past_the_window_still_finds_them(rt, tmp_path):
     ids = await library(rt, tmp_path, ["big.txt", "small.txt"])
-    hits = await rt.knowledge.repo.bm25(["alpha"], [ids["small.txt"]], 6)
+    hits = await rt.kit.knowledge.repo.bm25(["alpha"], [ids["small.txt"]], 6)
     assert len(hits) == 6 and {h["document_id"] for h in hits} == {ids["small.txt"]}

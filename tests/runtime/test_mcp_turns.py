@@ -55,7 +55,7 @@ async def test_parameter_descriptions_reach_the_model_capped_and_without_control
     model.add_steps(["No need."])
     rt = await open_runtime(home, model)
     try:
-        rt.approve_mcp_server("calc")
+        rt.mcp.approve("calc")
         task = await rt.create_task(model=MODEL)
         await rt.send(task.id, "hi")
         await collect(rt, task.id)
@@ -74,8 +74,8 @@ async def test_hanging_server_costs_at_most_its_timeout_and_the_working_one_is_u
     model.add_steps([Call("calc__add", {"a": 2, "b": 3})], ["It is 5."])
     rt = await open_runtime(home, model)
     try:
-        rt.approve_mcp_server("calc")
-        rt.approve_mcp_server("stuck")
+        rt.mcp.approve("calc")
+        rt.mcp.approve("stuck")
         task = await rt.create_task(model=MODEL, approval="full_auto")
         await rt.jobs.drain(timeout=30)  # the SDK preload started at open, as in an app that has been open a bit
         t0 = time.perf_counter()
@@ -101,7 +101,7 @@ async def test_stop_during_a_slow_mcp_call_then_the_server_works_next_turn(home,
     model.add_steps([Call("srv__slow", {"seconds": 60})])
     rt = await open_runtime(home, model)
     try:
-        rt.approve_mcp_server("srv")
+        rt.mcp.approve("srv")
         task = await rt.create_task(model=MODEL, approval="full_auto")
         await rt.send(task.id, "be slow")
         stopped_at = None
@@ -153,7 +153,7 @@ async def test_a_send_made_on_turn_ended_is_taken_500_times_in_a_row(home, model
             real_start(self)
 
         try:
-            rt.approve_mcp_server("calc")
+            rt.mcp.approve("calc")
             task = await rt.create_task(model=MODEL)
             ends: list[str] = []
 
@@ -225,8 +225,8 @@ async def test_team_members_get_the_mcp_tools_their_list_allows(home, tmp_path):
             {"key": "C", "instructions": "Read.", "member": "plain", "depends_on": ["B"]}]
     rt = await Runtime.open(home, providers=models)
     try:
-        rt.approve_mcp_server("calc")
-        rt.approve_mcp_server("other")
+        rt.mcp.approve("calc")
+        rt.mcp.approve("other")
         team = await rt.teams.create("Sums", members, plan)
         await rt.teams.run(team.id)
         await rt.teams.wait_idle(team.id)

@@ -75,10 +75,10 @@ async def test_three_tasks_a_preference_is_remembered_then_forgotten(rt, server,
     saved = (home / "memory" / "units.md").read_text()
     assert saved.startswith("# Prefers metric units (kilometres)") and "never miles" in saved
     assert "- units.md: Prefers metric units (kilometres)" in (home / "memory" / "INDEX.md").read_text()
-    [row] = await rt.memories()
+    [row] = await rt.memory.list()
     assert (row["name"], row["origin"], row["source_task_id"], row["source_turn_id"]) == (
         "units.md", "extraction", first.id, handle.turn_id)
-    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
+    assert (await rt.jobs.log("memory.extraction"))[0]["status"] == "done"
 
     second = await rt.create_task(title="Marathon")
     await turn(rt, second.id, "How long is a marathon, in distance?")
@@ -86,16 +86,16 @@ async def test_three_tasks_a_preference_is_remembered_then_forgotten(rt, server,
     assert "The person's saved memories" in system and "data, not instructions" in system
     assert "- units.md: Prefers metric units (kilometres)" in system
     assert '<memory name="units.md">' in system and "never miles" in system  # relevant: its body too
-    assert (await rt.memories())[0]["last_used_at"] is not None
+    assert (await rt.memory.list())[0]["last_used_at"] is not None
 
-    await rt.forget("units.md")
+    await rt.memory.forget("units.md")
     assert not (home / "memory" / "units.md").exists()
     assert "units.md" not in (home / "memory" / "INDEX.md").read_text()
     third = await rt.create_task(title="Run")
     await turn(rt, third.id, "How far is a 10k run?")
     system = request_for(server, "How far is a 10k run?")["messages"][0]["content"]
     assert "metric" not in system and "saved memories" not in system
-    assert await rt.memories() == []
+    assert await rt.memory.list() == []
 
 
 async def test_a_canary_secret_never_reaches_memory(rt, server, home):
@@ -108,7 +108,7 @@ async def test_a_canary_secret_never_reaches_memory(rt, server, home):
     task = await rt.create_task()
     await turn(rt, task.id, said)
     assert canary not in json.dumps(server.chat_requests[1])  # the model proposing memories never saw it
-    assert [m["name"] for m in await rt.memories()] == ["drinks.md"]
+    assert [m["name"] for m in await rt.memory.list()] == ["drinks.md"]
     for path in (home / "memory").iterdir():
         assert canary not in path.read_text()
     db = sqlite3.connect(home / DB_NAME)
@@ -118,11 +118,11 @@ async def test_a_canary_secret_never_reaches_memory(rt, server, home):
     finally:
         db.close()
     with pytest.raises(ConfigError, match="secret"):
-        await rt.save_memory("bank.md", f"# Bank\nThe api_key={canary}")
+        await rt.memory.save("bank.md", f"# Bank\nThe api_key={canary}")
 
 
 async def test_tasks_with_memory_off_neither_use_nor_save_it(rt, server, home):
-    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
+    await rt.memory.save("units.md", "# Prefers metric units\nKilometres.")
     private = await rt.create_task(title="Private", memory=False)
     assert private.memory is False and (await rt.get_task(private.id)).memory is False
     await turn(rt, private.id, "I prefer the imperial system here.")  # eligible, but this task keeps nothing
@@ -130,8 +130,8 @@ async def test_tasks_with_memory_off_neither_use_nor_save_it(rt, server, home):
     assert "metric" not in request["messages"][0]["content"]
     assert "memory" not in {t["function"]["name"] for t in request["tools"]}
     assert len(server.chat_requests) == 1  # no extraction call
-    await rt.set_memory_enabled(False)
-    assert not rt.memory_enabled and json.loads((home / "settings.json").read_text())["memory"] is False
+    await rt.memory.set_enabled(False)
+    assert not rt.memory.enabled and json.loads((home / "settings.json").read_text())["memory"] is False
     normal = await rt.create_task()
     await turn(rt, normal.id, "I love long walks.")
     assert "metric" not in request_for(server, "I love long walks.")["messages"][0]["content"]
@@ -140,7 +140,7 @@ async def test_tasks_with_memory_off_neither_use_nor_save_it(rt, server, home):
 
 async def test_extraction_never_saves_a_second_copy_of_a_memory(rt, server, home):
     text = "# Prefers metric units (kilometres)\nKilometres, never miles.\n"
-    await rt.save_memory("units.md", text)
+    await rt.memory.save("units.md", text)
     proposal = {"add": [
         {"name": "metric-units", "summary": "prefers metric units, kilometres", "content": "Uses km."},  # renamed
         {"name": "units", "summary": "Prefers metric units (kilometres)", "content": "Distances in km."},  # again
@@ -149,18 +149,18 @@ async def test_extraction_never_saves_a_second_copy_of_a_memory(rt, server, home
     task = await rt.create_task()
     await turn(rt, task.id, PREFERENCE)
     assert "- units.md: Prefers metric units (kilometres)" in server.chat_requests[1]["messages"][1]["content"]
-    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
-    [row] = await rt.memories()
+    assert (await rt.jobs.log("memory.extraction"))[0]["status"] == "done"
+    [row] = await rt.memory.list()
     assert (row["name"], row["origin"]) == ("units.md", "person")  # not rewritten by the extraction
     assert (home / "memory" / "units.md").read_text() == text
     assert sorted(p.name for p in (home / "memory").iterdir()) == ["INDEX.md", "units.md"]
 
 
 async def test_extraction_updates_and_deletes_memories_with_provenance(rt, server, home):
-    await rt.save_memory("units.md", "# Prefers metric units\nKilometres.")
-    await rt.save_memory("city.md", "# Lives in Lyon\nNear the old town.")
-    await rt.save_memory("editor.md", "# Uses Vim\nWith its keybindings everywhere.")
-    before = {m["name"]: m for m in await rt.memories()}
+    await rt.memory.save("units.md", "# Prefers metric units\nKilometres.")
+    await rt.memory.save("city.md", "# Lives in Lyon\nNear the old town.")
+    await rt.memory.save("editor.md", "# Uses Vim\nWith its keybindings everywhere.")
+    before = {m["name"]: m for m in await rt.memory.list()}
     proposal = {"add": [], "update": [{"name": "city.md", "summary": "Lives in Porto",
                                        "content": "Moved to Porto in 2026, near the river."}],
                 "delete": ["editor.md"]}
@@ -169,7 +169,7 @@ async def test_extraction_updates_and_deletes_memories_with_provenance(rt, serve
     handle, _ = await turn(rt, task.id, "I live in Porto now, and I don't use Vim any more.")
 
     assert "- city.md: Lives in Lyon" in server.chat_requests[1]["messages"][1]["content"]  # proposed against it
-    assert (await rt.job_log("memory.extraction"))[0]["status"] == "done"
+    assert (await rt.jobs.log("memory.extraction"))[0]["status"] == "done"
     folder = home / "memory"
     assert sorted(p.name for p in folder.iterdir()) == ["INDEX.md", "city.md", "units.md"]
     assert (folder / "city.md").read_text() == "# Lives in Porto\n\nMoved to Porto in 2026, near the river.\n"
@@ -177,7 +177,7 @@ async def test_extraction_updates_and_deletes_memories_with_provenance(rt, serve
     index = (folder / "INDEX.md").read_text()
     assert "- city.md: Lives in Porto\n- units.md: Prefers metric units\n" in index
     assert "Lyon" not in index and "editor" not in index
-    rows = {m["name"]: m for m in await rt.memories()}
+    rows = {m["name"]: m for m in await rt.memory.list()}
     assert set(rows) == {"city.md", "units.md"}
     city = rows["city.md"]
     assert (city["origin"], city["source_task_id"], city["source_turn_id"]) == ("extraction", task.id, handle.turn_id)
@@ -198,7 +198,7 @@ async def test_one_answer_proposing_the_same_memory_twice_saves_it_once(rt, serv
     server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(proposal)]))
     task = await rt.create_task()
     await turn(rt, task.id, "I prefer tea to coffee.")
-    assert [m["name"] for m in await rt.memories()] == ["drinks.md"]
+    assert [m["name"] for m in await rt.memory.list()] == ["drinks.md"]
     assert (home / "memory" / "drinks.md").read_text() == "# Prefers tea to coffee\n\nOffer tea.\n"
 
 
@@ -206,11 +206,11 @@ async def test_a_failed_extraction_is_logged_and_the_next_turn_runs(rt, server):
     server.script(Reply(chunks=["Sure."]), Reply(chunks=["I cannot answer in JSON, sorry."]), Reply(chunks=["Hi."]))
     task = await rt.create_task()
     await turn(rt, task.id, "Call me Ana from now on.")
-    [job] = await rt.job_log("memory.extraction")
+    [job] = await rt.jobs.log("memory.extraction")
     assert job["status"] == "failed" and job["task_id"] == task.id
     assert job["error"] == "the model did not answer with the JSON object asked for"  # for a person to read
     _, events = await turn(rt, task.id, "hello")
-    assert events[-1].reason == "completed" and await rt.memories() == []
+    assert events[-1].reason == "completed" and await rt.memory.list() == []
 
 
 async def test_ordinary_turns_cost_no_extraction(rt, server):
@@ -227,7 +227,7 @@ async def test_the_extraction_request_is_a_side_request_that_a_local_model_serve
         task = await rt.create_task(model="scripted/test")
         await turn(rt, task.id, PREFERENCE)
         assert [r.purpose for r in model.requests] == ["turn", "memory"]  # providers/llama/queue.py: turns first
-        assert [m["name"] for m in await rt.memories()] == ["units.md"]
+        assert [m["name"] for m in await rt.memory.list()] == ["units.md"]
     finally:
         await rt.aclose()
 
@@ -235,16 +235,16 @@ async def test_the_extraction_request_is_a_side_request_that_a_local_model_serve
 async def test_files_edited_by_hand_count_at_once(home):
     rt = await open_runtime(home)
     try:
-        folder = rt.memory_folder
+        folder = rt.memory.folder
         folder.mkdir(exist_ok=True)
         (folder / "garden.md").write_text("# Grows tomatoes on the balcony\nCherry tomatoes, every summer.\n")
-        [row] = await rt.memories()
+        [row] = await rt.memory.list()
         assert (row["name"], row["summary"], row["origin"]) == ("garden.md", "Grows tomatoes on the balcony", "file")
-        assert [m["name"] for m in await rt.memories("cherry")] == ["garden.md"]
+        assert [m["name"] for m in await rt.memory.list("cherry")] == ["garden.md"]
         (folder / "garden.md").write_text("# Grows peppers now\n")
-        assert (await rt.memories())[0]["summary"] == "Grows peppers now"
+        assert (await rt.memory.list())[0]["summary"] == "Grows peppers now"
         (folder / "garden.md").unlink()
-        assert await rt.memories() == []
+        assert await rt.memory.list() == []
         assert "garden" not in (folder / "INDEX.md").read_text()
     finally:
         await rt.aclose()
@@ -265,12 +265,12 @@ async def test_memory_tool_view_runs_and_writes_follow_approvals(home):
         views = [e for e in events if e.type == "tool_call" and e.state == "done"]
         assert views and views[0].result == "No memories yet." and views[0].effect == "read_only"
         assert events[-1].reason == "waiting"  # the create waits for the person
-        assert not (rt.memory_folder / "editor.md").exists()
+        assert not (rt.memory.folder / "editor.md").exists()
         request = (await rt.get_task(task.id)).pending_request
         await rt.answer(task.id, request["request_id"], "approve")
         await collect(rt, task.id)
         await rt.wait_idle(task.id)
-        [row] = await rt.memories()
+        [row] = await rt.memory.list()
         assert (row["name"], row["origin"], row["source_task_id"]) == ("editor.md", "tool", task.id)
     finally:
         await rt.aclose()
@@ -369,9 +369,9 @@ async def test_the_memory_tool_never_saves_a_secret_the_turn_saw(home, seen_in):
         assert len(refusals) == 2
         for refusal in refusals:
             assert "repeats a secret from this conversation" in refusal and "memories never hold secrets" in refusal
-        folder = rt.memory_folder
+        folder = rt.memory.folder
         assert all(canary not in p.name and canary not in p.read_text() for p in folder.iterdir())
-        assert await rt.memories() == []
+        assert await rt.memory.list() == []
         db = sqlite3.connect(home / DB_NAME)
         try:
             assert db.execute("select count(*) from memory_fts where summary || body like ?",
@@ -406,7 +406,7 @@ async def test_hearth_memory_add_writes_a_memory_by_hand_with_the_tools_checks(h
         assert code == 2 and why in err and "Traceback" not in err, (name, err)
     rt = await Runtime.open(home)
     try:
-        rows = await rt.memories()
+        rows = await rt.memory.list()
         assert [(m["name"], m["origin"]) for m in rows] == [("garden.md", "person"), ("trains.md", "person")]
     finally:
         await rt.aclose()
@@ -416,22 +416,22 @@ async def test_a_forgotten_memory_comes_back_with_its_provenance(rt, server):
     server.script(Reply(chunks=["Noted."]), Reply(chunks=[json.dumps(PROPOSAL)]))
     task = await rt.create_task()
     await turn(rt, task.id, PREFERENCE)
-    [learned] = await rt.memories()
+    [learned] = await rt.memory.list()
     assert learned["origin"] == "extraction" and learned["source_task_id"] == task.id
-    text = await rt.memory_text("units.md")
-    await rt.forget("units.md")
-    assert await rt.memories() == [] and not (rt.memory_folder / "units.md").exists()
-    assert await rt.restore_memory("units.md") == "units.md"
-    [back] = await rt.memories()
+    text = await rt.memory.text("units.md")
+    await rt.memory.forget("units.md")
+    assert await rt.memory.list() == [] and not (rt.memory.folder / "units.md").exists()
+    assert await rt.memory.restore("units.md") == "units.md"
+    [back] = await rt.memory.list()
     assert {k: v for k, v in back.items() if k not in ("mtime", "updated_at")} == {
         k: v for k, v in learned.items() if k not in ("mtime", "updated_at")}  # where it came from, and when
-    assert await rt.memory_text("units.md") == text
-    assert [m["name"] for m in await rt.memories("kilometres")] == ["units.md"]  # indexed again
-    assert "units.md" in (rt.memory_folder / "INDEX.md").read_text()
+    assert await rt.memory.text("units.md") == text
+    assert [m["name"] for m in await rt.memory.list("kilometres")] == ["units.md"]  # indexed again
+    assert "units.md" in (rt.memory.folder / "INDEX.md").read_text()
     with pytest.raises(ConfigError, match=r"No deleted memory named 'units\.md'"):
-        await rt.restore_memory("units.md")  # brought back once
-    await rt.forget("units.md")
-    await rt.add_memory("units", "# Prefers miles now\nMiles.")
+        await rt.memory.restore("units.md")  # brought back once
+    await rt.memory.forget("units.md")
+    await rt.memory.add("units", "# Prefers miles now\nMiles.")
     with pytest.raises(ConfigError, match="exists again"):  # never over a memory written since
-        await rt.restore_memory("units.md")
-    assert "miles" in await rt.memory_text("units.md")
+        await rt.memory.restore("units.md")
+    assert "miles" in await rt.memory.text("units.md")

@@ -100,7 +100,7 @@ async def test_a_planning_turn_starts_no_mcp_server_and_an_approved_plan_gets_it
     ])
     rt = await open_runtime(home, model)
     try:
-        rt.approve_mcp_server("calc")
+        rt.mcp.approve("calc")
         task = await rt.create_task(model=MODEL, planning=True, approval="full_auto")
         await rt.send(task.id, "Add 2 and 3.")
         await rt.wait_idle(task.id)

@@ -26,12 +26,12 @@ async def test_queued_inputs_survive_a_clean_quit_and_run_in_order_on_send_now(h
     model = ScriptedModel()
     rt = await open_runtime(home, model)
     try:
-        queued = await rt.queued(task.id)
+        queued = await rt.tasks.queued(task.id)
         assert [m.text for m in queued] == ["queued 0", "queued 1", "queued 2"]
-        assert not rt.is_running(task.id)  # nothing runs by itself after a restart
+        assert not rt.tasks.is_running(task.id)  # nothing runs by itself after a restart
         await asyncio.sleep(0.05)
         assert model.requests == []
-        handle = await rt.run_queued(task.id)
+        handle = await rt.tasks.run_queued(task.id)
         await rt.wait_idle(task.id)
         assert [_inputs(r)[-1] for r in model.requests] == ["queued 0", "queued 1", "queued 2"]
         # Each input sits right before its answer (it moved there when its turn started), for the model too.
@@ -41,8 +41,8 @@ async def test_queued_inputs_survive_a_clean_quit_and_run_in_order_on_send_now(h
         assert handle is not None and handle.message_id == messages[2].id
         assert [m["role"] for m in model.requests[-1].messages][-5:] == ["user", "assistant", "user", "assistant",
                                                                          "user"]
-        assert await rt.queued(task.id) == []
-        assert await rt.run_queued(task.id) is None
+        assert await rt.tasks.queued(task.id) == []
+        assert await rt.tasks.run_queued(task.id) is None
     finally:
         await rt.aclose()
 
@@ -79,9 +79,9 @@ async def test_discard_removes_a_queued_input_before_it_runs(home):
     model = ScriptedModel()
     rt = await open_runtime(home, model)
     try:
-        assert await rt.discard_queued(task.id, drop.message_id)
-        assert not await rt.discard_queued(task.id, drop.message_id)
-        await rt.run_queued(task.id)
+        assert await rt.tasks.discard_queued(task.id, drop.message_id)
+        assert not await rt.tasks.discard_queued(task.id, drop.message_id)
+        await rt.tasks.run_queued(task.id)
         await rt.wait_idle(task.id)
         assert [_inputs(r)[-1] for r in model.requests] == ["keep"]
         assert [m.text for m in await rt.messages(task.id) if m.role == "user"] == ["first", "keep"]
@@ -104,7 +104,7 @@ async def test_a_thousand_queued_sends_with_one_id_give_one_message_and_no_error
         assert len({h.message_id for h in handles}) == 1
         assert sum(not h.duplicate for h in handles) == 1
         assert all(h.queued for h in handles)
-        assert [m.text for m in await rt.queued(task.id)] == ["again"]
+        assert [m.text for m in await rt.tasks.queued(task.id)] == ["again"]
     finally:
         await rt.aclose()
 

@@ -72,10 +72,10 @@ async def test_a_looping_answer_ends_marked_and_the_stream_stops(home):
         assert answer.text == text  # what streamed, byte for byte
         assert {"type": "marker", "marker": "repeating", "step": 0} in answer.parts
         assert not answer.truncated  # not a length cut: no Continue
-        assert [s["finish_reason"] for s in await rt.store.steps(handle.turn_id)] == ["repeating"]
+        assert [s["finish_reason"] for s in await rt.core.store.steps(handle.turn_id)] == ["repeating"]
 
         model.add_steps(["A lentil curry."])
-        await rt.retry(task.id)  # the way on: another answer
+        await rt.tasks.retry(task.id)  # the way on: another answer
         again = await collect(rt, task.id)
         assert again[-1].reason == EndReason.completed and text_from(again) == "A lentil curry."
     finally:

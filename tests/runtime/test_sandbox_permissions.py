@@ -39,12 +39,12 @@ def _tool_results(events) -> list[tuple[str, str]]:
 async def test_settings_say_in_plain_words_whether_commands_run_sandboxed(home, tmp_path, monkeypatch, model):
     rt = await open_runtime(home, model)
     try:
-        status = await rt.sandbox_status()
+        status = await rt.permissions.sandbox_status()
         assert status.available and status.mechanism == "bubblewrap" and status.process_limit == 256
         assert "workspace" in status.message and "no network" in status.message
 
         await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": NO_BWRAP})
-        status = await rt.sandbox_status()
+        status = await rt.permissions.sandbox_status()
         assert not status.available and status.mechanism is None
         assert "not installed" in status.message and "ask before each command" in status.message
 
@@ -53,7 +53,7 @@ async def test_settings_say_in_plain_words_whether_commands_run_sandboxed(home, 
                         "kernel does not allow non-privileged user namespaces.' >&2\nexit 1\n")
         fake.chmod(0o755)
         await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": str(fake)})
-        status = await rt.sandbox_status()
+        status = await rt.permissions.sandbox_status()
         assert not status.available and "does not let bubblewrap create the namespaces" in status.message
         assert "No permissions to creating new namespace" in status.detail
 
@@ -61,7 +61,7 @@ async def test_settings_say_in_plain_words_whether_commands_run_sandboxed(home, 
         empty.mkdir()
         monkeypatch.setenv("PATH", str(empty))
         await rt.save_settings({**rt.settings.dump(), "sandbox_bwrap": "bwrap"})
-        status = await rt.sandbox_status()
+        status = await rt.permissions.sandbox_status()
         assert not status.available and "'bwrap' program) is not installed" in status.message
     finally:
         await rt.aclose()
@@ -86,7 +86,7 @@ async def test_full_auto_asks_before_each_unsandboxed_command_unless_the_risk_is
         assert (await collect(rt, task.id))[-1].reason == EndReason.completed
         assert outside.read_text() == "one\n"
 
-        await rt.set_task_sandbox(task.id, unsandboxed_ok=True)
+        await rt.permissions.set_task_sandbox(task.id, unsandboxed_ok=True)
         assert (await rt.get_task(task.id)).unsandboxed_ok is True
         events = await _turn(rt, task.id, "again")
         assert not any(e.type == "input_requested" for e in events) and events[-1].reason == EndReason.completed
@@ -108,7 +108,7 @@ async def test_on_windows_settings_say_there_is_no_sandbox_and_full_auto_asks_be
                     [Call("run_shell", {"command": f"echo three >> {outside}"})], ["ran once more"])
     rt = await open_runtime(home, model)
     try:
-        status = await rt.sandbox_status()
+        status = await rt.permissions.sandbox_status()
         assert not status.available and status.mechanism is None
         assert status.message == (
             "Commands are not sandboxed: Windows has no sandbox Hearth can use yet, so a command could do anything "
@@ -126,7 +126,7 @@ async def test_on_windows_settings_say_there_is_no_sandbox_and_full_auto_asks_be
             assert (await collect(rt, task.id))[-1].reason == EndReason.completed
             assert written() == after
 
-        await rt.set_task_sandbox(task.id, unsandboxed_ok=True)  # the person accepts the risk for this task
+        await rt.permissions.set_task_sandbox(task.id, unsandboxed_ok=True)  # the person accepts the risk for this task
         events = await _turn(rt, task.id, "once more")
         assert not any(e.type == "input_requested" for e in events) and events[-1].reason == EndReason.completed
         assert written() == "one\ntwo\nthree\n"
@@ -157,8 +157,8 @@ async def test_the_network_is_asked_per_command_and_allowed_per_task(home, model
         (state, result), = _tool_results(await collect(rt, task.id))
         assert state == "done" and "hello from the host" in result and accepted == [1]
 
-        await rt.set_task_sandbox(task.id, network=True)
-        await rt.add_permission_rule("run_shell", "allow", task_id=task.id)
+        await rt.permissions.set_task_sandbox(task.id, network=True)
+        await rt.permissions.add_rule("run_shell", "allow", task_id=task.id)
         events = await _turn(rt, task.id, "three")
         assert not any(e.type == "input_requested" for e in events)
         assert "hello from the host" in _tool_results(events)[0][1] and accepted == [1, 1]
@@ -189,13 +189,13 @@ async def test_command_rules_per_task_and_global_through_the_facade(home, model)
     try:
         task = await rt.create_task(title="Rules", model=MODEL)
         other = await rt.create_task(title="Other", model=MODEL, approval="full_auto")
-        echo = await rt.add_permission_rule("run_shell", "allow", command=" echo ", task_id=task.id)
-        deny = await rt.add_permission_rule("run_shell", "deny", command="rm -rf")
+        echo = await rt.permissions.add_rule("run_shell", "allow", command=" echo ", task_id=task.id)
+        deny = await rt.permissions.add_rule("run_shell", "deny", command="rm -rf")
         assert (echo.scope, echo.command, echo.text) == ("task", "echo", "Always allow run_shell commands starting "
                                                                          "with `echo`")
         assert echo.task_title == "Rules" and deny.scope == "global" and deny.text.startswith("Never allow")
-        assert [r.id for r in await rt.permission_rules()] == [deny.id, echo.id]
-        assert [r.id for r in await rt.permission_rules(other.id)] == [deny.id]
+        assert [r.id for r in await rt.permissions.rules()] == [deny.id, echo.id]
+        assert [r.id for r in await rt.permissions.rules(other.id)] == [deny.id]
 
         model.add_steps([Call("run_shell", {"command": "echo hi && echo there 2>/dev/null"})], ["ok"],
                         [Call("run_shell", {"command": "echo hi; touch x"})], ["asked"])
@@ -212,8 +212,8 @@ async def test_command_rules_per_task_and_global_through_the_facade(home, model)
         events = await _turn(rt, other.id, "delete")  # full_auto, but the global rule says never
         assert _tool_results(events)[0][0] == "denied" and (ws / "keep").is_dir()
 
-        assert await rt.remove_permission_rule(echo.id) is True
-        assert await rt.remove_permission_rule(echo.id) is False
+        assert await rt.permissions.remove_rule(echo.id) is True
+        assert await rt.permissions.remove_rule(echo.id) is False
         model.add_steps([Call("run_shell", {"command": "echo hi"})], ["asked again"])
         assert (await _turn(rt, task.id, "no rule now"))[-1].reason == EndReason.waiting
 
@@ -222,10 +222,10 @@ async def test_command_rules_per_task_and_global_through_the_facade(home, model)
         assert request["suggested_rule"] == "echo"
         await rt.answer(task.id, request["request_id"], "approve", remember=True, rule_command="echo")
         await rt.wait_idle(task.id)
-        assert [(r.command, r.decision) for r in await rt.permission_rules(task.id)] == [("rm -rf", "deny"),
+        assert [(r.command, r.decision) for r in await rt.permissions.rules(task.id)] == [("rm -rf", "deny"),
                                                                                           ("echo", "allow")]
-        await rt.delete_task(task.id)
-        assert [r.id for r in await rt.permission_rules()] == [deny.id]
+        await rt.tasks.delete(task.id)
+        assert [r.id for r in await rt.permissions.rules()] == [deny.id]
     finally:
         await rt.aclose()
 
@@ -244,13 +244,13 @@ async def test_bad_rules_get_one_plain_sentence(home, model):
             ({"tool": "run_shell", "decision": "allow", "command": "ls $(whoami)"}, "one plain command"),
         ]:
             with pytest.raises(ConfigError, match=words) as err:
-                await rt.add_permission_rule(**kwargs, task_id=task.id)
+                await rt.permissions.add_rule(**kwargs, task_id=task.id)
             assert "\n" not in str(err.value)
         with pytest.raises(TaskNotFound):
-            await rt.add_permission_rule("run_shell", "allow", task_id="nope")
+            await rt.permissions.add_rule("run_shell", "allow", task_id="nope")
         with pytest.raises(TaskNotFound):
-            await rt.set_task_sandbox("nope", network=True)
-        assert await rt.permission_rules() == []
+            await rt.permissions.set_task_sandbox("nope", network=True)
+        assert await rt.permissions.rules() == []
     finally:
         await rt.aclose()
 
@@ -262,9 +262,9 @@ async def test_a_rule_may_name_any_tool_a_turn_can_have_and_a_configured_mcp_ser
     rt = await open_runtime(home, model)
     try:
         for tool in ("search_knowledge", "skill", "memory", "submit_plan", "delegate", "my_srv__add"):
-            assert (await rt.add_permission_rule(tool, "deny")).text == f"Never allow {tool}"
+            assert (await rt.permissions.add_rule(tool, "deny")).text == f"Never allow {tool}"
         with pytest.raises(ConfigError, match=r"no tool called 'my.srv__add'.*MCP server's tool \(my_srv__…\)"):
-            await rt.add_permission_rule("my.srv__add", "deny")
-        assert len(await rt.permission_rules()) == 6
+            await rt.permissions.add_rule("my.srv__add", "deny")
+        assert len(await rt.permissions.rules()) == 6
     finally:
         await rt.aclose()

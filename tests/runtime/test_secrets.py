@@ -63,7 +63,7 @@ async def test_a_key_under_any_name_never_leaves_through_tools_events_requests_f
         )
         rt = await Runtime.open(home)
         try:
-            rt.approve_mcp_server("probe")
+            rt.mcp.approve("probe")
             task = await rt.create_task(approval="full_auto")
             events = await collect(rt, task.id, turn_id=(await rt.send(task.id, "show the environment")).turn_id)
             assert events[-1].type == "turn_ended" and events[-1].reason == "completed", events[-1]
@@ -79,7 +79,8 @@ async def test_a_key_under_any_name_never_leaves_through_tools_events_requests_f
             assert ended.reason == "error" and "Bearer [redacted]" in ended.error and key not in ended.error
             assert server.log[0].headers["authorization"] == f"Bearer {key}"  # the key did reach its provider
 
-            info, messages, turns = await rt.get_task(task.id), await rt.messages(task.id), await rt.turns(task.id)
+            info, messages = await rt.get_task(task.id), await rt.messages(task.id)
+            turns = await rt.tasks.turns(task.id)
             exports = export.to_json(info, messages, turns) + export.to_markdown(info, messages, turns)
             assert "[redacted]" in exports and "rejected the API key" in exports
             seen_while_open = _occurrences(home, key) | _occurrences(home, mcp_secret)
@@ -155,10 +156,10 @@ async def test_model_list_errors_are_redacted(home, monkeypatch, listing):
         try:
             if listing == "list_models":
                 with pytest.raises(ProviderError) as err:
-                    await rt.list_models("p")
+                    await rt.providers.list_models("p")
                 text = str(err.value)
             else:
-                text = (await rt.all_models())["p"]
+                text = (await rt.providers.all_models())["p"]
         finally:
             await rt.aclose()
     assert "401" in text and "Bearer [redacted]" in text and key not in text

@@ -46,11 +46,11 @@ async def test_list_test_and_save_providers(home):
         write_settings(home, server.base_url)
         rt = await Runtime.open(home)
         try:
-            assert await rt.list_models("local") == ["m1", "m2"]
-            assert await rt.all_models() == {"local": ["local/m1", "local/m2"]}
-            assert await rt.test_provider({"id": "x", "kind": "openai", "base_url": server.base_url}) == ["m1", "m2"]
+            assert await rt.providers.list_models("local") == ["m1", "m2"]
+            assert await rt.providers.all_models() == {"local": ["local/m1", "local/m2"]}
+            assert await rt.providers.test({"id": "x", "kind": "openai", "base_url": server.base_url}) == ["m1", "m2"]
             with pytest.raises(ProviderError, match="Cannot reach"):
-                await rt.test_provider({"id": "y", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"})
+                await rt.providers.test({"id": "y", "kind": "openai", "base_url": "http://127.0.0.1:9/v1"})
             new = rt.settings.model_copy(deep=True)
             new.providers.append(new.providers[0].model_copy(update={"id": "second"}))
             new.default_model = "second/m2"
@@ -69,13 +69,13 @@ async def test_the_picker_offers_recent_models_and_reuses_a_fresh_list(home):
         rt = await Runtime.open(home)
         try:
             await rt.create_task(model="local/m3")
-            choices = await rt.model_choices()
+            choices = await rt.providers.model_choices()
             assert [(c["ref"], c["group"]) for c in choices] == [
                 ("local/m1", "default"), ("local/m3", "recent"), ("local/m2", "local")]
             listed = sum(r.path == "/v1/models" for r in server.log)
-            await rt.model_choices()  # a picker opened again within a minute: the list is reused
+            await rt.providers.model_choices()  # a picker opened again within a minute: the list is reused
             assert sum(r.path == "/v1/models" for r in server.log) == listed
-            await rt.model_choices(max_age=0)  # an older list is asked again
+            await rt.providers.model_choices(max_age=0)  # an older list is asked again
             assert sum(r.path == "/v1/models" for r in server.log) == listed + 1
         finally:
             await rt.aclose()

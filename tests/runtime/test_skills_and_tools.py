@@ -90,7 +90,7 @@ async def test_two_hundred_mcp_tools_are_found_not_sent(home):
     ])
     rt = await open_runtime(home, model)
     try:
-        rt.approve_mcp_server("big")
+        rt.mcp.approve("big")
         task = await rt.create_task(model=MODEL, approval="full_auto")
         await rt.jobs.drain(timeout=30)
         await rt.send(task.id, "What is 21 C in F?")

@@ -56,7 +56,7 @@ async def _assert_stopped_cleanly(rt, task_id, events):
     assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.aborted
     assert any(e.type == "aborted" for e in events)
     await rt.wait_idle(task_id)
-    assert not rt.locks.locked(task_id)
+    assert not rt.core.locks.locked(task_id)
     info = await rt.get_task(task_id)
     assert info.state == "idle" and info.last_reason == "aborted"
     msgs = await rt.messages(task_id)
@@ -179,7 +179,7 @@ async def test_shutdown_interrupts_running_turns(home, model):
         if ev.type == "text_delta":
             break
     await rt.aclose()
-    events = [e for e in rt.buffers.get(task.id).read(0)]
+    events = [e for e in rt.core.buffers.get(task.id).read(0)]
     assert events[-1].type == "turn_ended" and events[-1].reason == EndReason.interrupted
     assert not any(e.type == "aborted" for e in events)
     rt2 = await open_runtime(home, ScriptedModel())

@@ -81,7 +81,7 @@ async def test_stop_ends_a_waiting_approval_and_the_next_input_starts_a_clean_tu
     assert (info.state, info.last_reason, info.pending_request) == ("idle", "aborted", None)
     (part,) = [p for p in (await rt.messages(task.id))[-1].parts if p["type"] == "tool_call"]
     assert (part["state"], "awaiting" in part) == ("stopped", False)  # nothing stays pending, saved
-    assert [t["reason"] for t in await rt.turns(task.id)] == ["aborted"]
+    assert [t["reason"] for t in await rt.tasks.turns(task.id)] == ["aborted"]
     # The panel's subscription is told after what it saw, and nothing of the turn twice; so is the task list.
     await asyncio.sleep(0.05)
     told = watch.followed[seen:]
@@ -118,7 +118,7 @@ async def test_another_input_while_a_question_waits_ends_the_wait_first(rt, mode
     await rt.wait_idle(task.id)
     messages = await rt.messages(task.id)
     (part,) = [p for m in messages if m.id == waited.id for p in m.parts if p["type"] == "tool_call"]
-    assert part["state"] == "stopped" and (await rt.turns(task.id))[0]["reason"] == "aborted"
+    assert part["state"] == "stopped" and (await rt.tasks.turns(task.id))[0]["reason"] == "aborted"
     assert (await rt.get_task(task.id)).state == "idle"
     ends = [(e.turn_id == waited.turn_id, t) for e in watch.followed for t in _ends([e])]
     assert ends == [(True, ("turn_ended", "waiting")), (True, ("aborted", "")), (True, ("tool_call", "stopped")),

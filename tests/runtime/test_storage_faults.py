@@ -68,7 +68,7 @@ async def test_a_full_disk_gives_storage_full_and_the_unsaved_turn_comes_back_in
         try:
             info = await rt.get_task(task.id)
             assert (info.state, info.last_reason) == ("idle", "interrupted")
-            assert [(t["status"], t["reason"]) for t in await rt.turns(task.id)] == [("ended", "interrupted")]
+            assert [(t["status"], t["reason"]) for t in await rt.tasks.turns(task.id)] == [("ended", "interrupted")]
             assert (await rt.messages(task.id))[0].text == "fill it"
             await rt.send(task.id, "again")
             await rt.wait_idle(task.id)

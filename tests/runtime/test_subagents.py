@@ -104,7 +104,7 @@ async def test_more_delegates_than_the_bound_run_at_most_parallel_at_once(home):
         assert events[-1].reason == EndReason.completed
         assert kid.peak == PARALLEL and len(kid.requests) == len(goals)  # the rest ran as places came free
         assert len([m for m in model.requests[1].messages if m["role"] == "tool"]) == len(goals)
-        subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
+        subs = (await rt.tasks.turn_details(task.id, events[-1].turn_id))["subagents"]
         assert sorted(s["goal"] for s in subs) == goals and {s["status"] for s in subs} == {"completed"}
     finally:
         await rt.aclose()
@@ -117,7 +117,7 @@ async def test_two_delegates_in_one_step_run_at_once_and_report_back(home):
     model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "find A"}),
                             Call("delegate", {"agent": "reader", "task": "find B"})], ["Both found."]])
     rt = await open_runtime(home, model)
-    rt._providers["kid"] = kid
+    rt.core.providers["kid"] = kid
     try:
         task = await rt.create_task(model=MODEL, approval="full_auto")
         await rt.send(task.id, "research")
@@ -128,7 +128,7 @@ async def test_two_delegates_in_one_step_run_at_once_and_report_back(home):
         assert ["find A" in tools[0]["content"], "find B" in tools[1]["content"]] == [True, True]  # call order
         assert any(e.type == "tool_progress" and "reader started" in e.text for e in events)
         assert "delegate" in {t["function"]["name"] for t in model.requests[0].tools}
-        records = await rt.turn_details(task.id, events[-1].turn_id)
+        records = await rt.tasks.turn_details(task.id, events[-1].turn_id)
         subs = records["subagents"]
         assert sorted(s["goal"] for s in subs) == ["find A", "find B"]
         assert {s["status"] for s in subs} == {"completed"} and {s["definition"] for s in subs} == {"reader"}
@@ -192,7 +192,7 @@ async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home)
     kid = Kid(delay=0)
     model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "read notes.txt"})], ["Done."]])
     rt = await open_runtime(home, model)
-    rt._providers["kid"] = kid
+    rt.core.providers["kid"] = kid
     try:
         task = await rt.create_task(model=MODEL, approval="ask")
         Path(task.workspace, "notes.txt").write_text("the secret is 42")
@@ -206,7 +206,7 @@ async def test_a_helper_gets_only_its_tools_and_never_waits_for_the_person(home)
         assert "the secret is 42" in contents[0]
         assert "Not allowed for a helper" in contents[1]
         assert not Path(task.workspace, "x").exists()
-        subs = (await rt.turn_details(task.id, events[-1].turn_id))["subagents"]
+        subs = (await rt.tasks.turn_details(task.id, events[-1].turn_id))["subagents"]
         assert subs[0]["tool_calls"] == ["read_file", "write_file"]
         saved = next(p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "delegate")
         assert saved["progress"] == ["reader started", '→ read_file {"path": "notes.txt"}', "reader finished"]
@@ -221,7 +221,7 @@ async def test_stop_cancels_every_helper_and_both_records_are_written(home):
     model = ScriptedModel([[Call("delegate", {"agent": "slow", "task": "slow one"}),
                             Call("delegate", {"agent": "slow", "task": "slow two"})]])
     rt = await open_runtime(home, model)
-    rt._providers["kid"] = kid
+    rt.core.providers["kid"] = kid
     try:
         task = await rt.create_task(model=MODEL)
         await rt.send(task.id, "go")
@@ -235,8 +235,8 @@ async def test_stop_cancels_every_helper_and_both_records_are_written(home):
         assert endings == [EndReason.aborted]
         assert (await rt.get_task(task.id)).last_reason == "aborted"  # the parent, as saved
         assert kid.active == 0
-        turn = (await rt.turns(task.id))[-1]
-        subs = (await rt.turn_details(task.id, turn["id"]))["subagents"]
+        turn = (await rt.tasks.turns(task.id))[-1]
+        subs = (await rt.tasks.turn_details(task.id, turn["id"]))["subagents"]
         assert len(subs) == 2 and {s["status"] for s in subs} == {"aborted"}
         assert json.loads(json.dumps(subs))[0]["ended_at"] >= subs[0]["created_at"]
     finally:
@@ -270,8 +270,8 @@ async def test_a_helper_cannot_save_a_secret_it_read_to_memory(home):
         assert canary in shown  # the helper read it in a tool result
         assert len(refusals) == 3 and all("memories never hold secrets" in r for r in refusals)
         assert "repeats a secret from this conversation" in refusals[0]
-        folder = rt.memory_folder
+        folder = rt.memory.folder
         assert all(s not in p.name and s not in p.read_text() for p in folder.iterdir() for s in (canary, key))
-        assert await rt.memories() == []
+        assert await rt.memory.list() == []
     finally:
         await rt.aclose()

@@ -103,7 +103,7 @@ async def test_messages_come_in_pages_from_either_end(home):
         assert [m.id for m in first] == [m.id for m in everything[:5]]
         newer = await rt.messages(task.id, after=everything[-3].id)
         assert [m.id for m in newer] == [m.id for m in everything[-2:]]
-        turns = await rt.turns(task.id, turn_ids=[m.turn_id for m in last])
+        turns = await rt.tasks.turns(task.id, turn_ids=[m.turn_id for m in last])
         assert {t["id"] for t in turns} == {m.turn_id for m in last}
     finally:
         await rt.aclose()

@@ -57,7 +57,7 @@ async def test_no_memory_extraction_is_tried_with_a_model_that_can_only_talk(hom
         await collect(rt, task.id)
         await rt.wait_idle(task.id)
         await settle(rt)
-        assert await rt.job_log("memory.extraction") == []  # it would fail after every turn
+        assert await rt.jobs.log("memory.extraction") == []  # it would fail after every turn
         assert [r.purpose for r in model.requests] == ["turn"]
     finally:
         await rt.aclose()

@@ -95,7 +95,7 @@ async def test_deleting_a_running_team_stops_it_and_removes_all_it_holds_but_its
         folder = home / "workspaces" / team.id
         (folder / "notes.md").write_text("kept")
         await rt.teams.delete(team.id)
-        assert not rt.running_tasks()  # B's and C's turns were stopped
+        assert not rt.tasks.running()  # B's and C's turns were stopped
         assert [t.id for t in await rt.teams.list()] == [keep.id]
         with pytest.raises(TeamNotFound):
             await rt.teams.get(team.id)

@@ -64,7 +64,7 @@ async def test_a_name_the_person_gave_is_never_replaced(rt, model):
     model.add_steps(["slow", Delay(0.3), " answer"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "what about taxes")
-    await rt.rename_task(task.id, "My taxes")  # while the first turn runs
+    await rt.tasks.rename(task.id, "My taxes")  # while the first turn runs
     await rt.wait_idle(task.id)
     await _jobs_done(rt)
     assert (await rt.get_task(task.id)).title == "My taxes"
@@ -86,7 +86,7 @@ async def test_a_rename_while_the_model_writes_the_title_wins(rt, model):
 
     async def slow_title(request, **kw):
         if request.purpose == "title":
-            await rt.rename_task(task.id, "Mine")
+            await rt.tasks.rename(task.id, "Mine")
             renamed.set()
         async for item in real_stream(request, **kw):
             yield item
@@ -119,7 +119,7 @@ async def test_a_failed_title_request_is_tried_again_after_the_next_completed_tu
         await rt.wait_idle(task.id)
         await _jobs_done(rt)
         assert (await rt.get_task(task.id)).title == "plan my garden"
-        failed = await rt.job_log(failed=True)
+        failed = await rt.jobs.log(failed=True)
         assert [(j["kind"], j["task_id"]) for j in failed] == [("title", task.id)]
 
         await rt.send(task.id, "tomatoes first")
@@ -171,7 +171,7 @@ async def test_a_first_input_of_attachments_only_is_titled_with_their_names_for_
     assert (await rt.get_task(task.id)).title == "notes.txt"
     assert model.title_requests == []
     # One title job settled it; the later turns ran none.
-    assert len(await rt.job_log("title")) == 1
+    assert len(await rt.jobs.log("title")) == 1
 
 
 async def test_closing_the_runtime_does_not_wait_for_a_title(home):

@@ -50,9 +50,9 @@ async def test_turn_streams_persists_and_completes(rt, model):
     info = await rt.get_task(task.id)
     assert info.state == "idle" and info.last_reason == "completed"
     assert info.input_tokens > 0 and info.output_tokens > 0
-    turns = await rt.turns(task.id)
+    turns = await rt.tasks.turns(task.id)
     assert turns[0]["status"] == "ended" and turns[0]["reason"] == "completed"
-    steps = await rt.store.steps(handle.turn_id)
+    steps = await rt.core.store.steps(handle.turn_id)
     assert len(steps) == 1 and steps[0]["finish_reason"] == "stop"
 
 
@@ -112,12 +112,12 @@ async def test_subscribers_mid_turn_after_end_and_many_rebuild_the_persisted_tex
     await rt.send(task.id, "go")
     many = [asyncio.ensure_future(collect(rt, task.id)) for _ in range(5)]
     await asyncio.sleep(0.1)  # mid-turn: the first half is buffered, the rest is live
-    assert rt.stream_state(task.id) == BufferState.active
+    assert rt.tasks.stream_state(task.id) == BufferState.active
     mid = asyncio.ensure_future(collect(rt, task.id))
     results = await asyncio.gather(*many, mid)
     await rt.wait_idle(task.id)
     after = await collect(rt, task.id)
-    assert rt.stream_state(task.id) == BufferState.completed
+    assert rt.tasks.stream_state(task.id) == BufferState.completed
     persisted = (await rt.messages(task.id))[1].text
     assert persisted == "".join(pieces)
     for events in [*results, after]:
@@ -165,7 +165,7 @@ async def test_two_hundred_concurrent_sends_start_one_turn(rt, model):
     await rt.wait_idle(task.id)
     msgs = await rt.messages(task.id)
     assert [m.role for m in msgs] == ["user", "assistant"]
-    assert len(await rt.turns(task.id)) == 1
+    assert len(await rt.tasks.turns(task.id)) == 1
 
 
 async def test_same_client_msg_id_twice_gives_one_message_and_one_turn(rt, model):
@@ -179,7 +179,7 @@ async def test_same_client_msg_id_twice_gives_one_message_and_one_turn(rt, model
     assert c.duplicate and c.turn_id == a.turn_id
     await rt.wait_idle(task.id)
     assert len([m for m in await rt.messages(task.id) if m.role == "user"]) == 1
-    assert len(await rt.turns(task.id)) == 1
+    assert len(await rt.tasks.turns(task.id)) == 1
 
 
 async def test_queued_input_runs_after_the_current_turn(rt, model):
@@ -227,7 +227,7 @@ async def test_run_context_is_garbage_after_finalize(rt, model, monkeypatch):
 
 async def test_turn_ended_is_only_observable_after_its_commit(rt, model):
     order = []
-    real = rt.store.finalize_turn
+    real = rt.core.store.finalize_turn
 
     async def instrumented(record):
         order.append("commit-start")
@@ -235,14 +235,14 @@ async def test_turn_ended_is_only_observable_after_its_commit(rt, model):
         await real(record)
         order.append("commit-done")
 
-    rt.store.finalize_turn = instrumented
+    rt.core.store.finalize_turn = instrumented
     model.add_steps(["hi"])
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")
     async for ev in rt.subscribe(task.id):
         if ev.type == "turn_ended":
             order.append("turn_ended")
-            row = (await rt.turns(task.id))[0]
+            row = (await rt.tasks.turns(task.id))[0]
             assert row["status"] == "ended"
     assert order == ["commit-start", "commit-done", "turn_ended"]
 
@@ -251,7 +251,7 @@ async def test_failed_commit_ends_the_turn_error_and_says_so(rt, model):
     async def broken(record):
         raise OSError("disk full")
 
-    rt.store.finalize_turn = broken
+    rt.core.store.finalize_turn = broken
     task = await rt.create_task(model=MODEL)
     await rt.send(task.id, "go")
     ended = (await collect(rt, task.id))[-1]

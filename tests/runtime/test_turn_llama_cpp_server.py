@@ -121,8 +121,8 @@ async def test_plain_streamed_turn_through_the_settings_built_provider(home, lla
     write_settings(home, llama_server)
     rt = await Runtime.open(home)
     try:
-        assert type(rt.provider("llamacpp")) is OpenAICompatProvider
-        assert await rt.provider("llamacpp").list_models()  # the server's /v1/models
+        assert type(rt.providers.get("llamacpp")) is OpenAICompatProvider
+        assert await rt.providers.get("llamacpp").list_models()  # the server's /v1/models
         task = await rt.create_task()
         await rt.send(task.id, "What is the capital of France?")
         events = await collect(rt, task.id)
@@ -171,7 +171,7 @@ async def test_streamed_tool_calling_turn(home, llama_server):
         (part,) = [p for p in reply.parts if p["type"] == "tool_call"]
         assert part["state"] == "done" and part["args"] == calls[0] and "Sunny" in part["result"]
         assert reply.text.strip() and reply.text == text_from(events)
-        steps = await rt.store.steps(handle.turn_id)
+        steps = await rt.core.store.steps(handle.turn_id)
         assert [s["finish_reason"] for s in steps][0] == "tool_calls" and len(steps) == 2
 
         # What went over the wire: streamed requests, the call's id carried into the tool result.

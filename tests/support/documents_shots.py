@@ -52,10 +52,10 @@ async def shots(out: Path) -> None:
         ctl = HearthApp(tmp / "home", providers={"scripted": model}, use_tray=False, preload_model=False)
         await ctl.start()
         rt = ctl.rt
-        await rt.add_local_model(tiny_gguf(tmp / "My-Finetune-Q4_K_M.gguf"))
-        await rt.save_memory("tea.md", "# Prefers green tea\nNo sugar, a slice of lemon.")
-        await rt.save_memory("units.md", "# Uses metric units\nKilometres and degrees Celsius.")
-        await rt.knowledge_add([docs["scan"], docs["receipts"]])
+        await rt.models.add_local(tiny_gguf(tmp / "My-Finetune-Q4_K_M.gguf"))
+        await rt.memory.save("tea.md", "# Prefers green tea\nNo sugar, a slice of lemon.")
+        await rt.memory.save("units.md", "# Uses metric units\nKilometres and degrees Celsius.")
+        await rt.knowledge.add([docs["scan"], docs["receipts"]])
 
         settings = ctl.open_settings()
         settings.resize(900, 600)
@@ -80,7 +80,7 @@ async def shots(out: Path) -> None:
 
         task = await ctl.bridge.create_task(title="Radiators", model=MODEL,
                                             knowledge=[str(docs["manual"]), str(docs["notes"])])
-        while (await rt.knowledge_status())["busy"]:
+        while (await rt.knowledge.status())["busy"]:
             await asyncio.sleep(0.05)
         await ctl.window.reload_tasks()
         panel = ctl.window.open_task(task.id)

@@ -55,8 +55,8 @@ async def shots(out: Path) -> None:
         ctl = HearthApp(tmp / "home", providers={"scripted": model}, use_tray=False, preload_model=False)
         await ctl.start()
         rt = ctl.rt
-        await rt.save_memory("tea.md", "# Prefers green tea\nNo sugar, a slice of lemon.")
-        await rt.add_memory("units", "# Uses metric units\nKilometres and degrees Celsius.")
+        await rt.memory.save("tea.md", "# Prefers green tea\nNo sugar, a slice of lemon.")
+        await rt.memory.add("units", "# Uses metric units\nKilometres and degrees Celsius.")
         ctl.window.resize(1100, 720)
 
         await _answered(ctl, "Travel", "Remember that I always travel by train.")

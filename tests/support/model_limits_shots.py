@@ -39,7 +39,7 @@ async def _answered(ctl, title: str, text: str, model: ScriptedModel):
     await asyncio.wait_for(panel.loaded.wait(), 10)
     panel.composer.edit.setPlainText(text)
     panel.composer.submit()
-    await until(lambda: model.requests and not ctl.rt.is_running(task.id) and panel.settled, timeout=20)
+    await until(lambda: model.requests and not ctl.rt.tasks.is_running(task.id) and panel.settled, timeout=20)
     await _settle(1.0)
 
 
@@ -70,7 +70,7 @@ async def progress_shot(home: Path, out: Path) -> None:
     await ctl.start()
     try:
         ctl.window.resize(1100, 720)
-        model = await until(lambda: ctl.rt.provider("builtin")._model, timeout=60)
+        model = await until(lambda: ctl.rt.providers.get("builtin")._model, timeout=60)
         await until(lambda: model.mutex.locked(), timeout=60)
         task = await ctl.bridge.create_task(title="Sums")
         await ctl.window.reload_tasks()

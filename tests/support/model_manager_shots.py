@@ -42,8 +42,8 @@ async def shots(out: Path) -> None:
         os.environ["HF_ENDPOINT"] = hub.endpoint
         rt = await Runtime.open(Path(tmp) / "home")
         try:
-            await rt.add_local_model(tiny_gguf(Path(tmp) / "My-Finetune-Q4_K_M.gguf"))
-            page = ModelManager(rt)
+            await rt.models.add_local(tiny_gguf(Path(tmp) / "My-Finetune-Q4_K_M.gguf"))
+            page = ModelManager(rt.models)
             page.setWindowTitle("Hearth Settings — Models")
             page.resize(940, 760)
             page.show()

@@ -52,7 +52,7 @@ def assistant_entries(panel) -> int:
 
 async def wait_turns(ctl, panel, count: int = 1, timeout: float = 15.0) -> None:
     """Until the panel shows `count` finished turns and nothing runs."""
-    await until(lambda: assistant_entries(panel) >= count and not ctl.rt.is_running(panel.task_id)
+    await until(lambda: assistant_entries(panel) >= count and not ctl.rt.tasks.is_running(panel.task_id)
                 and panel.settled, timeout=timeout, what=f"{count} finished turn(s)")
 
 

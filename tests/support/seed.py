@@ -60,7 +60,7 @@ async def seed_long_task(rt: Runtime, messages: int, title: str = "A long task",
         turn_rows.append({"id": turn_id, "task_id": task_id, "input_message_id": user_id,
                           "output_message_id": out_id, "status": "ended", "reason": "completed", "started_at": t,
                           "ended_at": t + 0.5, "input_tokens": 100 + i, "output_tokens": 50})
-    async with rt.store.engine.begin() as conn:
+    async with rt.core.store.engine.begin() as conn:
         await conn.execute(insert(TaskRow), [_task_row(rt.home, task_id, title, time.time(), model)])
         await conn.execute(insert(MessageRow), msg_rows)
         await conn.execute(insert(TurnRow), turn_rows)
@@ -72,13 +72,13 @@ async def seed_tasks(rt: Runtime, count: int, model: str = "scripted/test") -> l
     now = time.time()
     ids = [uuid.uuid4().hex for _ in range(count)]
     rows = [_task_row(rt.home, tid, f"Task number {i}", now - i * 60, model) for i, tid in enumerate(ids)]
-    async with rt.store.engine.begin() as conn:
+    async with rt.core.store.engine.begin() as conn:
         await conn.execute(insert(TaskRow), rows)
     return ids
 
 
 async def _next_message_id(rt: Runtime) -> int:
-    async with rt.store.engine.connect() as conn:
+    async with rt.core.store.engine.connect() as conn:
         value = (await conn.exec_driver_sql("select coalesce(max(id), 0) from messages")).scalar()
     return int(value) + 1
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from runtime.providers.llama.prefix import EVAL_PIECE, common_prefix
 
-# What a step waits for while a warm-up (cli/preload.py, `Runtime.preload_default_model`) holds the model: it is
+# What a step waits for while a warm-up (cli/preload.py, `rt.models.preload_default`) holds the model: it is
 # reading the prompt's fixed start — in `hearth run`, the whole first prompt — and says how far it got.
 PREPARING = "Getting the model ready…"
 QUIET_TOKENS = 256  # a new part this short is read without a word (about a second for SmolLM2 on 2 cores)

@@ -205,8 +205,8 @@ async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
 
     rt = await Runtime.open(home)  # the bundled model can only talk: it is loaded, with no tool list to read
     try:
-        assert await rt.preload_default_model() is True
-        assert rt.provider("builtin")._model.prefix_status == "" and not ModelLibrary(home).kv_cache.exists()
+        assert await rt.models.preload_default() is True
+        assert rt.providers.get("builtin")._model.prefix_status == "" and not ModelLibrary(home).kv_cache.exists()
     finally:
         await rt.aclose()
     await asyncio.to_thread(unload_models)
@@ -215,8 +215,8 @@ async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
     for expected in ("saved", "restored"):  # the second time as a new process would: a fresh Llama
         rt = await Runtime.open(home)
         try:
-            assert await rt.preload_default_model() is True
-            assert rt.provider("builtin")._model.prefix_status == expected
+            assert await rt.models.preload_default() is True
+            assert rt.providers.get("builtin")._model.prefix_status == expected
         finally:
             await rt.aclose()
         await asyncio.to_thread(unload_models)
@@ -225,6 +225,6 @@ async def test_the_runtime_preloads_its_default_model_for_the_app(home, fresh):
     (home / "settings.json").write_text(json.dumps(settings))
     rt = await Runtime.open(home)
     try:
-        assert await rt.preload_default_model() is False  # not a local model: nothing to load, no error
+        assert await rt.models.preload_default() is False  # not a local model: nothing to load, no error
     finally:
         await rt.aclose()

@@ -91,7 +91,7 @@ async def test_a_full_turn_where_the_grammar_writes_the_call(home, copies, fmt):
         assert tool_events[:3] == [("get_weather", "pending"), ("get_weather", "running"), ("get_weather", "done")]
         assert isinstance(calls[0]["city"], str) and calls[0]["city"]  # the schema's required string
         assert set(calls[0]) <= {"city", "days"} and isinstance(calls[0].get("days", 0), int)
-        steps = await rt.store.steps(handle.turn_id)
+        steps = await rt.core.store.steps(handle.turn_id)
         assert steps[0]["finish_reason"] == "tool_calls" and len(steps) >= 2  # the result went back to the model
         await rt.wait_idle(task.id)
         reply = (await rt.messages(task.id))[-1]
