@@ -54,7 +54,9 @@ class HostStorage(TurnStorage, Protocol):
     """The host-side writes around a turn (engine/host.py): the input made durable before `send` returns, the
     queue, a wait ended by Stop. `store.conversations.Conversations` for tasks, chats and assignments."""
 
-    owner_key: str  # the owner's column in its rows: task_id, chat_id or assignment_id
+    @property
+    def owner_key(self) -> str:
+        """The owner's column in its rows: task_id, chat_id or assignment_id."""
 
     async def find_client_message(self, owner_id: str, client_msg_id: str) -> dict[str, Any] | None: ...
 

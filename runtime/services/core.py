@@ -22,14 +22,13 @@ from ..engine.abort import AbortRegistry
 from ..engine.host import TurnHost
 from ..engine.jobs import JobQueue
 from ..engine.locks import TaskLocks
-from ..engine.ports import AgentPort
+from ..engine.ports import AgentPort, HostStorage
 from ..engine.stream_buffer import BufferRegistry
 from ..errors import ConfigError, ReadOnlyRuntime
 from ..keys import SecretStore
 from ..local_models.library import ModelLibrary
 from ..providers.base import Provider
 from ..redact import remember
-from ..store.conversations import Conversations
 from ..store.faults import guard as storage_faults
 from ..store.repo import Store
 from ..tools.mcp.consent import MCPConsents
@@ -60,7 +59,7 @@ class Core:
         if self.read_only:
             raise ReadOnlyRuntime()
 
-    def host(self, store: Conversations, agent: AgentPort, owner_row: Callable[[str], Awaitable[dict]],
+    def host(self, store: HostStorage, agent: AgentPort, owner_row: Callable[[str], Awaitable[dict]],
              noun: str = "Task", turn_over: Callable[[str], Any] | None = None) -> TurnHost:
         """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
         return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
