@@ -10,6 +10,7 @@ from typing import ClassVar
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -28,9 +29,28 @@ class Base(DeclarativeBase):
     pass
 
 
+class UserRow(Base):
+    """A person using the server host (store/users.py): their API token is kept only as its SHA-256."""
+
+    __tablename__ = "users"
+    __table_args__ = (Index("ix_users_name", "name", unique=True),
+                      Index("ix_users_token_hash", "token_hash", unique=True))
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64))
+    token_hash: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Float)
+    revoked_at: Mapped[float | None] = mapped_column(Float)  # a revoked token opens nothing
+    quota_tokens: Mapped[int | None] = mapped_column(BigInteger)  # None: unlimited
+    used_tokens: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+
 class TaskRow(Base):
     __tablename__ = "tasks"
-    __table_args__ = (Index("ix_tasks_updated", "updated_at"),)  # the task list, newest first
+    __table_args__ = (
+        Index("ix_tasks_updated", "updated_at"),  # the task list, newest first
+        Index("ix_tasks_owner", "owner_id", "updated_at"),  # one owner's list (the desktop's: owner NULL)
+    )
 
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
     title: Mapped[str | None] = mapped_column(Text)
@@ -60,6 +80,8 @@ class TaskRow(Base):
     output_tokens: Mapped[int] = mapped_column(Integer, server_default="0")
     created_at: Mapped[float] = mapped_column(Float)
     updated_at: Mapped[float] = mapped_column(Float)
+    # The server host's user it belongs to; None: the local person's (every desktop task).
+    owner_id: Mapped[str | None] = mapped_column(ForeignKey("users.id"))
 
 
 class PermissionRuleRow(Base):

@@ -25,6 +25,7 @@ from .models import (
     UsageAnchorRow,
 )
 from .rules import RulesRepo
+from .users import UsersRepo
 
 DB_NAME = "hearth.sqlite3"
 __all__ = ["DB_NAME", "ContextInputs", "Conversations", "DuplicateMessage", "Store"]
@@ -35,8 +36,9 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations, RulesRepo):
-    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints."""
+class Store(Conversations, RulesRepo, UsersRepo):
+    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; the server host's
+    users (`UsersRepo`)."""
 
     def __init__(self, engine: AsyncEngine, path: Path):
         super().__init__(engine, TASK_TABLES)
@@ -60,6 +62,8 @@ class Store(Conversations, RulesRepo):
     # -- tasks --
 
     async def create_task(self, **values: Any) -> dict[str, Any]:
+        """A task row from its columns (`owner_id`: the server host's user it belongs to; none: the local
+        person's)."""
         now = time.time()
         values.setdefault("state", "idle")
         values.update(created_at=now, updated_at=now)
@@ -72,9 +76,20 @@ class Store(Conversations, RulesRepo):
             r = (await conn.execute(select(TaskRow.__table__).where(TaskRow.id == task_id))).first()
         return _row(r) if r else None
 
-    async def list_tasks(self) -> list[dict[str, Any]]:
+    async def get_owned_task(self, task_id: str, owner_id: str | None) -> dict[str, Any] | None:
+        """The task, only when it belongs to `owner_id` (None: the local person); else None, as for a task that
+        does not exist, so a caller cannot tell the two apart."""
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(TaskRow.__table__).order_by(TaskRow.updated_at.desc()))
+            r = (await conn.execute(
+                select(TaskRow.__table__).where(TaskRow.id == task_id, _owned_by(owner_id)))).first()
+        return _row(r) if r else None
+
+    async def list_tasks(self, owner_id: str | None = None) -> list[dict[str, Any]]:
+        """The tasks of `owner_id` (a server user), or without one the local person's (every task on a desktop),
+        newest first."""
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(TaskRow.__table__).where(_owned_by(owner_id))
+                                      .order_by(TaskRow.updated_at.desc()))
             return [_row(r) for r in rows]
 
     async def update_task(self, task_id: str, **values: Any) -> None:
@@ -146,3 +161,7 @@ class Store(Conversations, RulesRepo):
                     kind=kind, task_id=task_id, status=status, error=error, created_at=time.time()
                 )
             )
+
+
+def _owned_by(owner_id: str | None):
+    return TaskRow.owner_id.is_(None) if owner_id is None else TaskRow.owner_id == owner_id

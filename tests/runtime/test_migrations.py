@@ -89,7 +89,9 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH,
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH,
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
-                          | {"chat_steps"}), k
+                          | {"chat_steps"},
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
+                          | {"chat_steps", "assignment_steps"}), k
         store = await Store.open(home)
         await store.aclose()
         assert _version(home / DB_NAME) == [head]
@@ -231,3 +233,37 @@ async def test_upgrades_from_0007_keep_every_conversation_and_mark_no_title_prov
         assert db.execute("select kind from team_assignments").fetchall() == [("work",)]
     finally:
         db.close()
+
+
+async def test_0012_gives_every_existing_task_to_the_local_person_and_goes_back_with_every_message(tmp_path):
+    """Tasks from before the server host's users belong to no user (the desktop's), and the revision adds its
+    column and drops it again without rebuilding `tasks` (which would cascade into its conversations)."""
+    home = tmp_path / "h"
+    home.mkdir()
+    before = make_old_folder(home, 4)
+    store = await Store.open(home)
+    try:
+        tasks = await store.list_tasks()
+        assert len(tasks) == 4 and {t["owner_id"] for t in tasks} == {None}
+    finally:
+        await store.aclose()
+    db = sqlite3.connect(home / DB_NAME)
+    db.execute("pragma foreign_keys = on")
+    db.execute("insert into users (id, name, token_hash, created_at) values ('u1', 'ada', 'h', 1)")
+    db.execute("update tasks set owner_id = 'u1' where id = (select min(id) from tasks)")
+    db.commit()
+    db.close()
+
+    with _sync_engine(home / DB_NAME).begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        downgrade(cfg, "0011_assignment_steps")
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        assert _counts(db) == before
+        assert "owner_id" not in _columns(home / DB_NAME, "tasks") and "users" not in _tables(home / DB_NAME)
+    finally:
+        db.close()
+    store = await Store.open(home)  # and up again
+    await store.aclose()
+    assert _version(home / DB_NAME) == [HEAD]

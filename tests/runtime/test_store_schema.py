@@ -49,6 +49,11 @@ async def test_pragmas_and_indexes(tmp_path):
         assert "ix_messages_task_order" in " ".join(str(r) for r in plan)
         plan = await conn.exec_driver_sql("EXPLAIN QUERY PLAN SELECT * FROM tasks ORDER BY updated_at DESC")
         assert "ix_tasks_updated" in " ".join(str(r) for r in plan)
+        # The server host's list of one user's tasks, and the desktop's (no owner), newest first, by one index.
+        for owner in ("= 'u1'", "IS NULL"):
+            steps = " ".join(str(r) for r in await conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN SELECT * FROM tasks WHERE owner_id {owner} ORDER BY updated_at DESC"))
+            assert "ix_tasks_owner" in steps and "TEMP B-TREE" not in steps, steps  # no sort: read in order
         # An assignment's conversation is read and recovered through its own indexes, as a chat's.
         plan = await conn.exec_driver_sql(
             "EXPLAIN QUERY PLAN SELECT * FROM assignment_messages WHERE assignment_id = 'x' ORDER BY id")
