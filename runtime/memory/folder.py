@@ -33,7 +33,6 @@ from pathlib import Path
 
 from ..errors import ToolError
 from ..redact import redact
-from ..store.fts import match_query
 from ..store.memory_repo import MemoryRepo
 from ..workspace import resolve_in_workspace
 
@@ -176,8 +175,7 @@ class Memory:
         entries = await self.sync()
         if not entries:
             return None
-        match = match_query(query)
-        relevant = await self.repo.search(match, RELEVANT) if match else []
+        relevant = await self.repo.search(query, RELEVANT)
         head, tail = NOTE_HEAD + "\n<memories>\nIndex:\n", "\n</memories>"
         budget = NOTE_CHARS - len(head) - len(RELEVANT_HEAD) - len(tail)  # the framing counts too
         lines = []

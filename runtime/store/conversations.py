@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Table, Text, func, insert, or_, select, type_coerce, update
 from sqlalchemy.exc import IntegrityError
@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..events import Usage
 from ..parts import FinalRecord, settle_parts, stop_waiting
+from .lengths import refuse_too_long
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ class Started:
     parts: list[dict[str, Any]]
     output_id: int
     ended_wait: EndedWait | None
+
+
+class RunningTurn(NamedTuple):
+    turn_id: str
+    owner_id: str  # the task (chat, assignment) it runs for
+    started_at: float
 
 
 class DuplicateMessage(Exception):
@@ -122,9 +129,10 @@ class Conversations:
         """Persist an input, durably, in one transaction. Without a turn id it is queued. With one, a turn
         starts for the owner's oldest queued input, which is this one unless older queued inputs wait (a new
         input never overtakes them). Returns (message id, the started turn or None). Raises `DuplicateMessage`
-        when `client_msg_id` was used before by this owner."""
+        when `client_msg_id` was used before by this owner, ConfigError when it is longer than its column."""
         now = time.time()
         m, o = self.t.messages, self.t.owner
+        refuse_too_long(m, {"client_msg_id": client_msg_id})
         try:
             async with self.engine.begin() as conn:
                 msg_id = (await conn.execute(insert(m).values({
@@ -324,20 +332,53 @@ class Conversations:
         """Startup recovery: running turns become `interrupted`, their unfinished tool parts settled,
         checkpointed text kept. Waiting owners stay waiting. Returns the recovered turn ids."""
         now = time.time()
-        m, t, o = self.t.messages, self.t.turns, self.t.owner
+        t, o = self.t.turns, self.t.owner
         async with self.engine.begin() as conn:
             running = (await conn.execute(select(t.c.id, t.c[self.t.key], t.c.output_message_id).where(
                 t.c.status == "running"))).all()
             for turn_id, owner_id, out_id in running:
-                if out_id is not None:
-                    parts = (await conn.execute(select(m.c.parts).where(m.c.id == out_id))).scalar_one_or_none() or []
-                    settle_parts(parts)
-                    await conn.execute(update(m).where(m.c.id == out_id).values(parts=parts, status="complete"))
                 await conn.execute(update(t).where(t.c.id == turn_id).values(
                     status="ended", reason="interrupted", ended_at=now))
-                await conn.execute(update(o).where(o.c.id == owner_id, o.c.state != "waiting").values(
-                    state="idle", last_reason="interrupted", updated_at=now))
+                await self._settle_interrupted(conn, owner_id, out_id, now)
             # An owner marked running without a running turn (crash between commits) is idle again.
             await conn.execute(update(o).where(o.c.state == "running").values(
                 state="idle", last_reason=func.coalesce(o.c.last_reason, "interrupted")))
         return [r[0] for r in running]
+
+    async def running_turns(self) -> list[RunningTurn]:
+        """Every turn still marked running, oldest first: what the server host's lease reaper looks at."""
+        t = self.t.turns
+        async with self.engine.connect() as conn:
+            rows = await conn.execute(select(t.c.id, t.c[self.t.key], t.c.started_at).where(
+                t.c.status == "running").order_by(t.c.started_at))
+            return [RunningTurn(*r) for r in rows]
+
+    async def interrupt_turn(self, owner_id: str, turn_id: str) -> bool:
+        """What startup recovery does, for one turn whose process is gone (the server host's reaper, when the
+        turn's lease expired): the turn `interrupted`, its checkpointed text kept, its unfinished tool parts
+        settled (a side-effecting one "outcome unknown"), the owner idle unless it waits for an answer or another
+        turn of it runs. False, changing nothing, when the turn is not running (any more): it was finalized, or
+        another reaper was first — the turn's row is claimed first, so two reapers never both settle it."""
+        now = time.time()
+        t = self.t.turns
+        async with self.engine.begin() as conn:
+            claimed = await conn.execute(update(t).where(
+                t.c.id == turn_id, self._own(t, owner_id), t.c.status == "running").values(
+                status="ended", reason="interrupted", ended_at=now))
+            if claimed.rowcount != 1:
+                return False
+            out_id = (await conn.execute(select(t.c.output_message_id).where(t.c.id == turn_id))).scalar()
+            others = select(t.c.id).where(self._own(t, owner_id), t.c.status == "running").exists()
+            await self._settle_interrupted(conn, owner_id, out_id, now, ~others)
+        return True
+
+    async def _settle_interrupted(self, conn, owner_id: str, out_id: int | None, now: float, *when) -> None:
+        """An interrupted turn's answer: its parts as far as they were checkpointed, unfinished tool parts
+        settled, complete; its owner idle with `last_reason` interrupted, unless it waits (or `when` fails)."""
+        m, o = self.t.messages, self.t.owner
+        if out_id is not None:
+            parts = (await conn.execute(select(m.c.parts).where(m.c.id == out_id))).scalar_one_or_none() or []
+            settle_parts(parts)
+            await conn.execute(update(m).where(m.c.id == out_id).values(parts=parts, status="complete"))
+        await conn.execute(update(o).where(o.c.id == owner_id, o.c.state != "waiting", *when).values(
+            state="idle", last_reason="interrupted", updated_at=now))

@@ -12,7 +12,8 @@ before INSERT/UPDATE/DELETE, so each CREATE TABLE would commit on its own; the m
 turns that off and sends its own `BEGIN IMMEDIATE`, which SQLite's transactional DDL honours.
 
 The server host keeps the same schema on PostgreSQL (`migrate_url`), through the same migrations: where one must
-do something else there it says so and branches on the dialect (the full-text indexes: revision 0005).
+do something else there it says so and branches on the dialect (the full-text indexes: revision 0005). Its URLs
+go through `database_url` (a plain `postgresql://` is asyncpg's), its engine is `server_engine`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from ..errors import StorageUnavailable
+from ..errors import ConfigError, StorageUnavailable
 from . import faults
 
 if TYPE_CHECKING:
@@ -51,6 +52,43 @@ def make_engine(path: Path) -> AsyncEngine:
     engine = create_async_engine(f"sqlite+aiosqlite:///{path}")
     event.listen(engine.sync_engine, "connect", _pragmas)
     faults.install(engine, path.parent)
+    return engine
+
+
+def database_url(url: str | URL) -> URL:
+    """The URL Hearth opens for a database a person wrote: PostgreSQL through asyncpg (`postgresql://` and
+    `postgres://` become `postgresql+asyncpg://`), SQLite through aiosqlite (`sqlite:///PATH`). ConfigError for
+    anything else, naming what to write; a password never appears in it."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ConfigError("The database URL is not one Hearth can read (it is not repeated here: it may hold a "
+                          "password). Write postgresql://USER@HOST/DATABASE, or sqlite:///PATH for a file.") from None
+    backend, _, driver = parsed.drivername.partition("+")
+    shown = parsed.render_as_string(hide_password=True)
+    if backend in ("postgresql", "postgres") and driver in ("", "asyncpg"):
+        return parsed.set(drivername="postgresql+asyncpg")
+    if backend == "sqlite" and driver in ("", "aiosqlite"):
+        if parsed.database in (None, "", ":memory:"):
+            raise ConfigError(f"The SQLite URL {shown} names no file: write sqlite:///PATH.")
+        return parsed.set(drivername="sqlite+aiosqlite")
+    if backend in ("postgresql", "postgres"):
+        raise ConfigError(f"Hearth reaches PostgreSQL through asyncpg, not {driver}: write the URL {shown} as "
+                          "postgresql://… or postgresql+asyncpg://….")
+    raise ConfigError(f"Hearth keeps its data in PostgreSQL (postgresql://…) or SQLite (sqlite:///PATH), not in "
+                      f"{shown}.")
+
+
+def describe(url: URL) -> str:
+    """How a sentence names a PostgreSQL database: its name and where it is."""
+    return f"{url.database} on {url.host or 'localhost'}:{url.port or 5432}"
+
+
+def server_engine(url: URL) -> AsyncEngine:
+    """An engine on the server host's PostgreSQL (`database_url`'s): connections checked before use, so a
+    restarted server costs no failed request, and storage faults as StorageUnavailable."""
+    engine = create_async_engine(url, pool_pre_ping=True)
+    faults.install_server(engine, describe(url))
     return engine
 
 
@@ -147,8 +185,9 @@ async def migrate_url(url: str | URL, revision: str = "head") -> None:
     """Upgrade the database at `url` to `revision`: a SQLite file (`sqlite+aiosqlite:///PATH`) as `migrate` does,
     or a PostgreSQL database (`postgresql+asyncpg://...`, the server host's). Instances and workers that start
     at once on one PostgreSQL database take turns (an advisory lock): the first migrates, the rest find the head.
-    A database that cannot be reached, or was written by a newer Hearth, raises StorageUnavailable."""
-    url = make_url(url)
+    A database that cannot be reached, or was written by a newer Hearth, raises StorageUnavailable; a URL that
+    is not one of these, ConfigError."""
+    url = database_url(url)
     if url.get_backend_name() == "sqlite":
         engine = make_engine(Path(url.database or ""))
         try:
@@ -158,16 +197,15 @@ async def migrate_url(url: str | URL, revision: str = "head") -> None:
         return
     from alembic.util import CommandError
 
-    where = f"{url.database} on {url.host or 'localhost'}:{url.port or 5432}"
+    where = describe(url)
     engine = create_async_engine(url, poolclass=NullPool)
     try:
         try:
             conn = await engine.connect()
         except DBAPIError as exc:  # the server answered: no such database, role, password...
-            raise StorageUnavailable(f"Hearth cannot use the database {where}: {exc.orig}.", where) from None
+            raise faults.refused(where, exc.orig) from None
         except OSError:
-            raise StorageUnavailable(f"Hearth cannot reach the database {where}: nothing answers there. Check that "
-                                     "PostgreSQL runs and that the address is right.", where) from None
+            raise faults.unreachable(where) from None
         try:
             await conn.run_sync(_upgrade_alone, revision)
         finally:

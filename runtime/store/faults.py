@@ -104,6 +104,41 @@ def install(engine: AsyncEngine, home: Path) -> None:
     event.listen(engine.sync_engine, "handle_error", translate)
 
 
+def unreachable(where: str) -> StorageUnavailable:
+    return StorageUnavailable(f"Hearth cannot reach the database {where}: nothing answers there. Check that "
+                              "PostgreSQL runs and that the address is right.", where)
+
+
+def refused(where: str, why: object) -> StorageUnavailable:
+    """The database server answered and said no (no such database or role, a wrong password, starting up)."""
+    return StorageUnavailable(f"Hearth cannot use the database {where}: {why}.", where)
+
+
+def install_server(engine: AsyncEngine, where: str) -> None:
+    """The server host's PostgreSQL: a connection that cannot be made or is lost raises StorageUnavailable
+    (`where` names the database) instead of a driver's error. asyncpg's own OSError at connect never reaches
+    `handle_error`, so connecting goes through here too."""
+
+    def translate(ctx) -> StorageError | None:
+        if ctx.is_pre_ping:  # the pool replaces the connection itself
+            return None
+        if ctx.is_disconnect:
+            return StorageUnavailable(f"Hearth lost its connection to the database {where}. Check that PostgreSQL "
+                                      "runs, then try again.", where)
+        if ctx.connection is None and isinstance(ctx.sqlalchemy_exception, DBAPIError):
+            return refused(where, ctx.original_exception)
+        return None
+
+    def connect(dialect, _record, cargs, cparams):
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except OSError:  # refused, no route, timed out
+            raise unreachable(where) from None
+
+    event.listen(engine.sync_engine, "handle_error", translate)
+    event.listen(engine.sync_engine, "do_connect", connect)
+
+
 def refuse_commits(engine: AsyncEngine, error: Callable[[], StorageError]) -> None:
     """From now on every commit of `engine` raises `error()` and its transaction rolls back: once the database
     is known to be damaged nothing more goes into it, where a restore would set it aside unseen."""

@@ -1,8 +1,11 @@
-"""FTS5 query text from what a person or a model typed (no SQL here: it is the FTS5 query language).
+"""Full-text query text from what a person or a model typed: FTS5's query language (SQLite) and `to_tsquery`'s
+(PostgreSQL). No SQL here: the query goes in as a bound parameter.
 
 Words are quoted one by one, so nothing a person types (quotes, `NEAR`, `*`, `-`, parentheses) can be read as
 query syntax or make the query fail, and joined with OR: BM25 ranks passages that hold more of the rarer
-words first, and a question phrased differently from the passage still finds it.
+words first, and a question phrased differently from the passage still finds it. For `to_tsquery` the words need
+no quoting: `query_words` keeps only runs of letters, digits and '_', which hold none of its operators
+(`& | ! ( ) : * <->`) or quotes; a stopword alone matches nothing, without an error.
 """
 
 from __future__ import annotations
@@ -43,3 +46,13 @@ def match_all(words: list[str]) -> str:
 def match_query(text: str) -> str | None:
     """An FTS5 query matching any of the text's words, or None when nothing is left."""
     return match_any(query_words(text))
+
+
+def tsquery_any(words: list[str]) -> str | None:
+    """A `to_tsquery` text matching any of `words` (`query_words`'s), or None when there are none."""
+    return " | ".join(words) or None
+
+
+def tsquery_all(words: list[str]) -> str:
+    """A `to_tsquery` text matching rows that hold every one of `words`."""
+    return " & ".join(words)

@@ -1,5 +1,6 @@
-"""The knowledge library's records: documents, their passages, and the passages' full-text index (`passages_fts`,
-FTS5 with BM25 ranking, kept in step with `passages` by triggers)."""
+"""The knowledge library's records: documents, their passages, and the passages' full-text index: on SQLite
+`passages_fts` (FTS5 with BM25 ranking, kept in step with `passages` by triggers), on PostgreSQL the generated
+tsvector `passages.search` (revision 0005) ranked by ts_rank with the same 2:1 weight of text over heading."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from . import faults
-from .fts import match_all, match_any
+from .fts import match_all, match_any, tsquery_all, tsquery_any
 from .models import DocumentRow, PassageRow
 
 COMMON = 0.05  # of the library's passages: a word in more of them is left out of a query with rarer words
@@ -112,13 +113,33 @@ class KnowledgeRepo:
         fit in it (a passage holding every one of them comes first), and a query matching more ranks the
         earliest-indexed RANK_BUDGET of its passages, or all of them when those hold too few of the task's.
 
-        Its statements run on a connection of its own in one worker thread, one hop for the whole search (through
-        the async engine each of them would be one: a search on a busy machine took twice as long)."""
+        On SQLite its statements run on a connection of its own in one worker thread, one hop for the whole search
+        (through the async engine each of them would be one: a search on a busy machine took twice as long); on
+        PostgreSQL, `_ranked_postgres`."""
         if not doc_ids or not words:
             return []
+        if self.engine.dialect.name == "postgresql":
+            return await self._ranked_postgres(words, doc_ids, limit)
         generation = self._generation
         return await asyncio.to_thread(self._read,
                                        lambda db: _bm25(db, words, doc_ids, limit, self._counts, generation))
+
+    async def _ranked_postgres(self, words: list[str], doc_ids: list[int], limit: int) -> list[dict[str, Any]]:
+        """`bm25` on PostgreSQL: the same choice of words (`_plan`, on counts taken now: other processes write
+        passages too), each query ranked by ts_rank, negated so that lower is better here as well. PostgreSQL
+        ranks every match in the task's documents (FTS5's rowid walk within RANK_BUDGET has no counterpart)."""
+        async with self.engine.connect() as conn:
+            total = await conn.scalar(text("SELECT coalesce(sum(passages), 0) FROM documents"))
+            queries = [(False, words)] if total < COMMON_FLOOR else _plan(words, await _pg_counts(conn, words), total)
+            rows: dict[int, dict[str, Any]] = {}
+            for every, group in queries:
+                found = await conn.execute(_PG_RANKED, {"q": tsquery_all(group) if every else tsquery_any(group),
+                                                        "ids": doc_ids, "n": limit})
+                for row in found:
+                    rows.setdefault(row.id, _row(row))
+                if len(rows) >= limit:
+                    break
+        return list(rows.values())[:limit]
 
     def _read(self, work):
         with self._reader_lock, faults.guard(self._path.parent):
@@ -180,9 +201,9 @@ def _ranked(db: sqlite3.Connection, query: str, match: str, doc_ids: list[int], 
 
 
 def _matches(db: sqlite3.Connection, words: list[str], counts: dict, generation: int) -> list[str]:
-    """The FTS5 queries to try, in order (see `KnowledgeRepo.bm25`). `counts` keeps each word's passage count
-    while no passage was written (`generation`): counting a common word walks its whole list, and common words
-    come back in query after query."""
+    """The FTS5 queries to try, in order (`_plan`). `counts` keeps each word's passage count while no passage was
+    written (`generation`): counting a common word walks its whole list, and common words come back in query
+    after query."""
     total = db.execute("SELECT coalesce(sum(passages), 0) FROM documents").fetchone()[0]
     if counts.get(None) != generation:
         counts.clear()
@@ -192,18 +213,38 @@ def _matches(db: sqlite3.Connection, words: list[str], counts: dict, generation:
         each = ", ".join("(SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?)" for _ in missing)
         counts.update(zip(missing, db.execute(f"SELECT {each}", [f'"{w}"' for w in missing]).fetchone(),
                           strict=True))
+    return [match_all(group) if every else match_any(group) for every, group in _plan(words, counts, total)]
+
+
+def _plan(words: list[str], counts: dict, total: int) -> list[tuple[bool, list[str]]]:
+    """The queries to try, in order (see `KnowledgeRepo.bm25`): each (every word must occur, the words), from
+    each word's passage count and the library's passages."""
     found = {w: counts[w] for w in words if counts[w]}
     if total < COMMON_FLOOR:
-        return [match_any(list(found))] if found else []
+        return [(False, list(found))] if found else []
     found = {w: n for w, n in found.items() if n <= total / 2}
     rare = sorted((w for w, n in found.items() if n <= COMMON * total), key=found.__getitem__)
     if rare:
         kept = _within_budget(rare, found)
-        return [match_all(rare), match_any(kept)] if len(kept) < len(rare) else [match_any(kept)]
+        return [(True, rare), (False, kept)] if len(kept) < len(rare) else [(False, kept)]
     if not found:
         return []
-    rarest = match_any([min(found, key=found.__getitem__)])
-    return [match_all(list(found)), rarest] if len(found) > 1 else [rarest]
+    rarest = [min(found, key=found.__getitem__)]
+    return [(True, list(found)), (False, rarest)] if len(found) > 1 else [(False, rarest)]
+
+
+# Text (A) ranked twice the heading (B), as bm25(1.0, 0.5) on SQLite; negated: lower is better, as BM25's score.
+_PG_RANKED = text(f"SELECT {_COLUMNS}, -ts_rank('{{0, 0, 0.5, 1}}', p.search, q) AS score "
+                  "FROM passages p, to_tsquery('english', :q) AS q WHERE p.search @@ q AND p.document_id IN :ids "
+                  "ORDER BY score, p.id LIMIT :n").bindparams(bindparam("ids", expanding=True))
+
+
+async def _pg_counts(conn: Any, words: list[str]) -> dict[str, int]:
+    """How many passages hold each word, in one pass over the passages holding any of them (the GIN index)."""
+    each = ", ".join(f"count(*) FILTER (WHERE search @@ to_tsquery('english', :w{i}))" for i in range(len(words)))
+    found = (await conn.execute(text(f"SELECT {each} FROM passages WHERE search @@ to_tsquery('english', :any)"),
+                                {"any": tsquery_any(words), **{f"w{i}": w for i, w in enumerate(words)}})).one()
+    return dict(zip(words, found, strict=True))
 
 
 def _within_budget(rare: list[str], counts: dict[str, int]) -> list[str]:

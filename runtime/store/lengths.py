@@ -1,8 +1,8 @@
 """Refusing a value longer than its column, with a sentence.
 
 SQLite keeps any length in a VARCHAR(n); PostgreSQL refuses the whole statement ("value too long for type
-character varying(n)"). Values a person or an HTTP client chooses (a user name) are checked here before they
-are written, on both, so the same input gets the same answer everywhere.
+character varying(n)"). Values a person or an HTTP client chooses — a model name, a client message id, a user
+name — are checked here before they are written, on both, so the same input gets the same answer everywhere.
 """
 
 from __future__ import annotations

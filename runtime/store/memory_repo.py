@@ -1,4 +1,5 @@
-"""Memory records: provenance of the memory files and their full-text index (`memory_fts`, FTS5)."""
+"""Memory records: provenance of the memory files and their full-text index (`memory_fts`: FTS5 on SQLite, a
+table with a generated tsvector on PostgreSQL, written by the same statements; revision 0005)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,15 @@ from typing import Any
 from sqlalchemy import bindparam, delete, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from .fts import match_any, query_words, tsquery_any
 from .models import JobRow, MemoryRow, TaskRow, TurnRow
+
+_SEARCH = {
+    "sqlite": "SELECT name FROM memory_fts WHERE memory_fts MATCH :q ORDER BY bm25(memory_fts, 0, 2.0, 1.0) LIMIT :n",
+    # Summary (A) ranked twice the body (B), as bm25's weights above; the name breaks ties.
+    "postgresql": "SELECT name FROM memory_fts, to_tsquery('english', :q) AS q WHERE search @@ q "
+                  "ORDER BY ts_rank('{0, 0, 0.5, 1}', search, q) DESC, name LIMIT :n",
+}
 
 
 class MemoryRepo:
@@ -52,12 +61,16 @@ class MemoryRepo:
             await conn.execute(text("DELETE FROM memory_fts WHERE name IN :names").bindparams(
                 bindparam("names", expanding=True)), {"names": names})
 
-    async def search(self, match: str, limit: int) -> list[str]:
-        """Names of the memories matching an FTS5 query, best first (BM25)."""
+    async def search(self, words: str, limit: int) -> list[str]:
+        """Names of the memories holding any of `words` (what a person or a model typed; never read as query
+        syntax), best first: BM25 on SQLite, ts_rank on PostgreSQL."""
+        dialect = self.engine.dialect.name
+        found = query_words(words)
+        query = tsquery_any(found) if dialect == "postgresql" else match_any(found)
+        if not query:
+            return []
         async with self.engine.connect() as conn:
-            rows = await conn.execute(
-                text("SELECT name FROM memory_fts WHERE memory_fts MATCH :q ORDER BY bm25(memory_fts, 0, 2.0, 1.0) "
-                     "LIMIT :n"), {"q": match, "n": limit})
+            rows = await conn.execute(text(_SEARCH[dialect]), {"q": query, "n": limit})
             return [r[0] for r in rows]
 
     async def touch(self, names: list[str]) -> None:

@@ -1,4 +1,8 @@
-"""The only place that talks SQL. Hot writes use Core statements (one thread hop each)."""
+"""The only place that talks SQL. Hot writes use Core statements (one thread hop each).
+
+A `Store` opens the desktop's SQLite file in a data folder (`open`), or any database by URL (`open_url`: the
+server host's PostgreSQL, or a SQLite file); the chats, teams, memory and knowledge repositories take its engine.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
-from .db import make_engine
+from .db import database_url, make_engine, migrate_url, server_engine
 from .db import migrate as migrate_db
+from .lengths import refuse_too_long
 from .models import (
     CheckpointRow,
     JobRow,
@@ -40,13 +46,28 @@ class Store(Conversations, RulesRepo, UsersRepo):
     """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; the server host's
     users (`UsersRepo`)."""
 
-    def __init__(self, engine: AsyncEngine, path: Path):
+    def __init__(self, engine: AsyncEngine, path: Path | None):
         super().__init__(engine, TASK_TABLES)
-        self.path = path
+        self.path = path  # the SQLite file; None on PostgreSQL
 
     @classmethod
     async def open(cls, home: Path, *, migrate: bool = True) -> Store:
-        path = home / DB_NAME
+        """The data folder's SQLite database (`DB_NAME`), migrated unless `migrate` is False."""
+        return await cls._open_file(home / DB_NAME, migrate=migrate)
+
+    @classmethod
+    async def open_url(cls, url: str | URL) -> Store:
+        """The database at `url`, migrated to the head: PostgreSQL (`postgresql+asyncpg://…`; a plain
+        `postgresql://` is normalised) or a SQLite file (`sqlite:///PATH`). ConfigError for another URL,
+        StorageUnavailable for a database that cannot be reached or was written by a newer Hearth."""
+        url = database_url(url)
+        if url.get_backend_name() == "sqlite":
+            return await cls._open_file(Path(url.database or ""))
+        await migrate_url(url)
+        return cls(server_engine(url), None)
+
+    @classmethod
+    async def _open_file(cls, path: Path, *, migrate: bool = True) -> Store:
         engine = make_engine(path)
         if migrate:
             try:
@@ -63,7 +84,8 @@ class Store(Conversations, RulesRepo, UsersRepo):
 
     async def create_task(self, **values: Any) -> dict[str, Any]:
         """A task row from its columns (`owner_id`: the server host's user it belongs to; none: the local
-        person's)."""
+        person's). ConfigError for a model name longer than its column."""
+        refuse_too_long(TaskRow.__table__, values)
         now = time.time()
         values.setdefault("state", "idle")
         values.update(created_at=now, updated_at=now)

@@ -11,11 +11,10 @@ from sqlalchemy import text
 
 from runtime.errors import ConfigError
 from runtime.store.repo import Store
-from tests.support.stores import open_store
 
 
 async def test_a_token_is_given_once_and_only_its_hash_is_kept(database):
-    store = await open_store(database)
+    store = await Store.open_url(database)
     try:
         ada, token = await store.add_user("ada", None)
         assert token.startswith("hearth_") and len(token) >= 7 + 43  # 32 random bytes, base64
@@ -35,7 +34,7 @@ async def test_a_token_is_given_once_and_only_its_hash_is_kept(database):
 
 
 async def test_a_revoked_token_opens_nothing(database):
-    store = await open_store(database)
+    store = await Store.open_url(database)
     try:
         ada, token = await store.add_user("ada")
         revoked = await store.revoke_user("ada")
@@ -51,7 +50,7 @@ async def test_a_revoked_token_opens_nothing(database):
 
 
 async def test_user_names_and_quotas_that_cannot_be_are_refused_with_a_sentence(database):
-    store = await open_store(database)
+    store = await Store.open_url(database)
     try:
         for bad in ("", " ada", "ada lovelace", "-ada", "a/b", "ada\n"):
             with pytest.raises(ConfigError, match="A user name is letters, digits"):
@@ -68,7 +67,7 @@ async def test_user_names_and_quotas_that_cannot_be_are_refused_with_a_sentence(
 
 
 async def test_a_quota_is_counted_in_the_database_also_by_concurrent_turns(database):
-    store = await open_store(database)
+    store = await Store.open_url(database)
     try:
         free, _ = await store.add_user("free")
         assert store.quota_left(free) is None  # unlimited
@@ -96,7 +95,7 @@ async def _task(store: Store, task_id: str, owner_id: str | None, updated: float
 
 
 async def test_a_users_tasks_are_theirs_alone_and_the_desktops_belong_to_nobody(database):
-    store = await open_store(database)
+    store = await Store.open_url(database)
     try:
         ada, _ = await store.add_user("ada")
         bob, _ = await store.add_user("bob")
