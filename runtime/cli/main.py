@@ -1,5 +1,6 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team`, also
-`python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py).
+"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team | server`,
+also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py; `hearth
+server init | user …`: runtime/cli/server.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -43,6 +44,7 @@ from ..errors import (
 from ..redact import redact
 from . import mcp as cli_mcp
 from . import memory as cli_memory
+from . import server as cli_server
 from . import team as cli_team
 from .chat import add_chat_parser, chat_command
 from .models import add_models_parser, models_command
@@ -94,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_memory.add_parsers(sub)
     add_chat_parser(sub)
     cli_team.add_team_parser(sub)
+    cli_server.add_server_parser(sub)
     return p
 
 
@@ -286,6 +289,8 @@ async def _open(args: argparse.Namespace) -> Runtime:
 async def _main(args: argparse.Namespace) -> int:
     if args.command in STORAGE_COMMANDS:  # on the database file itself, without opening the runtime
         return await storage_command(args)
+    if args.command in cli_server.COMMANDS:  # the server host's database, without a runtime
+        return await cli_server.run(args)
     rt = await _open(args)
     try:
         if args.command == "run":

@@ -72,16 +72,16 @@ class UsersRepo:
                               "Choose another name.") from None
         return dict(user._mapping), token
 
-    async def revoke_user(self, name: str) -> dict[str, Any]:
-        """Revoke the user's token: it opens nothing from now on (their tasks stay). Revoking twice keeps the
-        first time. ConfigError when there is no such user."""
+    async def revoke_user(self, name: str) -> tuple[dict[str, Any], bool]:
+        """Revoke the user's token: it opens nothing from now on (their tasks stay). Returns the user and whether
+        this revoked it (revoking twice keeps the first time). ConfigError when there is no such user."""
         async with self.engine.begin() as conn:
-            await conn.execute(update(UserRow).where(UserRow.name == name, UserRow.revoked_at.is_(None))
-                               .values(revoked_at=time.time()))
+            revoked = await conn.execute(update(UserRow).where(UserRow.name == name, UserRow.revoked_at.is_(None))
+                                         .values(revoked_at=time.time()))
             found = (await conn.execute(select(*_SHOWN).where(UserRow.name == name))).first()
         if found is None:
             raise ConfigError(f"There is no user named {name!r}.")
-        return dict(found._mapping)
+        return dict(found._mapping), revoked.rowcount == 1
 
     async def user(self, user_id: str) -> dict[str, Any] | None:
         async with self.engine.connect() as conn:

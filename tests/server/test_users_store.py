@@ -37,10 +37,10 @@ async def test_a_revoked_token_opens_nothing(database):
     store = await Store.open_url(database)
     try:
         ada, token = await store.add_user("ada")
-        revoked = await store.revoke_user("ada")
-        assert revoked["id"] == ada["id"] and revoked["revoked_at"] is not None
+        revoked, now = await store.revoke_user("ada")
+        assert now and revoked["id"] == ada["id"] and revoked["revoked_at"] is not None
         assert await store.user_for_token(token) is None
-        assert (await store.revoke_user("ada"))["revoked_at"] == revoked["revoked_at"]  # the first time stays
+        assert await store.revoke_user("ada") == (revoked, False)  # the first time stays
         with pytest.raises(ConfigError, match=r"^There is no user named 'nobody'\.$"):
             await store.revoke_user("nobody")
         with pytest.raises(ConfigError, match="already a user named 'ada'"):  # a revoked user keeps the name
