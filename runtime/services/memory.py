@@ -13,7 +13,6 @@ from typing import TypeVar
 
 from ..errors import ConfigError, ToolError
 from ..memory.folder import Memory
-from ..store.fts import match_query
 from .core import Core
 
 T = TypeVar("T")
@@ -46,8 +45,7 @@ class Memories:
         rows = await self._memory.entries()
         if not query or not query.strip():
             return rows
-        match = match_query(query)
-        found = set(await self._memory.repo.search(match, 10_000)) if match else set()
+        found = set(await self._memory.repo.search(query, 10_000))
         words = query.lower().split()
         return [r for r in rows if r["name"] in found or all(w in (r["name"] + " " + r["summary"]).lower()
                                                              for w in words)]

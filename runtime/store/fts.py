@@ -43,11 +43,6 @@ def match_all(words: list[str]) -> str:
     return " AND ".join(f'"{w}"' for w in words)
 
 
-def match_query(text: str) -> str | None:
-    """An FTS5 query matching any of the text's words, or None when nothing is left."""
-    return match_any(query_words(text))
-
-
 def tsquery_any(words: list[str]) -> str | None:
     """A `to_tsquery` text matching any of `words` (`query_words`'s), or None when there are none."""
     return " | ".join(words) or None
