@@ -14,12 +14,12 @@ import sys
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .exits import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_WAITING
 from .status import StatusLine
 
 if TYPE_CHECKING:
     from ..api import Runtime
 
-EXIT_OK, EXIT_PROVIDER, EXIT_WAITING, EXIT_STOPPED = 0, 3, 4, 130  # as in cli/main.py
 
 
 def add_chat_parser(sub) -> None:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 from ..config import split_model_ref
 from ..local_models.machine import human_bytes
+from .exits import EXIT_OK, EXIT_STOPPED
 
 if TYPE_CHECKING:
     from ..api import Runtime
 
-EXIT_OK, EXIT_STOPPED = 0, 130  # as in cli/main.py
 
 
 def add_models_parser(sub) -> None:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from ..errors import ConfigError, HearthError
 from ..paths import data_folder
+from .exits import EXIT_OK, EXIT_USAGE
 
-EXIT_OK, EXIT_USAGE = 0, 2  # as in cli/main.py
 COMMANDS = ("server",)
 DATABASE_ENV = "HEARTH_DATABASE_URL"
 

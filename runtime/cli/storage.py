@@ -8,7 +8,8 @@ import argparse
 import sys
 import time
 
-EXIT_OK, EXIT_CORRUPT = 0, 7  # as in cli/main.py
+from .exits import EXIT_CORRUPT, EXIT_OK
+
 STORAGE_COMMANDS = ("backup", "check", "restore")
 
 

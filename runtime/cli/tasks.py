@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, TaskNotFound
 from ..events import STATE_WORDS, state_key
 from ..parts import has_marker
+from .exits import EXIT_OK
 
 if TYPE_CHECKING:
     from ..api import Runtime
 
-EXIT_OK = 0
 ENDINGS = {"aborted": "stopped", "interrupted": "interrupted: Hearth closed while it ran", "error": "failed"}
 
 

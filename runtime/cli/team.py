@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError
 from ..teams.specs import TOOL_SETS
 from ..workspace import workspace_for
+from .exits import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_WAITING
 
 if TYPE_CHECKING:
     from ..api import Runtime
     from ..infos import TeamInfo
 
-EXIT_OK, EXIT_PROVIDER, EXIT_WAITING, EXIT_STOPPED = 0, 3, 4, 130  # as in cli/main.py
 COMMANDS = ("team",)
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from runtime.api import ConfigError, Runtime, TaskNotFound
-from runtime.cli.main import EXIT_WAITING
+from runtime.cli.exits import EXIT_WAITING
 from runtime.cli.tasks import resolve_task
 from runtime.providers.scripted import Delay, ScriptedModel
 from tests.runtime.test_cli import _cli, _result

@@ -1,0 +1,219 @@
+"""`hearth run` and `hearth answer`: send an input (or an answer) and stream the task's turns to the terminal until
+it is idle; in a terminal, approvals (y / n / always) and questions are asked on the way. Ctrl-C stops the turn,
+waits for its finalize, then exits 130. The exit codes are cli/exits.py's."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigError, RequestNotFound
+from .exits import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_WAITING
+from .status import StatusLine
+from .tasks import resolve_task
+
+if TYPE_CHECKING:
+    from ..api import Runtime
+    from ..events import Event, TurnEnded
+
+
+def add_run_parsers(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="send an input and stream the turn")
+    run.add_argument("text", nargs="?")
+    run.add_argument("--task", help="continue this task (default: a new task)")
+    run.add_argument("--queued", action="store_true", help="run the task's queued inputs, in order")
+    run.add_argument("--retry", action="store_true", help="another answer to the task's last input (with --task)")
+    run.add_argument("--model", help="provider_id/model_name for a new task")
+    run.add_argument("--approval", default="ask", choices=["ask", "auto_edit", "full_auto"])
+    run.add_argument("--plan", action="store_true", help="a new task plans first; you approve the plan")
+    run.add_argument("--doc", action="append", default=[], metavar="PATH",
+                     help="a document or folder a new task works from (repeatable)")
+    run.add_argument("--no-memory", action="store_true", help="a new task neither uses nor saves memories")
+    run.add_argument("--network", action="store_true", help="a new task's commands may use the network")
+    answer = sub.add_parser("answer", help="answer a task that waits for an approval or a question")
+    answer.add_argument("task_id")
+    how = answer.add_mutually_exclusive_group(required=True)
+    how.add_argument("--approve", action="store_true")
+    how.add_argument("--deny", action="store_true")
+    how.add_argument("--text", help="the answer to a question")
+    answer.add_argument("--always", action="store_true",
+                        help="remember the approval or denial in this task: for a shell command, for commands "
+                             "starting like it; for another tool, for that tool")
+    answer.add_argument("--network", action="store_true",
+                        help="with --approve: let this one shell command use the network (when it asks for it)")
+
+
+async def run_command(rt: Runtime, args: argparse.Namespace) -> int:
+    if args.task:
+        args.task = await resolve_task(rt, args.task)
+    if args.queued:
+        if not args.task or args.text:
+            raise ConfigError("--queued runs a task's queued inputs: give --task ID and no text.")
+        handle = await rt.tasks.run_queued(args.task)
+        if handle is None:
+            print("Nothing is queued for this task.", file=sys.stderr)
+            return EXIT_OK
+    elif args.retry:
+        if not args.task or args.text:
+            raise ConfigError("--retry answers a task's last input again: give --task ID and no text.")
+        handle = await rt.tasks.retry(args.task)
+    else:
+        if not args.text or not args.text.strip():  # before a task is made for it
+            raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
+        task = await rt.get_task(args.task) if args.task else await rt.create_task(
+            model=args.model, approval=args.approval, planning=args.plan, knowledge=args.doc,
+            memory=not args.no_memory, network=args.network)
+        handle = await rt.send(task.id, args.text)
+    return await _follow(rt, handle.task_id, handle.turn_id)
+
+
+async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
+    """Stream the task's turns until it is idle; in a terminal, answer what it asks on the way."""
+    from ..events import EndReason
+
+    loop = asyncio.get_running_loop()
+    stopped = False
+    stopping: set[asyncio.Task] = set()
+
+    def on_sigint() -> None:
+        nonlocal stopped
+        stopped = True
+        stopping.add(loop.create_task(rt.stop(task_id)))
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        while True:
+            ended = await _stream_until_idle(rt, task_id, turn_id)
+            if stopped or ended is None or ended.reason != EndReason.waiting or not sys.stdin.isatty():
+                break
+            try:
+                handle = await _ask_in_terminal(rt, task_id)
+            except RequestNotFound:
+                if not stopped:
+                    raise
+                break  # Ctrl-C while the question was asked: the wait was stopped, not answered
+            if handle is None:
+                break
+            turn_id = handle.turn_id
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    print()
+    print(f"task {task_id}", file=sys.stderr)
+    if ended is None:
+        return EXIT_PROVIDER
+    if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
+        return EXIT_STOPPED
+    if ended.reason == EndReason.error:
+        print(f"error: {ended.error}", file=sys.stderr)  # redacted by finalize
+        return EXIT_PROVIDER
+    if ended.reason == EndReason.waiting:
+        req = (await rt.get_task(task_id)).pending_request or {}
+        how = {"approval": "--approve or --deny", "plan": '--approve, or --text "what to change"'}.get(
+            req.get("kind", ""), '--text "..."')
+        if req.get("network_offer"):
+            how += " (--approve --network: this one command may use the network)"
+        print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
+        return EXIT_WAITING
+    return EXIT_OK
+
+
+async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None) -> TurnEnded | None:
+    """Print the task's events across its queued turns; the last `turn_ended`, once the task is idle."""
+    events = rt.subscribe(task_id, turn_id=turn_id, follow=True)
+    ended: TurnEnded | None = None
+    status = StatusLine()
+    idle = asyncio.ensure_future(rt.wait_idle(task_id))
+    try:
+        while True:
+            nxt = asyncio.ensure_future(anext(events))
+            await asyncio.wait({nxt, idle}, return_when=asyncio.FIRST_COMPLETED)
+            if not nxt.done():
+                nxt.cancel()
+                await asyncio.gather(nxt, return_exceptions=True)
+                return ended
+            ev = nxt.result()
+            status.event(ev)
+            status.printed(_print_event(ev))
+            if ev.type == "turn_ended":
+                ended = ev
+    except StopAsyncIteration:
+        return ended
+    finally:
+        idle.cancel()
+        await events.aclose()
+
+
+def _print_event(ev: Event) -> str:
+    """Print what the person follows of an event; returns what was printed."""
+    if ev.type == "text_delta":
+        sys.stdout.write(ev.text)
+        sys.stdout.flush()
+        return ev.text
+    if ev.type == "tool_call" and ev.state != "pending":
+        line = f"\n[{ev.name} {ev.state}]\n"
+    elif ev.type == "input_requested":
+        line = f"\n[waiting] {ev.prompt}\n"
+    elif ev.type == "warning":
+        line = f"\n[warning] {ev.message}\n"
+        if ev.code == "repeating":  # going on would repeat it again: another answer is the way on
+            line += f"Ask for another answer: hearth run --task {ev.task_id} --retry\n"
+    else:
+        return ""
+    sys.stderr.write(line)
+    return line
+
+
+async def _ask_in_terminal(rt: Runtime, task_id: str):
+    req = (await rt.get_task(task_id)).pending_request
+    if not req:
+        return None
+    if req["kind"] == "approval":
+        args = json.dumps(req.get("tool_args") or {}, ensure_ascii=False)
+        print(f"{req['tool_name']} {args}", file=sys.stderr)
+        if req.get("touches"):
+            print(req["touches"], file=sys.stderr)
+        rule = req.get("suggested_rule")
+        network = " / [w]ith network" if req.get("network_offer") else ""
+        scope = f" (commands starting “{rule}”)" if rule else ""
+        reply = (await asyncio.to_thread(input, f"Allow? [y]es{network} / [n]o / [a]lways{scope} / [N]ever: ")).strip()
+        answer = "approve" if reply.lower() in ("y", "yes", "a", "always") else "deny"
+        if network and reply.lower() in ("w", "with network"):
+            answer = "approve_network"
+        remember = reply.lower() in ("a", "always") or reply == "N" or reply.lower() == "never"
+        return await rt.answer(task_id, req["request_id"], answer, remember=remember,
+                               rule_command=rule if remember else None)
+    if req["kind"] == "plan":
+        steps = "\n".join(f"  {i}. {step}" for i, step in enumerate(req.get("plan") or [], 1))
+        print(f"Plan: {req['prompt']}\n{steps}", file=sys.stderr)
+        reply = (await asyncio.to_thread(input, "Approve? [y]es, or say what to change: ")).strip()
+        answer = "approve" if reply.lower() in ("y", "yes") else (reply or "Not this plan.")
+        return await rt.answer(task_id, req["request_id"], answer)
+    text = await asyncio.to_thread(input, f"{req['prompt']}\n> ")
+    return await rt.answer(task_id, req["request_id"], text)
+
+
+async def answer_command(rt: Runtime, args: argparse.Namespace) -> int:
+    args.task_id = await resolve_task(rt, args.task_id)
+    req = (await rt.get_task(args.task_id)).pending_request
+    if not req:
+        raise ConfigError(f"Task {args.task_id} is not waiting for an answer.")
+    if args.network and not (req["kind"] == "approval" and args.approve and req.get("network_offer")):
+        raise ConfigError("--network goes with --approve, for a shell command that runs in the sandbox without "
+                          "network; this request is not one.")
+    rule = req.get("suggested_rule") if args.always else None  # a shell command: commands starting like it
+    if req["kind"] == "approval":
+        if args.text is not None:
+            raise ConfigError("This task waits for an approval: answer with --approve or --deny.")
+        answer = ("approve_network" if args.network else "approve") if args.approve else "deny"
+    elif req["kind"] == "plan":  # --approve, or --deny / --text "what to change" to reject it
+        answer = "approve" if args.approve else (args.text or "Not this plan.")
+    else:
+        if args.text is None:
+            raise ConfigError(f"This task asks: {req['prompt']} Answer with --text \"...\".")
+        answer = args.text
+    handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always, rule_command=rule)
+    return await _follow(rt, args.task_id, handle.turn_id)
