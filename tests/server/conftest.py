@@ -4,10 +4,12 @@ is a URL, once of SQLite and once of PostgreSQL (tests/support/stores.py)."""
 import pytest
 
 from tests.support.services import (  # noqa: F401  (fixtures)
+    own_redis,
     postgres_bindir,
     postgres_server,
     postgres_url,
     redis_binary,
+    redis_client,
     redis_server,
     redis_url,
 )

@@ -1,11 +1,14 @@
 """A real Redis and a real PostgreSQL server, private to the test run, for the server host's tests.
 
     with RedisServer.start() as redis: redis.url            # redis://127.0.0.1:PORT/0
+    redis.restart(keep_data=True, downtime=0.5)              # the same port again, with or without its data
     with PostgresCluster.start() as pg: pg.url(pg.create_database())
 
 Fixtures (register them in a conftest with an import): `redis_server` and `postgres_server` start once per session
-on first use; `redis_url` is the server flushed after each test; `postgres_url` is a fresh empty database per test,
-dropped after it (CREATE DATABASE copies the empty template in a few milliseconds).
+on first use; `redis_url` is the server flushed after each test (`redis_client`: an asyncio client of it;
+`own_redis`: a server of the test's own, to restart or stop);
+`postgres_url` is a fresh empty database per test, dropped after it (CREATE DATABASE copies the empty template in a
+few milliseconds).
 
 Both listen on 127.0.0.1 on a free port and keep their files in a folder of their own made by `tempfile`, removed
 when they stop. PostgreSQL refuses to run as root: as root its cluster belongs to the `postgres` user, who runs
@@ -28,7 +31,7 @@ import subprocess
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -138,8 +141,10 @@ def _tail(log: Path, lines: int = 15) -> str:
 
 
 class RedisServer:
-    def __init__(self, process: subprocess.Popen, port: int, folder: Path):
-        self.process, self.port, self.folder = process, port, folder
+    process: subprocess.Popen
+
+    def __init__(self, binary: str, port: int, folder: Path):
+        self.binary, self.port, self.folder = binary, port, folder
 
     @property
     def url(self) -> str:
@@ -151,17 +156,37 @@ class RedisServer:
         if binary is None:
             raise RuntimeError("redis-server is not installed")
         folder = Path(tempfile.mkdtemp(prefix="hearth-redis-"))
-        log = folder / "redis.log"
         for _ in range(3):
-            port = free_port()
-            process = _spawn([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                              "no", "--dir", str(folder)], log, stop_signal=signal.SIGTERM, cwd=folder)
-            server = cls(process, port, folder)
-            if _wait_until(server.ping, process, timeout=10):
+            server = cls(binary, free_port(), folder)
+            if server._run():
                 return server
-            _stop(process, signal.SIGTERM)
         shutil.rmtree(folder, ignore_errors=True)
-        raise RuntimeError(f"redis-server did not start:\n{_tail(log)}")
+        raise RuntimeError(f"redis-server did not start:\n{_tail(folder / 'redis.log')}")
+
+    def _run(self) -> bool:
+        """Start redis-server on this port and folder (it loads the folder's dump.rdb if there is one); True once
+        it answers, else it is stopped again."""
+        argv = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", str(self.folder)]
+        self.process = _spawn(argv, self.folder / "redis.log", stop_signal=signal.SIGTERM, cwd=self.folder)
+        if _wait_until(self.ping, self.process, timeout=10):
+            return True
+        _stop(self.process, signal.SIGTERM)
+        return False
+
+    def restart(self, *, keep_data: bool, downtime: float = 0.0) -> None:
+        """Stop the server and start it again on the same port after `downtime` seconds: with `keep_data` it saves
+        its data on the way down and loads it back (a restart with persistence), else it comes back empty."""
+        if keep_data:
+            with self._client() as client:
+                client.shutdown(save=True)
+            self.process.wait(STOP_WAIT)
+        else:
+            _stop(self.process, signal.SIGTERM)
+            (self.folder / "dump.rdb").unlink(missing_ok=True)
+        time.sleep(downtime)
+        if not self._run():
+            raise RuntimeError(f"redis-server did not start again:\n{_tail(self.folder / 'redis.log')}")
 
     def _client(self):
         import redis
@@ -284,6 +309,24 @@ def redis_server() -> Iterator[RedisServer]:
 def redis_url(redis_server: RedisServer) -> Iterator[str]:
     yield redis_server.url
     redis_server.flush()
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[Any]:
+    """An asyncio client of the test's Redis (bytes replies, as the server's ports want)."""
+    import redis.asyncio
+
+    client = redis.asyncio.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def own_redis() -> Iterator[RedisServer]:
+    """A Redis of the test's own, to restart or stop."""
+    require(redis_binary(), "redis-server", "redis-server")
+    with RedisServer.start() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
