@@ -9,6 +9,7 @@ import time
 
 import redis.asyncio
 import redis.exceptions
+from redis.asyncio.client import PubSub
 
 from ...errors import HearthError
 
@@ -24,6 +25,12 @@ TRANSIENT: tuple[type[Exception], ...] = (redis.exceptions.ConnectionError, redi
 def key(*parts: str) -> str:
     """`hearth:` + the parts joined with `:` (`key("stream", task_id)` is `hearth:stream:<task>`)."""
     return PREFIX + ":".join(parts)
+
+
+def channel(client: redis.asyncio.Redis, *parts: str) -> str:
+    """A pub/sub channel: like `key`, with the database number in it, since channels are shared by every database of
+    a Redis (two Hearths on databases 0 and 1 of one server must not hear each other)."""
+    return key(str(client.connection_pool.connection_kwargs.get("db", 0)), *parts)
 
 
 def require_bytes(client: redis.asyncio.Redis) -> None:
@@ -67,3 +74,19 @@ class Outage:
             self.since = None
             self._delay = 0.05
 
+
+async def subscribe(client: redis.asyncio.Redis, name: str, doing: str, timeout: float = 5.0) -> PubSub:
+    """A pub/sub connection subscribed to `name`, returned once Redis confirmed it: from then on nothing published
+    on `name` is missed. Raises `RedisUnavailable` (nothing left open) when Redis cannot be reached."""
+    pubsub = client.pubsub()
+    try:
+        await pubsub.subscribe(name)
+        async with asyncio.timeout(timeout):
+            while (message := await pubsub.get_message(timeout=timeout)) is None or message["type"] != "subscribe":
+                pass
+    except BaseException as error:
+        await pubsub.aclose()
+        if isinstance(error, (*TRANSIENT, TimeoutError)):
+            raise RedisUnavailable(doing) from error
+        raise
+    return pubsub
