@@ -136,7 +136,7 @@ class Settings(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_defaults=True)
 
 
-def _strings(value) -> list[str]:
+def _strings(value: object) -> list[str]:
     """Every string inside a JSON-like value."""
     if isinstance(value, str):
         return [value]

@@ -1,5 +1,7 @@
 """Typed errors of the runtime facade. Each carries a message a person can read."""
 
+from pathlib import Path
+
 
 class HearthError(Exception):
     """Base of every error the runtime raises on purpose."""
@@ -58,7 +60,7 @@ class ConfigError(HearthError):
 class SettingsError(ConfigError):
     """settings.json cannot be used; `path` is the file, so the app can offer to open or reset it."""
 
-    def __init__(self, message: str, path):
+    def __init__(self, message: str, path: Path):
         super().__init__(message)
         self.path = path
 

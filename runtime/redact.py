@@ -87,7 +87,7 @@ def install_log_redaction() -> None:
     make_record = logging.getLogRecordFactory()
     formatter = logging.Formatter()
 
-    def redacting_factory(*args, **kwargs) -> logging.LogRecord:
+    def redacting_factory(*args: object, **kwargs: object) -> logging.LogRecord:
         record = make_record(*args, **kwargs)
         try:
             message = record.getMessage()
