@@ -43,6 +43,8 @@ class ToolPart(TypedDict):
     effect: NotRequired[str]  # an Effect value; "read_only" when absent
     note: NotRequired[str]  # why an interrupted call ended as it did
     awaiting: NotRequired[bool]  # the call waits for the person's answer (its turn ended `waiting`)
+    mcp_server: NotRequired[str]  # an MCP tool's server: its result is framed as an outside program's data
+    progress: NotRequired[list[str]]  # a delegated helper's steps, as they were shown live
 
 
 class MarkerPart(TypedDict):

@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..events import Aborted, EndReason
+from ..events import Aborted, EndReason, Event
 
 GIVE_UP_SECONDS = 10.0
 
@@ -41,10 +41,10 @@ class TurnSlot:
     output_message_id: int = 0
     reason: EndReason | None = None
     settled: bool = False
-    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    gave_up: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
-    _work: asyncio.Task | None = None
-    _publish: Callable | None = None
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    gave_up: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    _work: asyncio.Task[None] | None = None
+    _publish: Callable[[Event], None] | None = None
     _announced: bool = False
     _give_up: asyncio.TimerHandle | None = None
 
@@ -52,12 +52,12 @@ class TurnSlot:
     def aborted(self) -> bool:
         return self.reason is not None
 
-    def attach(self, publish: Callable) -> None:
+    def attach(self, publish: Callable[[Event], None]) -> None:
         """The turn's stream exists now: a Stop recorded earlier is announced on it."""
         self._publish = publish
         self._announce()
 
-    def bind(self, work: asyncio.Task) -> None:
+    def bind(self, work: asyncio.Task[None]) -> None:
         self._work = work
         if self.reason is not None:
             self._cancel_work()
@@ -85,10 +85,12 @@ class TurnSlot:
             return
         self._work.cancel()
         if self._give_up is None:
-            loop = asyncio.get_running_loop()
-            self._give_up = loop.call_later(
-                GIVE_UP_SECONDS, lambda: self.gave_up.done() or self.gave_up.set_result(None)
-            )
+            self._give_up = asyncio.get_running_loop().call_later(GIVE_UP_SECONDS, self._stop_waiting)
+
+    def _stop_waiting(self) -> None:
+        """The work ignored the abort for GIVE_UP_SECONDS: the run finalizes without it."""
+        if not self.gave_up.done():
+            self.gave_up.set_result(None)
 
     def _announce(self) -> None:
         if self.reason == EndReason.aborted and not self._announced and self._publish is not None:

@@ -72,7 +72,8 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
         reason = EndReason.error
         error = "The turn could not be saved completely" + (f": {redact(str(exc))}" if isinstance(exc, HearthError)
                                                            else ".")
-        record.update(reason=reason.value, error=error, state=TaskState.idle.value, pending_request=None)
+        record["reason"], record["error"] = reason.value, error
+        record["state"], record["pending_request"] = TaskState.idle.value, None
         try:
             await storage.fail_turn(record)
         except Exception:

@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, TaskBusy
@@ -127,6 +127,7 @@ class TurnHost:
                 except DuplicateMessage as dup:
                     self.aborts.release(slot)
                     return self.duplicate(dup.row)
+                assert started is not None, "with a turn id a turn starts: this input's or an older queued one's"
         except BaseException:
             self.aborts.release(slot)
             raise
@@ -220,7 +221,7 @@ class TurnHost:
         slot.attach(buffer.publish)
         self._spawn(run_turn(self.services, slot, owner, started.parts))
 
-    def _spawn(self, coro) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         run = asyncio.ensure_future(coro)
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)

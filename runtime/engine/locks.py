@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -70,7 +71,7 @@ def _read_pid(fd: int) -> int | None:
         return None
 
 
-if os.name == "nt":  # pragma: no cover - Windows
+if sys.platform == "win32":  # pragma: no cover - Windows (the test mypy understands, as os.name == "nt")
     import msvcrt
 
     def _lock(fd: int) -> None:

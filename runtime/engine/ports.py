@@ -9,20 +9,25 @@ that fails fast instead of a waiting lock, a Redis stream any API instance reads
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..events import Event
 from ..parts import FinalRecord
 from ..providers.base import Provider
+from ..tools.base import Tool
 from .abort import TurnSlot
+
+if TYPE_CHECKING:
+    from ..store.conversations import ContextInputs, EndedWait, Started
 
 
 class TurnStorage(Protocol):
-    async def context_inputs(self, task_id: str) -> Any:
-        """The latest checkpoint, the messages after it and the usage anchor (store.repo.ContextInputs)."""
+    async def context_inputs(self, task_id: str) -> ContextInputs:
+        """The latest checkpoint, the messages after it and the usage anchor."""
 
     async def set_todos(self, task_id: str, todos: list[dict[str, Any]]) -> None: ...
 
@@ -61,17 +66,17 @@ class HostStorage(TurnStorage, Protocol):
     async def find_client_message(self, owner_id: str, client_msg_id: str) -> dict[str, Any] | None: ...
 
     async def add_input(self, owner_id: str, parts: list[dict], *, client_msg_id: str | None, turn_id: str | None,
-                        title: str | None = None) -> tuple[int, Any]:
-        """The input's message id, and its turn's start (`Started`) unless it was queued."""
+                        title: str | None = None) -> tuple[int, Started | None]:
+        """The input's message id, and its turn's start unless it was queued (no `turn_id`)."""
 
-    async def start_queued_turn(self, owner_id: str, turn_id: str) -> Any: ...
+    async def start_queued_turn(self, owner_id: str, turn_id: str) -> Started | None: ...
 
     async def discard_queued(self, owner_id: str, message_id: int) -> bool: ...
 
     async def is_waiting(self, owner_id: str) -> bool: ...
 
-    async def end_wait(self, owner_id: str) -> Any:
-        """End a wait for the person's answer as `aborted` (`EndedWait`), or None when the owner did not wait."""
+    async def end_wait(self, owner_id: str) -> EndedWait | None:
+        """End a wait for the person's answer as `aborted`, or None when the owner did not wait."""
 
 
 class TaskLockPort(Protocol):
@@ -116,7 +121,7 @@ class TurnStream(Protocol):
 
     def append_delta(self, kind: int, part_id: int, text: str) -> None: ...
 
-    def publish(self, event: Any) -> None: ...
+    def publish(self, event: Event) -> None: ...
 
 
 class StreamTransport(Protocol):
@@ -124,13 +129,48 @@ class StreamTransport(Protocol):
 
     def reset(self, task_id: str, turn_id: str) -> TurnStream: ...
 
-    def announce(self, event: Any) -> None:
+    def announce(self, event: Event) -> None:
         """An event that belongs to no turn's stream, to every feed."""
 
 
 class JobPort(Protocol):
-    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any], *, disposable: bool = False) -> Any:
+    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any], *, disposable: bool = False) -> object:
         """Run `coro` in the background; a `disposable` job is cancelled, not waited for, at shutdown."""
+
+
+class TurnSetup(Protocol):
+    """What the agent port prepares for a turn (kits.task.Prepared)."""
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        """This turn's tools by name."""
+
+    @property
+    def notes(self) -> list[str]:
+        """What each step is given beside the system prompt (planning mode, skills, memories)."""
+
+    @property
+    def system(self) -> str: ...
+
+    @property
+    def notice(self) -> str | None:
+        """A sentence for the person, given once (a model that can only talk, asked for files or commands)."""
+
+
+class TurnMCP(Protocol):
+    """A turn's MCP sessions (tools.mcp.sessions.MCPTurnSessions, or a team member's view of them)."""
+
+    @property
+    def paused(self) -> Collection[str]:
+        """Those of `ready`'s warnings that say a server is paused because its tools changed."""
+
+    def start(self) -> None:
+        """Begin connecting, without waiting (the rest of the setup goes on meanwhile)."""
+
+    async def ready(self) -> tuple[list[Tool], list[str]]:
+        """The servers' tools, and a warning for each server that is not available."""
+
+    async def aclose(self) -> None: ...
 
 
 class AgentPort(Protocol):
@@ -141,12 +181,10 @@ class AgentPort(Protocol):
 
     def provider(self, provider_id: str) -> Provider: ...
 
-    async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> Any:
-        """This turn's tools (`.tools`, name -> Tool), the notes each step is given (`.notes`), the system prompt
-        (`.system`) and a notice for the person (`.notice`, kit.Prepared)."""
+    async def prepare(self, task: dict[str, Any], input_parts: list[dict[str, Any]]) -> TurnSetup: ...
 
-    def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> Any:
-        """This turn's MCP sessions (start / ready / aclose) for the task, chat or assignment, or None."""
+    def mcp_sessions(self, owner: dict[str, Any], cwd: Path) -> TurnMCP | None:
+        """This turn's MCP sessions for the task, chat or assignment, or None."""
 
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """The model's context window in tokens, and a note for the person when it had to be assumed."""

@@ -19,10 +19,11 @@ import time
 from array import array
 from bisect import bisect_right
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from enum import StrEnum
+from typing import final
 
-from ..events import ReasoningDelta, TextDelta, TurnEnded
+from ..events import Event, ReasoningDelta, TextDelta, TurnEnded
 
 TEXT_KIND = 0
 REASONING_KIND = 1
@@ -35,6 +36,7 @@ class BufferState(StrEnum):
     missing = "missing"
 
 
+@final  # so that `type(entry) is _Run` tells mypy the other entries are events
 class _Run:
     """Consecutive deltas of one part."""
 
@@ -79,16 +81,16 @@ class _Run:
 
 
 class StreamBuffer:
-    def __init__(self, task_id: str, turn_id: str, fanout=None):
+    def __init__(self, task_id: str, turn_id: str, fanout: Callable[[Event], None] | None = None):
         self.task_id = task_id
         self.turn_id = turn_id
         self._fanout = fanout  # the registry's feeds of every task's non-delta events
         self.seq = 0
         self.ended = False
         self.ended_at: float | None = None
-        self._entries: list = []  # events and _Runs in seq order
+        self._entries: list[Event | _Run] = []  # events and _Runs in seq order
         self._firsts = array("q")  # first seq of each entry
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[None] | None = None
         self._size = 0  # approximate bytes, for eviction
         self.successor: StreamBuffer | None = None  # the task's next buffer: follow-subscribers go on there
 
@@ -120,10 +122,10 @@ class StreamBuffer:
             entries.append(last)
             self._firsts.append(seq)
         last.add(text, seq)
-        if self._waiter is not None:
-            self._wake()
+        if (waiter := self._waiter) is not None:
+            self._wake(waiter)
 
-    def publish(self, event) -> None:
+    def publish(self, event: Event) -> None:
         """Number and append a non-delta event. Events after the terminal one are dropped."""
         if self.ended:
             return
@@ -135,24 +137,24 @@ class StreamBuffer:
         if type(event) is TurnEnded:
             self.ended = True
             self.ended_at = time.monotonic()
-        if self._waiter is not None:
-            self._wake()
+        if (waiter := self._waiter) is not None:
+            self._wake(waiter)
         if self._fanout is not None:
             self._fanout(event)
 
-    def _wake(self) -> None:
-        waiter, self._waiter = self._waiter, None
+    def _wake(self, waiter: asyncio.Future[None]) -> None:
+        self._waiter = None
         if not waiter.done():
             waiter.set_result(None)
 
     # -- reader side --
 
-    def read(self, after_seq: int = 0, deltas: bool = True) -> list:
+    def read(self, after_seq: int = 0, deltas: bool = True) -> list[Event]:
         """Events after `after_seq`, deltas coalesced per run (or left out)."""
         if after_seq >= self.seq:
             return []
         i = max(bisect_right(self._firsts, after_seq) - 1, 0)
-        out = []
+        out: list[Event] = []
         for entry in self._entries[i:]:
             if type(entry) is _Run:
                 if entry.last_seq <= after_seq or not deltas:
@@ -171,7 +173,7 @@ class StreamBuffer:
                 out.append(entry)
         return out
 
-    async def subscribe(self, after_seq: int = 0, deltas: bool = True) -> AsyncIterator:
+    async def subscribe(self, after_seq: int = 0, deltas: bool = True) -> AsyncIterator[Event]:
         pos = after_seq
         while True:
             events = self.read(pos, deltas)
@@ -191,8 +193,8 @@ class _Feed:
     __slots__ = ("events", "waiter")
 
     def __init__(self) -> None:
-        self.events: deque = deque()
-        self.waiter: asyncio.Future | None = None
+        self.events: deque[Event] = deque()
+        self.waiter: asyncio.Future[None] | None = None
 
 
 class BufferRegistry:
@@ -200,7 +202,7 @@ class BufferRegistry:
 
     def __init__(self, *, ttl_seconds: float = 900.0, budget_bytes: int = 256 * 1024 * 1024):
         self._buffers: dict[str, StreamBuffer] = {}
-        self._next: dict[str, asyncio.Future] = {}  # follow-subscribers waiting for a task's next turn
+        self._next: dict[str, asyncio.Future[None]] = {}  # follow-subscribers waiting for a task's next turn
         self._feeds: set[_Feed] = set()
         self._closed = False
         self.ttl_seconds = ttl_seconds
@@ -242,7 +244,7 @@ class BufferRegistry:
             await asyncio.shield(waiter)
         return None
 
-    async def feed(self) -> AsyncIterator:
+    async def feed(self) -> AsyncIterator[Event]:
         """Every task's non-delta events from now on, in order, until the registry closes."""
         feed = _Feed()
         self._feeds.add(feed)
@@ -255,11 +257,11 @@ class BufferRegistry:
         finally:
             self._feeds.discard(feed)
 
-    def announce(self, event) -> None:
+    def announce(self, event: Event) -> None:
         """An event outside any turn's stream (a new title): to the feeds only."""
         self._fan_out(event)
 
-    def _fan_out(self, event) -> None:
+    def _fan_out(self, event: Event) -> None:
         for feed in self._feeds:
             feed.events.append(event)
             if feed.waiter is not None and not feed.waiter.done():
@@ -286,10 +288,10 @@ class BufferRegistry:
     def evict(self) -> None:
         now = time.monotonic()
         done = sorted(
-            (b for b in self._buffers.values() if b.ended_at is not None), key=lambda b: b.ended_at
+            ((b.ended_at, b) for b in self._buffers.values() if b.ended_at is not None), key=lambda e: e[0]
         )
-        total = sum(b.size for b in done)
-        for buf in done:
-            if now - buf.ended_at > self.ttl_seconds or total > self.budget_bytes:
+        total = sum(b.size for _, b in done)
+        for ended_at, buf in done:
+            if now - ended_at > self.ttl_seconds or total > self.budget_bytes:
                 total -= buf.size
                 del self._buffers[buf.task_id]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import TitleChanged
 from ..parts import text_of
-from ..providers.base import TEXT, ModelRequest
+from ..providers.base import TEXT, ModelRequest, Provider
 
 if TYPE_CHECKING:
     from .ports import TurnServices
@@ -64,7 +64,7 @@ def wants_title(task: dict[str, Any]) -> bool:
     return "title_provisional" in task and (task["title_provisional"] or not task["title"])
 
 
-async def ask_title(provider: Any, model: str, said: str) -> str | None:
+async def ask_title(provider: Provider, model: str, said: str) -> str | None:
     request = ModelRequest(model=model, max_tokens=ANSWER_TOKENS, temperature=0.2, purpose="title", messages=[
         {"role": "system", "content": PROMPT},
         {"role": "user", "content": said[:INPUT_CHARS]},
@@ -76,7 +76,8 @@ async def ask_title(provider: Any, model: str, said: str) -> str | None:
     return clean_title("".join(answer))
 
 
-async def retitle(services: TurnServices, owner_id: str, turn_id: str, provider: Any, model: str) -> str | None:
+async def retitle(services: TurnServices, owner_id: str, turn_id: str, provider: Provider, model: str
+                  ) -> str | None:
     """The job; returns the title it wrote, if any."""
     await asyncio.sleep(WAIT_SECONDS)
     while (slot := services.aborts.get(owner_id)) is not None:

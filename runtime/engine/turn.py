@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..config import split_model_ref
 from ..events import EndReason, Phase, Status, TurnEnded
@@ -39,13 +39,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Work that ignored a Stop for GIVE_UP_SECONDS; kept referenced until it ends by itself.
-_abandoned: set[asyncio.Task] = set()
+_abandoned: set[asyncio.Task[None]] = set()
 
 
-async def run_turn(services: TurnServices, slot: TurnSlot, task: dict, input_parts: list[dict]) -> None:
+async def run_turn(services: TurnServices, slot: TurnSlot, task: dict[str, Any],
+                   input_parts: list[dict[str, Any]]) -> None:
     task_id = task["id"]
     buffer = services.streams.get(task_id)
     try:
+        assert buffer is not None, "the host reset the owner's stream before it started the turn"
         async with services.locks.hold(task_id):
             ctx = TurnContext(slot, task, buffer, input_parts, services.agent.max_steps)
             try:
@@ -74,7 +76,7 @@ async def run_turn(services: TurnServices, slot: TurnSlot, task: dict, input_par
         services.on_turn_done(task_id)
 
 
-async def _await_work(ctx: TurnContext, work: asyncio.Task) -> None:
+async def _await_work(ctx: TurnContext, work: asyncio.Task[None]) -> None:
     """Wait for the work; a Stop it ignores for too long is given up on so the turn still ends."""
     await asyncio.wait({work, ctx.slot.gave_up}, return_when=asyncio.FIRST_COMPLETED)
     if not work.done():
@@ -97,24 +99,25 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
     if ctx.mcp is not None:
         ctx.mcp.start()
     provider_id, ctx.model_name = split_model_ref(ctx.task["model"])
-    ctx.provider = agent.provider(provider_id)
+    provider = ctx.provider = agent.provider(provider_id)
     ctx.providers = agent.provider
     # The rules, the saved conversation and the context window (a server may be asked) are read beside the
     # tools and notes: each waits on the database, files or the network, and the request waits for all of them.
-    beside = [asyncio.ensure_future(c) for c in (  # the longest first
-        services.storage.context_inputs(ctx.task_id), services.storage.permission_rules(ctx.task_id),
-        agent.context_window(ctx.provider, ctx.model_name))]
+    inputs_read = asyncio.ensure_future(services.storage.context_inputs(ctx.task_id))  # the longest first
+    rules_read = asyncio.ensure_future(services.storage.permission_rules(ctx.task_id))
+    window_read = asyncio.ensure_future(agent.context_window(provider, ctx.model_name))
+    beside: tuple[asyncio.Future[Any], ...] = (inputs_read, rules_read, window_read)
     try:
         prepared = await agent.prepare(ctx.task, ctx.input_parts)
-        rules = await beside[1]
+        rules = await rules_read
         ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.context_building))
-        inputs = await beside[0]
-        window, note = await beside[2]
+        inputs = await inputs_read
+        window, note = await window_read
     finally:  # an error or a Stop came first: what is still running is not left behind
         for side in beside:
             side.cancel()
         await asyncio.gather(*beside, return_exceptions=True)
-        del beside
+        del beside, inputs_read, rules_read, window_read
     ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
     ctx.save_todos = services.storage.set_todos
     ctx.rules = [r for row in rules if (r := rule_from_row(row))]
@@ -122,13 +125,13 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
         ctx.warn(prepared.notice, TALK_ONLY)  # a model that can only talk, asked for files or commands: once
     if note:
         ctx.warn(note)
-    ctx.compactor = Compactor(services.storage, window, prepared.system)
+    ctx.compactor = compactor = Compactor(services.storage, window, prepared.system)
     ctx.tool_cap = tool_cap(window)
     ctx.ratio = chars_per_token(inputs.anchor)
     # The built-ins' schemas go with every request, so the start-of-turn estimate counts them; MCP tools join
     # once their servers answer (offer_tools below), and the loop's check before each request counts those.
     ctx.tool_specs = [tool_spec(t) for t in prepared.tools.values()]
-    await ctx.compactor.build(ctx, inputs)
+    await compactor.build(ctx, inputs)
     del inputs
 
     ctx.publish(Status(task_id=ctx.task_id, turn_id=ctx.turn_id, phase=Phase.mcp_connecting))

@@ -31,6 +31,7 @@ from .context import (
 )
 
 if TYPE_CHECKING:
+    from ...store.conversations import ContextInputs
     from ..ports import TurnStorage
     from .state import TurnContext
 
@@ -77,7 +78,7 @@ class Compactor:
         self.system_prompt = system_prompt
         self.summary: str | None = None  # the checkpoint this turn's input starts from
 
-    async def build(self, ctx: TurnContext, inputs) -> None:
+    async def build(self, ctx: TurnContext, inputs: ContextInputs) -> None:
         """The turn's starting input: rebuilt from what is saved, summarized further when it does not fit. The
         estimate counts the whole request (ctx.extra_chars: the schemas of the tools known so far, the notes)."""
         cp = inputs.checkpoint
@@ -142,6 +143,7 @@ class Compactor:
         request = ModelRequest(model=ctx.model_name, max_tokens=SUMMARY_TOKENS, temperature=0.0, messages=[
             {"role": "system", "content": SUMMARIZE}, {"role": "user", "content": prompt}])
         out = []
+        assert ctx.provider is not None, "set in setup, before the turn's input is built"
         async for item in ctx.provider.stream(request):
             if item[0] == TEXT:
                 out.append(item[1])

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ...parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
@@ -49,7 +50,8 @@ def tool_cap(window: int) -> int:
     return min(DEFAULT_WRAP_CAP, int(window * CHARS_PER_TOKEN / 4))
 
 
-def tool_message(part: dict, cap: int = DEFAULT_WRAP_CAP, call_id: str | None = None) -> dict[str, Any]:
+def tool_message(part: Mapping[str, Any], cap: int = DEFAULT_WRAP_CAP, call_id: str | None = None
+                 ) -> dict[str, Any]:
     """The chat message that carries a tool part's outcome to the model, for the call named `call_id` in the
     model input (default: the part's own id)."""
     return {"role": "tool", "tool_call_id": call_id or part["call_id"], "content": _tool_content(part, cap)}
@@ -71,7 +73,7 @@ class WireIds:
         return wire
 
 
-def _tool_content(part: dict, cap: int) -> str:
+def _tool_content(part: Mapping[str, Any], cap: int) -> str:
     state = part.get("state")
     result = part.get("result")
     server = part.get("mcp_server")  # set for MCP tools: their results are an outside program's data

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import ToolError
 from ...events import InputRequested, Phase, Status, ToolState
@@ -50,7 +50,9 @@ async def run_agent(ctx: TurnContext) -> None:
     await resolve_answer(ctx)
     if ctx.pending_request is not None:
         return
-    quirk = getattr(ctx.provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
+    provider = ctx.provider
+    assert provider is not None, "set in setup (engine/turn.py), before the loop runs"
+    quirk = getattr(provider, "empty_tool_call_content", False)  # a server's quirk (providers/base.py)
     # A planning turn that answers in words asks once more, for the plan by name (plan_only): `ask_plan` for the
     # next request, `plan_asked` so that it happens once.
     ask_plan = plan_asked = False
@@ -69,7 +71,7 @@ async def run_agent(ctx: TurnContext) -> None:
             request.tools, request.tool_choice = plan_only(ctx)
         ask_plan = False
         request_chars = ctx.request_chars()  # the whole request, as the window check measures it
-        record = {
+        record: dict[str, Any] = {
             "step_index": step, "started_at": time.time(), "first_token_at": None, "ended_at": None,
             "finish_reason": None, "tool_calls": [], "input_tokens": 0, "output_tokens": 0,
         }
@@ -78,7 +80,7 @@ async def run_agent(ctx: TurnContext) -> None:
         calls = []
         finish = None
         append = buffer.append_delta
-        stream = ctx.provider.stream(request, on_queued=ctx.warn)
+        stream = provider.stream(request, on_queued=ctx.warn)
         async for item in stream:
             kind = item[0]
             if kind == TEXT:
@@ -127,7 +129,7 @@ async def run_agent(ctx: TurnContext) -> None:
                 return
             ask_plan = plan_asked = True  # its words stay; the next request must come back with the plan
             continue
-        assistant = {"role": "assistant", "content": ctx.step_text(ctx.step) or None, "tool_calls": []}
+        assistant: dict[str, Any] = {"role": "assistant", "content": ctx.step_text(ctx.step) or None, "tool_calls": []}
         made = []
         for index, call in enumerate(calls):
             part = ctx.step_call(index, call.name)
@@ -193,7 +195,7 @@ async def _together(ctx: TurnContext, group: list[ToolPart]) -> None:
             await dispatch(ctx, part)
 
     await asyncio.gather(*(one(p) for p in group))
-    order = {ctx.wire_ids.of[p["call_id"]]: i for i, p in enumerate(group)}
+    order: dict[str | None, int] = {ctx.wire_ids.of[p["call_id"]]: i for i, p in enumerate(group)}
     ctx.chat[start:] = sorted(ctx.chat[start:], key=lambda m: order.get(m.get("tool_call_id"), len(order)))
 
 
@@ -230,8 +232,8 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         finish_call(ctx, part, ToolState.error, f"There is no tool named {part['name']!r}.")
         return
     part["effect"] = str(tool.effect_for(part["args"]) if hasattr(tool, "effect_for") else tool.effect)
-    if getattr(tool, "server_name", None):
-        part["mcp_server"] = tool.server_name  # its result is framed as an outside program's data
+    if server := getattr(tool, "server_name", None):
+        part["mcp_server"] = server  # its result is framed as an outside program's data
     asks = getattr(tool, "asks_user", False)
     if asks == "plan":
         try:
@@ -255,7 +257,8 @@ async def dispatch(ctx: TurnContext, part: ToolPart) -> None:
         await execute(ctx, part)
 
 
-def ask(ctx: TurnContext, part: ToolPart, kind: str, prompt: str, details: dict | None = None) -> None:
+def ask(ctx: TurnContext, part: ToolPart, kind: Literal["question", "approval", "plan"], prompt: str,
+        details: dict[str, Any] | None = None) -> None:
     """End the turn waiting for the person. `details` join the request: a plan's steps, or for an approval what the
     call touches (tools/base.py `touches`) and, for a sandboxable tool (RunShell.approval_details), whether it
     runs sandboxed, with network, and a rule to offer."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ...events import TodosChanged, ToolState, Usage, UsageEvent, WarningEvent
 from ...parts import ToolPart, hearth_call_id, tool_event
@@ -24,10 +25,12 @@ from .context import WireIds, message_chars
 from .repetition import TAIL_CHARS, repeating
 
 if TYPE_CHECKING:
+    from ...events import Event
+    from ...providers.base import Provider
     from ...tools.approvals import Rule
+    from ...tools.base import Tool
     from ..abort import TurnSlot
-    from ..ports import TurnStorage
-    from ..stream_buffer import StreamBuffer
+    from ..ports import TurnMCP, TurnStorage, TurnStream
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +78,16 @@ class TextAccumulator:
 MARKED = ("truncated", "compacted", "repeating")
 
 
+class Fitter(Protocol):
+    """What the loop asks of the turn's compactor (agent.compaction.Compactor, which imports this module)."""
+
+    async def fit(self, ctx: TurnContext, ratio: float) -> None: ...
+
+
 class TurnContext:
     """Everything one run builds. Unreachable once the run is cleaned up."""
 
-    def __init__(self, slot: TurnSlot, task: dict, buffer: StreamBuffer, input_parts: list[dict],
+    def __init__(self, slot: TurnSlot, task: dict[str, Any], buffer: TurnStream, input_parts: list[dict[str, Any]],
                  max_steps: int):
         self.slot = slot
         self.task_id: str = task["id"]
@@ -104,13 +113,13 @@ class TurnContext:
         self.chat: list[dict] = []
         self.chat_chars = 0  # size of `chat` in JSON characters, kept up to date by append_chat
         self.ratio = 4.0  # characters per token of this task's requests (from the usage anchor)
-        self.compactor = None  # agent.compaction.Compactor: keeps the input inside the context window
+        self.compactor: Fitter | None = None  # keeps the input inside the context window
         self.tool_cap = DEFAULT_WRAP_CAP  # characters one tool output may take in the input (from the window)
         self.todos: list[dict] | None = task.get("todos")
         self.notes: list[str] = []  # sent with every step of this turn: planning mode, skills, an activated skill
-        self.save_todos = None  # async (task_id, todos) -> None, from the storage port
+        self.save_todos: Callable[[str, list[dict[str, Any]]], Awaitable[None]] | None = None  # the storage port's
         self.subagents: list[dict] = []  # records of the helpers delegate ran, written by finalize
-        self.providers = None  # provider_id -> Provider (the agent port's), for a helper on another model
+        self.providers: Callable[[str], Provider] | None = None  # the agent port's, for a helper on another model
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None
@@ -118,11 +127,11 @@ class TurnContext:
         self.error: BaseException | None = None
         self.dirty = False
         self.checkpoints: Checkpointer | None = None
-        self.provider = None
+        self.provider: Provider | None = None  # set in setup, before the first request
         self.model_name = ""
-        self.tools: dict[str, Any] = {}
-        self.tool_specs: list[dict] = []
-        self.mcp = None  # this turn's MCPTurnSessions, closed in cleanup
+        self.tools: dict[str, Tool] = {}
+        self.tool_specs: list[dict[str, Any]] = []
+        self.mcp: TurnMCP | None = None  # closed in cleanup
 
     def append_chat(self, message: dict) -> None:
         self.chat.append(message)
@@ -147,8 +156,9 @@ class TurnContext:
         """The size of the next request as sent: the chat, the tool schemas and this step's notes."""
         return self.chat_chars + self.extra_chars()
 
-    def resolve_model(self, ref: str):
+    def resolve_model(self, ref: str) -> tuple[Provider, str]:
         """(provider, model name) for a `provider_id/model` reference."""
+        assert self.providers is not None, "set in setup, before any tool runs"
         provider_id, _, model = ref.partition("/")
         return self.providers(provider_id), model
 
@@ -157,7 +167,7 @@ class TurnContext:
         self.usage = self.usage + usage
         self.publish(UsageEvent(task_id=self.task_id, turn_id=self.turn_id, usage=self.usage))
 
-    def verdict(self, tool: Any, args: dict) -> str:
+    def verdict(self, tool: Tool, args: dict[str, Any]) -> str:
         """allow, ask or deny for this call, from the task's mode and rules (and for a command, its sandbox)."""
         rule_arg = getattr(tool, "rule_arg", None)
         command = args.get(rule_arg) if rule_arg else None
@@ -195,7 +205,7 @@ class TurnContext:
 
     # -- events --
 
-    def publish(self, event) -> None:
+    def publish(self, event: Event) -> None:
         self.buffer.publish(event)
 
     def warn(self, message: str, code: str | None = None) -> None:

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import ToolError
 from ...events import EndReason, ToolProgress, Usage
-from ...providers.base import TEXT, TOOL_CALLS, USAGE, ModelRequest
-from ...tools.base import Effect, ToolContext, ToolResult, tool_spec
+from ...providers.base import TEXT, TOOL_CALLS, USAGE, ModelRequest, Provider, ToolCallRequest
+from ...tools.base import Effect, Tool, ToolContext, ToolResult, tool_spec
 from ...tools.builtin import wrap_tool_output
 from ...tools.skills import front_matter
 from .context import WireIds, tool_call_entry
@@ -148,12 +148,12 @@ class Child:
                 "model": model_ref, "tool_calls": self.calls,
             })
 
-    def _tools(self) -> dict[str, Any]:
+    def _tools(self) -> dict[str, Tool]:
         allowed = self.definition.tools
         return {name: tool for name, tool in self.turn.tools.items() if name not in NOT_FOR_CHILDREN and (
             tool.effect == Effect.read_only if allowed is None else name in allowed)}
 
-    async def _loop(self, provider, model: str) -> str:
+    async def _loop(self, provider: Provider, model: str) -> str:
         tools = self._tools()
         specs = [tool_spec(t) for t in tools.values()]
         chat: list[dict] = [{"role": "system", "content": self.definition.instructions},
@@ -183,7 +183,8 @@ class Child:
         self.progress(f"{self.definition.name} stopped after {CHILD_STEPS} steps")
         return "The helper ran out of steps; what it found is above." if not chat else _last_text(chat)
 
-    async def _call(self, tools: dict[str, Any], call, call_id: str, chat: list[dict]) -> str:
+    async def _call(self, tools: dict[str, Tool], call: ToolCallRequest, call_id: str, chat: list[dict[str, Any]]
+                    ) -> str:
         tool = tools.get(call.name)
         self.calls.append(call.name)
         if tool is None:
