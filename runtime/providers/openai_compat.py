@@ -47,7 +47,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 from runtime.errors import ProviderError
@@ -108,6 +108,8 @@ def _import_sdk() -> Any:
 
 class OpenAICompatProvider:
     """Streams chat completions from an OpenAI-compatible server at `base_url` (usually ending in /v1)."""
+
+    empty_tool_call_content = False  # the server's quirk (providers/base.py), from its settings entry
 
     def __init__(
         self,
@@ -249,7 +251,8 @@ class OpenAICompatProvider:
             kwargs["seed"] = seed
         return kwargs
 
-    async def stream(self, request: ModelRequest, *, on_queued=None) -> AsyncIterator[tuple]:
+    async def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
+                     ) -> AsyncGenerator[tuple[Any, ...], None]:
         # `on_queued` is unused: a server queues requests itself.
         yield (STATUS, WAITING_FOR_SERVER)
         http = await self._get_http()
@@ -333,7 +336,7 @@ class OpenAICompatProvider:
             yield (USAGE, step_usage)
         yield (FINISH, finish)
 
-    async def _events(self, response: Any, model: str) -> AsyncIterator[Any]:
+    async def _events(self, response: Any, model: str) -> AsyncGenerator[str, None]:
         """The response's server-sent events; an error status is raised first, as the SDK raised its typed
         error before any line was read."""
         if response.status_code >= 400:
@@ -392,7 +395,7 @@ async def _drain(events: AsyncIterator[Any]) -> None:
                 pass
 
 
-def _add_tool_fragment(calls: list[list[Any]], tc: dict[str, Any]) -> tuple | None:
+def _add_tool_fragment(calls: list[list[Any]], tc: dict[str, Any]) -> tuple[int, int, str, str] | None:
     """Fold one tool-call delta into `calls`; return a TOOL_START tuple when a call becomes known."""
     idx = tc.get("index")
     call_id = tc.get("id")

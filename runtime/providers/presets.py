@@ -7,7 +7,12 @@ about `timeout` seconds; callers run it in the background (the app at first star
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -33,7 +38,7 @@ PRESETS: tuple[Preset, ...] = (
 )
 
 
-async def probe_models(client, base_url: str) -> list[str] | None:
+async def probe_models(client: httpx.AsyncClient, base_url: str) -> list[str] | None:
     """Model ids a server offers at GET {base_url}/models, or None when it does not answer like one."""
     import httpx
 
@@ -47,11 +52,12 @@ async def probe_models(client, base_url: str) -> list[str] | None:
     return [m["id"] for m in data["data"] if isinstance(m, dict) and "id" in m]
 
 
-async def detect_local_servers(timeout: float = 0.25, presets=PRESETS) -> dict[str, list[str]]:
+async def detect_local_servers(timeout: float = 0.25, presets: Iterable[Preset] = PRESETS) -> dict[str, list[str]]:
     """Preset id -> model ids, for every local OpenAI-compatible preset that answers on its default port."""
     import httpx  # imported on use: the window paints before network libraries load
 
-    candidates = [p for p in presets if p.local and p.kind == "openai" and p.id != "custom"]
+    candidates = [(p.id, p.base_url) for p in presets
+                  if p.local and p.kind == "openai" and p.id != "custom" and p.base_url is not None]
     async with httpx.AsyncClient(timeout=httpx.Timeout(timeout), trust_env=False) as client:
-        found = await asyncio.gather(*(probe_models(client, p.base_url) for p in candidates))
-    return {p.id: models for p, models in zip(candidates, found, strict=True) if models is not None}
+        found = await asyncio.gather(*(probe_models(client, url) for _, url in candidates))
+    return {pid: models for (pid, _), models in zip(candidates, found, strict=True) if models is not None}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +66,7 @@ class Waiting:
 class ScriptedModel:
     context_tokens = 16_000  # its context window; tests set it smaller or larger
 
-    def __init__(self, steps: list[list] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0,
+    def __init__(self, steps: list[list[Any]] | None = None, *, id: str = "scripted", chunk_delay: float = 0.0,
                  title: str | None = None, talk_only: bool = False):
         self.id = id
         self.talk_only = talk_only
@@ -76,10 +77,11 @@ class ScriptedModel:
         self.title_requests: list[ModelRequest] = []
         self._calls = 0
 
-    def add_steps(self, *steps: list) -> None:
+    def add_steps(self, *steps: list[Any]) -> None:
         self.steps.extend(steps)
 
-    async def stream(self, request: ModelRequest, *, on_queued=None):
+    async def stream(self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
+                     ) -> AsyncGenerator[tuple[Any, ...], None]:
         if request.purpose == "title":
             self.title_requests.append(request)
             if self.title:

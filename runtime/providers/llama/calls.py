@@ -257,7 +257,7 @@ def run_template_step(job: TemplateJob, chat: ChatTemplate, functions: list[dict
     if job.stop.is_set():
         return
     name, arguments, args = parse_call(chat.format, "".join(body).strip())
-    if name not in names:
+    if name is None or name not in names:
         raise ProviderError("The model started a tool call but did not name one of its tools.")
     if not started:
         job.emit((TOOL_START, 0, call_id, name))

@@ -23,11 +23,14 @@ prefilled it wrote " 5, 6, 7, 8, 9, 10".
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.providers.base import continuation
 from runtime.providers.llama.template import special_texts
 from runtime.providers.llama.tool_prompt import chat_messages
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import ChatCompletionRequestMessage
 
 MARK = "\u27e6hearth: the answer so far\u27e7"  # stands in for the partial text while the prompt is rendered
 
@@ -55,7 +58,9 @@ def template_renderer(template: str, *, bos: str, eos: str) -> Render:
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
     formatter = Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)
-    return lambda messages: formatter(messages=chat_messages(messages)).prompt
+    # JSON-shaped chat-completions messages, which llama-cpp-python types as its TypedDicts.
+    return lambda messages: formatter(
+        messages=cast("list[ChatCompletionRequestMessage]", chat_messages(messages))).prompt
 
 
 def plain_chat_of(model: Any) -> Render | None:

@@ -64,8 +64,9 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
+from typing import Any
 
 from runtime.errors import HearthError, ProviderError
 from runtime.local_models.catalog import CatalogEntry, bundled_entry, catalog_entry
@@ -267,7 +268,10 @@ class LlamaCppProvider:
 
     async def _ensure_model(self, name: str | None = None) -> LoadedModel:
         key, identity = self._key(name)
-        model = self._model = self._loaded(key) or await asyncio.to_thread(load_sync, key, identity)
+        model = self._loaded(key)
+        if model is None:
+            model = await asyncio.to_thread(load_sync, key, identity)
+        self._model = model
         return model
 
     def _key(self, name: str | None) -> tuple[tuple, str]:
@@ -287,7 +291,7 @@ class LlamaCppProvider:
 
     async def stream(
         self, request: ModelRequest, *, on_queued: Callable[[str], None] | None = None
-    ) -> AsyncIterator[tuple]:
+    ) -> AsyncGenerator[tuple[Any, ...], None]:
         key, identity = self._key(request.model)
         model = self._loaded(key)
         if model is None:

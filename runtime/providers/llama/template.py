@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from runtime.errors import ProviderError
 from runtime.providers.llama.tool_prompt import chat_messages
+
+if TYPE_CHECKING:
+    from llama_cpp.llama_types import ChatCompletionRequestMessage, ChatCompletionTool
 
 HERMES, MISTRAL, LLAMA3 = "hermes", "mistral", "llama3_json"
 
@@ -76,16 +79,18 @@ class ChatTemplate:
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         try:
-            return self._formatter(messages=template_messages(messages, self.format), tools=tools or None).prompt
+            # JSON-shaped chat-completions messages and tools, which llama-cpp-python types as its TypedDicts.
+            return self._formatter(
+                messages=cast("list[ChatCompletionRequestMessage]", template_messages(messages, self.format)),
+                tools=cast("list[ChatCompletionTool] | None", tools or None)).prompt
         except Exception as exc:  # jinja2.TemplateError, or the template's own raise_exception (ValueError)
             raise ProviderError(f"The model's chat template refused this conversation: {exc}") from exc
 
 
 def chat_template_for(llm: Any) -> ChatTemplate | None:
     """The template path for a loaded model, or None when its GGUF has no template with a known call format."""
-    template = (getattr(llm, "metadata", None) or {}).get("tokenizer.chat_template")
-    fmt = detect_format(template) if template else None
-    if fmt is None:
+    template: str | None = (getattr(llm, "metadata", None) or {}).get("tokenizer.chat_template")
+    if not template or (fmt := detect_format(template)) is None:
         return None
     bos, eos = special_texts(llm)
     try:

@@ -152,7 +152,7 @@ def choose_branch(message: int, call: int, reach: float | None = None) -> Callab
     return process
 
 
-def format_tokens(llm: Any, branch: tuple[int, int]) -> list[int]:
+def format_tokens(llm: Any, branch: tuple[int, ...]) -> list[int]:
     """The tokens a small model's message must not begin with: the two branch tokens and every token that
     starts with `<` (the `<message>` placeholder, the end of the turn: the message is never empty)."""
     out = list(branch)

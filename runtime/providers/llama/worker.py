@@ -67,7 +67,7 @@ import json
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 from runtime.events import Usage
 from runtime.providers.base import (
@@ -110,6 +110,13 @@ SMALL_REPEAT_PENALTY = 1.1  # a small model's text and arguments: else SmolLM2 o
 SMALL_CALL_REACH = 8.5  # a small model calls only when `functions` is this close to its favourite first token
 # A small model's message ends at the end of its turn, and where it starts writing the protocol.
 SMALL_MESSAGE_STOPS = ["<|im_end|>", "<|im_start|>", "<message>", "\nmessage:", "\nfunctions."]
+
+
+class FreeText(TypedDict):
+    """The sampling of text a model writes freely (not a call's arguments)."""
+
+    top_p: float
+    repeat_penalty: float
 
 
 class Job(Channel):
@@ -176,7 +183,7 @@ class Job(Channel):
         return {"temperature": self.temperature, "seed": self.seed}
 
     @property
-    def free_text(self) -> dict[str, float]:
+    def free_text(self) -> FreeText:
         """The model's recommended top_p and repeat penalty, for text it writes freely (not a call's arguments)."""
         return {"top_p": self.top_p, "repeat_penalty": self.repeat_penalty}
 
@@ -325,14 +332,12 @@ class Job(Channel):
             _, why = self._complete(prompt + head, max_tokens=budget, stop=["<|im_end|>"], emit_text=True,
                                     **self.free_text)
         else:
-            model = self.model
-            if not written:
-                message_ban(model, self.prefix_cache)
+            ban = None if written else message_ban(self.model, self.prefix_cache)
             _, why = self._complete(
                 prompt,
                 max_tokens=budget,
                 stop=SMALL_MESSAGE_STOPS,
-                logits_processor=None if written else not_first(model.message_ban),
+                logits_processor=None if ban is None else not_first(ban),
                 emit_text=True,
                 top_p=self.top_p,
                 repeat_penalty=max(SMALL_REPEAT_PENALTY, self.repeat_penalty),
