@@ -100,7 +100,7 @@ class ListFiles:
         self.cap = cap
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        pattern = _check_glob(arg_str(args, "pattern", required=False, default="**/*"))
+        pattern = _check_glob(arg_str(args, "pattern", default="**/*"))
         rx = glob_to_regex(pattern)
         root = Path(os.path.realpath(ctx.workspace))
 
@@ -144,7 +144,7 @@ class SearchFiles:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         pattern = arg_str(args, "pattern")
-        glob = _check_glob(arg_str(args, "glob", required=False, default="**/*"))
+        glob = _check_glob(arg_str(args, "glob", default="**/*"))
         try:
             rx = re.compile(pattern, re.IGNORECASE if args.get("ignore_case") else 0)
         except re.error as e:

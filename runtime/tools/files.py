@@ -39,10 +39,11 @@ async def run_in_thread(fn: Callable[[threading.Event], T]) -> T:
         raise
 
 
-def arg_str(args: dict[str, Any], key: str, *, required: bool = True, default: str | None = None) -> str | None:
+def arg_str(args: dict[str, Any], key: str, *, default: str | None = None) -> str:
+    """The string argument `key`; when it is missing, `default`, or without one a ToolError."""
     value = args.get(key)
     if value is None:
-        if required:
+        if default is None:
             raise ToolError(f"Missing required argument '{key}'.")
         return default
     if not isinstance(value, str):

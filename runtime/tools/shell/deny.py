@@ -161,7 +161,8 @@ def _one_spelling(name: str, args: list[str]) -> list[str]:
 
 def _readings(argv: list[str]) -> list[list[str]]:
     """Every command these words may run: themselves, what their wrappers wrap and what `find -exec` runs."""
-    found, todo = [], [argv]
+    found: list[list[str]] = []
+    todo = [argv]
     while todo and len(found) <= _MAX_READINGS:
         words = todo.pop()
         while words and ((words[0] in KEYWORDS and words[0] not in _WRAPPER_OPTIONS) or _ASSIGNMENT.match(words[0])):

@@ -31,7 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,7 +107,7 @@ class Sandbox:
                       release=slot.release)
 
 
-def bwrap_argv(program: str, policy: SandboxPolicy, options: list[str] = (),
+def bwrap_argv(program: str, policy: SandboxPolicy, options: Sequence[str] = (),
                resolv_conf: str = "/etc/resolv.conf") -> list[str]:
     """bwrap and its options for `policy` (the command follows)."""
     ws = os.path.realpath(policy.workspace)
@@ -134,8 +134,8 @@ def bwrap_argv(program: str, policy: SandboxPolicy, options: list[str] = (),
             covered.append(str(path))
         elif path.exists():
             argv += ["--ro-bind", "/dev/null", str(path)]
-    for path in covered:  # an empty, read-only tmpfs: nothing can be hidden or planted there
-        argv += ["--remount-ro", path]
+    for folder in covered:  # an empty, read-only tmpfs: nothing can be hidden or planted there
+        argv += ["--remount-ro", folder]
     return [*argv, "--chdir", ws]
 
 
