@@ -11,12 +11,26 @@ helper's call (`delegate`) counts the helper's own conversation too.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ToolError
 from .base import Effect, ToolContext, ToolResult
 
 COMMANDS = ("view", "create", "update", "delete")
+WRITES = {"create": "saves a new memory", "update": "replaces your memory", "delete": "deletes your memory"}
+
+
+class MemoryFiles(Protocol):
+    """What the tool uses of runtime.memory.folder.Memory (the memory package sits above the tools)."""
+
+    async def sync(self) -> list[dict[str, Any]]: ...
+
+    async def read(self, name: str) -> str: ...
+
+    async def write(self, name: str, text: str, *, origin: str, task_id: str | None = None,
+                    turn_id: str | None = None, create: bool | None = None, seen: str = "") -> str: ...
+
+    async def delete(self, name: str) -> None: ...
 
 
 class MemoryTool:
@@ -40,8 +54,8 @@ class MemoryTool:
     }
     effect = Effect.workspace_write  # what approvals assume before the arguments are known
 
-    def __init__(self, memory: Any):
-        self._memory = memory  # runtime.memory.folder.Memory
+    def __init__(self, memory: MemoryFiles):
+        self._memory = memory
 
     def effect_for(self, args: dict[str, Any]) -> Effect:
         return Effect.read_only if args.get("command") == "view" else Effect.workspace_write
@@ -51,8 +65,7 @@ class MemoryTool:
         command, path = args.get("command"), args.get("path")
         if command == "view":
             return "It only reads your saved memories."
-        what = {"create": "saves a new memory", "update": "replaces your memory",
-                "delete": "deletes your memory"}.get(command, "changes your memories")
+        what = WRITES.get(str(command), "changes your memories")  # a model may send a list: no key then
         name = f" {path}" if isinstance(path, str) and path else ""
         return (f"It {what}{name} in Hearth's memory folder, which every task and chat reads (not this task's "
                 "workspace folder).")

@@ -79,6 +79,10 @@ async def test_every_tool_says_truly_what_its_call_touches(home):
 @pytest.mark.parametrize(("call", "place"), [
     (Call("memory", {"command": "create", "path": "tea.md", "content": "# Likes green tea\nNo sugar."}),
      f"It saves a new memory tea.md {MEMORY_PLACE}"),
+    # A command that is no string (the schema says one, a model may not): the turn still asks (it failed with
+    # "unhashable type: 'list'"), and running it would refuse the command.
+    (Call("memory", {"command": ["create"], "path": "tea.md", "content": "# Likes green tea"}),
+     f"It changes your memories tea.md {MEMORY_PLACE}"),
     (Call("write_file", {"path": "a.txt", "content": "hi"}), SAID[("write_file", "{}")]),
     (Call("edit_file", {"path": "a.txt", "old_string": "hi", "new_string": "ho"}), SAID[("edit_file", "{}")]),
 ])
