@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from ..errors import ProviderError, ToolError
-from ..providers.base import TEXT, ModelRequest
+from ..providers.base import TEXT, ModelRequest, Provider
 from .folder import MAX_MEMORY_CHARS, SUMMARY_CHARS, Memory, looks_secret, scrub, slug
 
 MAX_CHANGES = 5
@@ -61,7 +60,7 @@ class Change:
     text: str = ""
 
 
-async def extract(memory: Memory, provider: Any, model: str, task_id: str, said: str) -> list[Change]:
+async def extract(memory: Memory, provider: Provider, model: str, task_id: str, said: str) -> list[Change]:
     """The job: ask the model, validate, apply; returns what was applied."""
     turn_id = await memory.repo.last_ended_turn(task_id)
     entries = await memory.sync()

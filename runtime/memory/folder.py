@@ -178,7 +178,7 @@ class Memory:
         relevant = await self.repo.search(query, RELEVANT)
         head, tail = NOTE_HEAD + "\n<memories>\nIndex:\n", "\n</memories>"
         budget = NOTE_CHARS - len(head) - len(RELEVANT_HEAD) - len(tail)  # the framing counts too
-        lines = []
+        lines: list[str] = []
         for shown, e in enumerate(entries):
             line = f"- {e['name']}: {e['summary']}"
             if budget - len(line) < NOTE_CHARS // 3 and lines:  # the index never crowds out the memories
@@ -275,7 +275,7 @@ class Memory:
         async with self._lock:
             names = [e["name"] for e in await self._sync()]
             for name in names:
-                await asyncio.to_thread(lambda n=name: (self.folder / n).unlink(missing_ok=True))
+                await asyncio.to_thread((self.folder / name).unlink, missing_ok=True)
             await self.repo.remove(names)
             await self._sync()
         return len(names)
