@@ -109,7 +109,8 @@ class Knowledge:
                 await self.repo.update_document(row["id"], status="queued", progress=0, detail=None)
         if rows:
             self.kick()
-        return Added([await self.repo.document(r["id"]) for r in rows], not_added)
+        # Read back as they are now: one removed meanwhile (the library's Remove) is no longer there.
+        return Added([doc for r in rows if (doc := await self.repo.document(r["id"])) is not None], not_added)
 
     async def remove(self, path: str) -> bool:
         real = os.path.realpath(Path(path).expanduser())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 import time
 
 import docx
@@ -14,8 +15,9 @@ from pypdf import PdfWriter
 
 from runtime.api import ConfigError, Runtime
 from runtime.cli.main import main as cli_main
+from runtime.knowledge.library import Knowledge
 from runtime.store.knowledge_repo import KnowledgeRepo
-from runtime.store.repo import Store
+from runtime.store.repo import DB_NAME, Store
 from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import collect, open_runtime, write_settings
 from tests.support.openai_server import OpenAIServer, Reply, trigram_vector
@@ -182,6 +184,25 @@ async def test_indexing_cut_off_by_a_crash_resumes_at_the_next_open(home, docs):
         assert "resource.index" in {j["kind"] for j in await rt.jobs.log()}
     finally:
         await rt.aclose()
+
+
+async def test_a_document_removed_while_it_is_added_is_not_reported(home, docs):
+    """`add` reads its documents back after queueing them; one removed in between (the library's Remove while a
+    folder is added) is gone. It was reported as None, which the callers then read as a document."""
+    store = await Store.open(home)
+
+    def submit(kind: str, job) -> None:  # the indexing job starts here: the removal lands at this moment
+        job.close()
+        db = sqlite3.connect(home / DB_NAME)
+        with db:
+            db.execute("DELETE FROM documents WHERE path = ?", (os.path.realpath(docs["notes"]),))
+        db.close()
+
+    try:
+        added = await Knowledge(KnowledgeRepo(store.engine), submit, lambda: None).add([docs["notes"], docs["log"]])
+        assert [d["path"] for d in added.documents] == [os.path.realpath(docs["log"])]
+    finally:
+        await store.aclose()
 
 
 async def test_a_changed_file_is_indexed_again(home, docs):
