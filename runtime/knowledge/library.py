@@ -30,7 +30,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError, ProviderError
 from ..store.knowledge_repo import KnowledgeRepo
@@ -55,11 +55,19 @@ class Added:
     not_added: list[str]
 
 
+class EmbeddingsServer(Protocol):
+    """A provider that makes embeddings (providers.openai_compat.OpenAICompatProvider)."""
+
+    id: str
+
+    async def embed(self, model: str, texts: list[str]) -> list[list[float]]: ...
+
+
 @dataclass
 class Embedder:
     """An embeddings model of an OpenAI-compatible provider (settings' `embeddings`)."""
 
-    provider: Any  # has `async embed(model, texts) -> list[list[float]]`
+    provider: EmbeddingsServer
     model: str
 
     @property
@@ -84,7 +92,7 @@ class Knowledge:
         self._submit = submit
         self.embedder = embedder
         self.max_chars = max_chars
-        self._job: asyncio.Future | None = None
+        self._job: asyncio.Future[Any] | None = None
         self._stop = threading.Event()
         self._changed = asyncio.Event()
         self.vector_cache: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # doc id -> (passage ids, matrix)
@@ -230,11 +238,11 @@ class Knowledge:
             notes.append(f"Searchable by its words only: the embeddings server failed ({embed_problem}).")
         if count == 0:
             notes.append("The file has no text.")
-        vectors = embedder is not None and embed_problem is None and count > 0
+        vectors_by = embedder if embed_problem is None and count > 0 else None
         await self.repo.update_document(
             doc_id, status="ready", progress=1.0, passages=count, detail=" ".join(notes) or None,
             content_hash=digest, size=stat.st_size, mtime=stat.st_mtime, indexed_at=time.time(),
-            embed_model=embedder.name if vectors else None)
+            embed_model=vectors_by.name if vectors_by is not None else None)
 
     async def check_fresh(self, docs: list[dict]) -> list[dict]:
         """Before a search: a document deleted since is marked `missing` (and left out), a changed one is indexed
@@ -258,7 +266,7 @@ class Knowledge:
 
 
 def _stats(paths: list[str]) -> list[os.stat_result | None]:
-    out = []
+    out: list[os.stat_result | None] = []
     for p in paths:
         try:
             out.append(os.stat(p))
@@ -292,7 +300,7 @@ def _files_of(given: Path) -> list[tuple[Path, str]]:
         return [(real, kind_of(real) or "text")]  # a file chosen by name is tried as text
     if not real.is_dir():
         raise ConfigError(f"{given} is not a regular file or folder.")
-    found = []
+    found: list[tuple[Path, str]] = []
     for dirpath, dirnames, names in os.walk(real, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         for name in sorted(names):

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ProviderError
 from ..store.fts import query_words
-from .library import Knowledge
+from .library import Embedder, Knowledge
 from .text import location
 
 if TYPE_CHECKING:  # imported where vectors are used (see knowledge/library.py)
@@ -74,12 +74,12 @@ async def search(knowledge: Knowledge, bound: list[str], query: str, limit: int 
     by_id = {d["id"]: d for d in usable}
     words = query_words(query)
     embedder = knowledge.embedder()
-    vector_docs = [d for d in usable if embedder is not None and d["embed_model"] == embedder.name]
+    vector_docs = [d for d in usable if d["embed_model"] == embedder.name] if embedder is not None else []
     depth = CANDIDATES if vector_docs else limit
     lexical = await knowledge.repo.bm25(words, list(by_id), depth)
     ranked = [r["id"] for r in lexical]
     rows = {r["id"]: r for r in lexical}
-    if vector_docs:
+    if embedder is not None and vector_docs:
         try:
             semantic = await _nearest(knowledge, vector_docs, query, embedder, CANDIDATES)
         except ProviderError as exc:
@@ -106,7 +106,7 @@ def fuse(rankings: list[list[int]], k: int = RRF_K) -> list[int]:
     return sorted(scores, key=lambda i: -scores[i])
 
 
-async def _nearest(knowledge: Knowledge, docs: list[dict], query: str, embedder, depth: int) -> list[int]:
+async def _nearest(knowledge: Knowledge, docs: list[dict], query: str, embedder: Embedder, depth: int) -> list[int]:
     """Passage ids of `docs` by cosine similarity to the query, best first."""
     q = (await embedder.vectors([query]))[0]
     parts = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -205,7 +205,7 @@ def _short(exc: BaseException) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
-def _chunk_lines(lines, markdown: bool) -> Iterator[Piece]:
+def _chunk_lines(lines: Iterable[tuple[int, str]], markdown: bool) -> Iterator[Piece]:
     """Passages of consecutive lines; a Markdown heading starts a new one and names the ones below it."""
     buf: list[str] = []
     start = end = 1
@@ -261,7 +261,7 @@ class _Blocks(HTMLParser):
     HEADINGS = frozenset(("h1", "h2", "h3", "h4", "h5", "h6", "title"))
     SKIP = frozenset(("script", "style", "noscript", "template"))
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.blocks: list[tuple[int, str, bool]] = []
         self._text: list[str] = []
@@ -269,30 +269,30 @@ class _Blocks(HTMLParser):
         self._skip = 0
         self._heading = False
 
-    def handle_starttag(self, tag, attrs):
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in self.SKIP:
             self._skip += 1
         elif tag in self.BLOCK or tag in self.HEADINGS:
             self._end_block()
             self._heading = tag in self.HEADINGS
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if tag in self.SKIP:
             self._skip = max(0, self._skip - 1)
         elif tag in self.BLOCK or tag in self.HEADINGS:
             self._end_block()
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if not self._skip and data.strip():
             if not self._text:
                 self._line = self.getpos()[0]
             self._text.append(data)
 
-    def close(self):
+    def close(self) -> None:
         super().close()
         self._end_block()
 
-    def _end_block(self):
+    def _end_block(self) -> None:
         text = " ".join("".join(self._text).split())
         if text:
             self.blocks.append((self._line, text, self._heading))
