@@ -38,7 +38,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Literal
 from urllib.parse import urlsplit
 
 from ..errors import DownloadCancelled, ModelError
@@ -224,8 +224,9 @@ def _fetch_blob(ref: HubFile, remote: RemoteFile, blob: Path, *, token: str | No
         writer = _HashingWriter(f, partial, have, new_hasher, cancel, ref.file)
         progress = _progress_bar_class(on_bytes)
         try:
-            http_get(remote.url, writer, resume_size=have, headers=headers, expected_size=remote.size,
-                     displayed_filename=ref.file, tqdm_class=progress)
+            # Typed BinaryIO, the file is only written, told, sought and truncated: _HashingWriter does those.
+            http_get(remote.url, writer, resume_size=have, headers=headers,  # type: ignore[arg-type]
+                     expected_size=remote.size, displayed_filename=ref.file, tqdm_class=progress)
         except DownloadCancelled:
             writer.abandon()
             if not getattr(cancel, "discard", False):
@@ -301,18 +302,18 @@ def _git_blob_hasher(size: int | None) -> Callable[[], Any]:
     return new
 
 
-def _progress_bar_class(on_bytes: Callable[[int, int | None], None]):
+def _progress_bar_class(on_bytes: Callable[[int, int | None], None]) -> type:
     """A stand-in for the tqdm class `http_get` reports to: forwards (done, total) and draws nothing."""
 
     class Progress:
-        def __init__(self, *, total=None, initial=0, **_kwargs):
+        def __init__(self, *, total: int | None = None, initial: int = 0, **_kwargs: object):
             self.total, self.n = total, initial
             on_bytes(self.n, self.total)
 
-        def __enter__(self):
+        def __enter__(self) -> Progress:
             return self
 
-        def __exit__(self, *exc):
+        def __exit__(self, *exc: object) -> Literal[False]:
             return False
 
         def update(self, n: int) -> None:
@@ -326,11 +327,12 @@ class _HashingWriter:
     """The file `http_get` writes to: appends to the partial file and hands each chunk to a hashing thread
     (which first hashes the part downloaded before). Raises `DownloadCancelled` once asked to stop."""
 
-    def __init__(self, f, path: Path, have: int, new_hasher: Callable[[], Any], cancel: threading.Event, name: str):
+    def __init__(self, f: BinaryIO, path: Path, have: int, new_hasher: Callable[[], Any], cancel: threading.Event,
+                 name: str):
         self._f, self._path, self._cancel, self._name = f, path, cancel, name
         self._new_hasher = new_hasher
         self._hasher = new_hasher()
-        self._chunks: queue.Queue = queue.Queue(maxsize=4)
+        self._chunks: queue.Queue[bytes | int | None] = queue.Queue(maxsize=4)
         self._thread = threading.Thread(target=self._hash, args=(have,), name="hearth-hash", daemon=True)
         self._thread.start()
 

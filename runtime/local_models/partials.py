@@ -17,6 +17,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -59,7 +60,7 @@ class PartialDownloads:
         self.drop(key)
         return True
 
-    def entries(self, skip: set[str] = frozenset()) -> list[tuple[PartialDownload, int]]:
+    def entries(self, skip: Collection[str] = frozenset()) -> list[tuple[PartialDownload, int]]:
         """Each unfinished download with the bytes its partial file holds, oldest first; `skip`: the keys of
         running downloads (their partial file may not exist yet)."""
         found, gone = [], []

@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 REPORT_INTERVAL = 0.1
 SPEED_WINDOW = 5.0  # seconds of samples the speed is averaged over
@@ -56,7 +57,7 @@ class ProgressReporter:
         self._samples: deque[tuple[float, int]] = deque()
         self._last = 0.0
 
-    def phase(self, phase: str, **changes) -> None:
+    def phase(self, phase: str, **changes: Any) -> None:  # fields of DownloadProgress
         self.state = replace(self.state, phase=phase, **changes)
         self._send()
 
