@@ -11,10 +11,10 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ...events import TodosChanged, ToolState, Usage, UsageEvent, WarningEvent
-from ...parts import ToolPart, hearth_call_id, tool_event
+from ...parts import MarkerPart, TextPart, ToolPart, hearth_call_id, tool_event
 from ...redact import redact
 from ...tools.approvals import decide
 from ...tools.base import tool_spec
@@ -101,11 +101,11 @@ class TurnContext:
         self.rules: list[Rule] = []  # the task's and the global permission rules, loaded in setup
         self.workspace = Path(task["workspace"])
         self.max_steps = max_steps
-        self.parts: list[dict[str, Any]] = []
+        self.parts: list[TextPart | ToolPart | MarkerPart] = []
         self.warnings: list[dict[str, Any]] = []  # saved after the parts, so the answer shows them later too
         self._texts: dict[int, TextAccumulator] = {}
-        self._step_calls: dict[tuple[int, int], int] = {}  # (step, the call's position in it) -> part id
-        self._calls: dict[str, int] = {}  # call id -> part id
+        self._step_calls: dict[tuple[int, int], ToolPart] = {}  # (step, the call's position in it) -> its part
+        self._calls: dict[str, ToolPart] = {}  # call id -> its part
         self.wire_ids = WireIds()  # the ids this turn's calls go by in its model input
         self.step = 0
         self.steps: list[dict] = []
@@ -221,7 +221,7 @@ class TurnContext:
 
     # -- parts --
 
-    def new_text_part(self, kind: str) -> TextAccumulator:
+    def new_text_part(self, kind: Literal["text", "reasoning"]) -> TextAccumulator:
         part_id = len(self.parts)
         self.parts.append({"type": kind, "text": "", "step": self.step})
         acc = self._texts[part_id] = TextAccumulator(part_id)
@@ -239,10 +239,10 @@ class TurnContext:
         tool = self.tools.get(name)
         if tool is not None:
             part["effect"] = str(tool.effect)
-        self.parts.append(part)  # type: ignore[arg-type]
+        self.parts.append(part)
         if index is not None:
-            self._step_calls[(self.step, index)] = part_id
-        self._calls[call_id] = part_id
+            self._step_calls[(self.step, index)] = part
+        self._calls[call_id] = part
         self.publish_tool(part)
         self.tool_state_changed()
         return part
@@ -250,12 +250,12 @@ class TurnContext:
     def step_call(self, index: int, name: str) -> ToolPart:
         """The part of this step's call at position `index` (made when the call began, or now). A call is known
         by its place, never by the server's id for it: servers repeat those."""
-        idx = self._step_calls.get((self.step, index))
-        return self.parts[idx] if idx is not None else self.new_tool_part(name, index)  # type: ignore[return-value]
+        part = self._step_calls.get((self.step, index))
+        return part if part is not None else self.new_tool_part(name, index)
 
     def call_part(self, call_id: str) -> ToolPart:
         """The part of this turn's call `call_id` (a tool's `ToolContext.call_id`)."""
-        return self.parts[self._calls[call_id]]  # type: ignore[return-value]
+        return self._calls[call_id]
 
     def tool_state_changed(self) -> None:
         """Tool states are checkpointed at once, not on the text timer."""
@@ -268,7 +268,7 @@ class TurnContext:
             self._texts[i].text() for i, p in enumerate(self.parts) if p["type"] == "text" and p["step"] == step
         )
 
-    def snapshot(self) -> list[dict]:
+    def snapshot(self) -> list[dict[str, Any]]:
         """The parts as JSON-ready dicts, texts joined, then the turn's warnings (a part's index stays its id)."""
         out = []
         for i, part in enumerate(self.parts):
