@@ -7,6 +7,7 @@ what it holds (kill its processes, close its sessions) before re-raising `Cancel
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -80,7 +81,7 @@ class FunctionTool:
     description: str
     parameters: dict[str, Any]
     effect: Effect
-    fn: Any  # async (args, ctx) -> str | ToolResult
+    fn: Callable[[dict[str, Any], ToolContext], Awaitable[object]]  # a ToolResult, or what becomes its output
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         out = await self.fn(args, ctx)
