@@ -9,10 +9,11 @@ from __future__ import annotations
 import builtins  # `KnowledgeLibrary.list` hides the builtin in the annotations below it
 import os
 from collections.abc import AsyncIterator, Callable, Iterable
+from typing import cast
 
 from ..config import EmbeddingsConfig, Settings, split_model_ref
 from ..errors import ConfigError
-from ..knowledge.library import Added, Embedder, Knowledge
+from ..knowledge.library import Added, Embedder, EmbeddingsServer, Knowledge
 from ..knowledge.search import search
 from ..providers.base import Provider
 from .core import Core
@@ -107,5 +108,5 @@ def chosen_embedder(settings: Settings, provider: Callable[[str], Provider]) -> 
         found = provider(chosen.provider)
     except ConfigError:
         return None
-    return Embedder(found, chosen.model) if hasattr(found, "embed") else None
+    return Embedder(cast(EmbeddingsServer, found), chosen.model) if hasattr(found, "embed") else None
 

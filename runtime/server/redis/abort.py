@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 import redis.asyncio
+from redis.asyncio.client import PubSub
 
 from .common import TRANSIENT, Outage, RedisUnavailable, channel, key, require_bytes, subscribe
 
@@ -114,7 +115,7 @@ class AbortListener:
             await asyncio.wait([self._task])
             self._task = None
 
-    async def _listen(self, pubsub) -> None:
+    async def _listen(self, pubsub: PubSub) -> None:
         outage = Outage("listening for Stop")
         try:
             while True:
