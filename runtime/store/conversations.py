@@ -12,9 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from sqlalchemy import Table, Text, func, insert, or_, select, type_coerce, update
+from sqlalchemy import ColumnElement, Table, Text, func, insert, or_, select, type_coerce, update
+from sqlalchemy.engine import CursorResult, Result, Row
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..events import Usage
 from ..parts import FinalRecord, settle_parts, stop_waiting
@@ -72,11 +73,18 @@ class DuplicateMessage(Exception):
         self.row = row
 
 
-def row_dict(r) -> dict[str, Any]:
+def row_dict(r: Row) -> dict[str, Any]:
     return dict(r._mapping)
 
 
-def row_dicts(result) -> list[dict[str, Any]]:
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The integer primary key a one-row INSERT gave its row."""
+    key = result.inserted_primary_key
+    assert key is not None, "only an INSERT of many rows, or one with RETURNING, has no inserted key"
+    return int(key[0])
+
+
+def row_dicts(result: Result[Any]) -> list[dict[str, Any]]:
     """Every row of a result as a dict, the column names read once (a row's own mapping costs ~10 µs a row,
     which a turn over a 2,000-message task pays on every model request)."""
     keys = list(result.keys())
@@ -92,7 +100,7 @@ class Conversations:
     def owner_key(self) -> str:
         return self.t.key
 
-    def _own(self, table: Table, owner_id: str):
+    def _own(self, table: Table, owner_id: str) -> ColumnElement[bool]:
         return table.c[self.t.key] == owner_id
 
     # -- messages --
@@ -135,9 +143,9 @@ class Conversations:
         refuse_too_long(m, {"client_msg_id": client_msg_id})
         try:
             async with self.engine.begin() as conn:
-                msg_id = (await conn.execute(insert(m).values({
+                msg_id = inserted_id(await conn.execute(insert(m).values({
                     self.t.key: owner_id, "role": "user", "parts": parts, "status": "queued",
-                    "client_msg_id": client_msg_id, "created_at": now}))).inserted_primary_key[0]
+                    "client_msg_id": client_msg_id, "created_at": now})))
                 started = await self._start_oldest_queued(conn, owner_id, turn_id, now) if turn_id else None
                 if title:
                     titled = {"title": title} | ({"title_provisional": True} if "title_provisional" in o.c else {})
@@ -166,7 +174,8 @@ class Conversations:
         async with self.engine.begin() as conn:
             return await self._start_oldest_queued(conn, owner_id, turn_id, time.time())
 
-    async def _start_oldest_queued(self, conn, owner_id: str, turn_id: str, now: float) -> Started | None:
+    async def _start_oldest_queued(self, conn: AsyncConnection, owner_id: str, turn_id: str,
+                                   now: float) -> Started | None:
         """The oldest queued input becomes its turn's input. Later inputs queued behind it would otherwise sit
         between it and its answer (ids give the order): it moves to the end of the conversation first, under a
         new id, its old row left as an empty `discarded` tombstone (ids never reused). An input that is no answer
@@ -182,20 +191,20 @@ class Conversations:
         if newest != first.id:
             await conn.execute(update(m).where(m.c.id == first.id).values(
                 status="discarded", parts=[], client_msg_id=None))
-            input_id = (await conn.execute(insert(m).values({
+            input_id = inserted_id(await conn.execute(insert(m).values({
                 self.t.key: owner_id, "role": "user", "parts": first.parts, "status": "complete",
-                "client_msg_id": first.client_msg_id, "created_at": first.created_at}))).inserted_primary_key[0]
+                "client_msg_id": first.client_msg_id, "created_at": first.created_at})))
         else:
             await conn.execute(update(m).where(m.c.id == first.id).values(status="complete"))
         answers = any(p.get("type") == "answer" for p in first.parts)
         ended = None if answers else await self._end_wait(conn, owner_id)
         return Started(input_id, first.parts, await self._start_turn(conn, owner_id, turn_id, input_id, now), ended)
 
-    async def _start_turn(self, conn, owner_id: str, turn_id: str, input_id: int, now: float) -> int:
+    async def _start_turn(self, conn: AsyncConnection, owner_id: str, turn_id: str, input_id: int, now: float) -> int:
         m, t, o = self.t.messages, self.t.turns, self.t.owner
-        out_id = (await conn.execute(insert(m).values({
+        out_id = inserted_id(await conn.execute(insert(m).values({
             self.t.key: owner_id, "turn_id": turn_id, "role": "assistant", "parts": [], "status": "streaming",
-            "created_at": now}))).inserted_primary_key[0]
+            "created_at": now})))
         await conn.execute(insert(t).values({
             "id": turn_id, self.t.key: owner_id, "input_message_id": input_id, "output_message_id": out_id,
             "status": "running", "started_at": now}))
@@ -307,7 +316,7 @@ class Conversations:
         async with self.engine.begin() as conn:
             return await self._end_wait(conn, owner_id)
 
-    async def _end_wait(self, conn, owner_id: str) -> EndedWait | None:
+    async def _end_wait(self, conn: AsyncConnection, owner_id: str) -> EndedWait | None:
         """The owner idle, its question or approval gone, the turn that waited `aborted` and its waiting calls
         `stopped`: only if it waits (the check and the change are one statement)."""
         m, t, o = self.t.messages, self.t.turns, self.t.owner
@@ -372,7 +381,8 @@ class Conversations:
             await self._settle_interrupted(conn, owner_id, out_id, now, ~others)
         return True
 
-    async def _settle_interrupted(self, conn, owner_id: str, out_id: int | None, now: float, *when) -> None:
+    async def _settle_interrupted(self, conn: AsyncConnection, owner_id: str, out_id: int | None, now: float,
+                                  *when: ColumnElement[bool]) -> None:
         """An interrupted turn's answer: its parts as far as they were checkpointed, unfinished tool parts
         settled, complete; its owner idle with `last_reason` interrupted, unless it waits (or `when` fails)."""
         m, o = self.t.messages, self.t.owner

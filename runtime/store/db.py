@@ -34,6 +34,9 @@ from . import faults
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from sqlalchemy.engine import Connection
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 # pg_advisory_lock's key for migrations: any number, the same in every Hearth process on that database.
@@ -41,7 +44,7 @@ _MIGRATION_LOCK = 0x484541525448  # "HEARTH" in ASCII
 _REVISION = re.compile(r"^(revision|down_revision)\b[^=\n]*=\s*(.+)$", re.MULTILINE)
 
 
-def _pragmas(dbapi_conn, _record) -> None:
+def _pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cur = dbapi_conn.cursor()
     for pragma in ("journal_mode=WAL", "foreign_keys=ON", "synchronous=FULL", "busy_timeout=10000"):
         cur.execute(f"PRAGMA {pragma}")
@@ -92,11 +95,11 @@ def server_engine(url: URL) -> AsyncEngine:
     return engine
 
 
-def _driver_begins_nothing(dbapi_conn, _record) -> None:
+def _driver_begins_nothing(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     dbapi_conn.isolation_level = None
 
 
-def _begin_immediate(conn) -> None:
+def _begin_immediate(conn: Connection) -> None:
     # Takes the write lock at once, and makes the DDL that follows part of the transaction.
     conn.exec_driver_sql("BEGIN IMMEDIATE")
 
@@ -122,7 +125,7 @@ def alembic_config() -> Config:
     return cfg
 
 
-def _upgrade(sync_conn, revision: str) -> None:
+def _upgrade(sync_conn: Connection, revision: str) -> None:
     from alembic import command
 
     cfg = alembic_config()
@@ -219,7 +222,7 @@ async def migrate_url(url: str | URL, revision: str = "head") -> None:
         await engine.dispose()
 
 
-def _upgrade_alone(sync_conn, revision: str) -> None:
+def _upgrade_alone(sync_conn: Connection, revision: str) -> None:
     # A session lock, held until this connection closes (the engine keeps none open), across the revisions'
     # own transactions; the commit leaves alembic a connection outside any transaction, as on SQLite.
     sync_conn.exec_driver_sql(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")

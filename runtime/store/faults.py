@@ -15,12 +15,18 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import StorageCorrupt, StorageError, StorageFull, StorageReadOnly, StorageUnavailable
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection, Dialect, ExceptionContext
+    from sqlalchemy.engine.interfaces import DBAPIConnection
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 # SQLite's primary result codes (the low byte of an extended code).
 _PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 5, 6, 8, 10, 11, 13, 14, 26
@@ -98,7 +104,7 @@ def storage_error(exc: BaseException, home: Path) -> StorageError | None:
 def install(engine: AsyncEngine, home: Path) -> None:
     """Make every database error of `engine` that is a storage fault raise a StorageError."""
 
-    def translate(ctx) -> StorageError | None:
+    def translate(ctx: ExceptionContext) -> StorageError | None:
         return storage_error(ctx.original_exception, home)
 
     event.listen(engine.sync_engine, "handle_error", translate)
@@ -119,7 +125,7 @@ def install_server(engine: AsyncEngine, where: str) -> None:
     (`where` names the database) instead of a driver's error. asyncpg's own OSError at connect never reaches
     `handle_error`, so connecting goes through here too."""
 
-    def translate(ctx) -> StorageError | None:
+    def translate(ctx: ExceptionContext) -> StorageError | None:
         if ctx.is_pre_ping:  # the pool replaces the connection itself
             return None
         if ctx.is_disconnect:
@@ -129,7 +135,8 @@ def install_server(engine: AsyncEngine, where: str) -> None:
             return refused(where, ctx.original_exception)
         return None
 
-    def connect(dialect, _record, cargs, cparams):
+    def connect(dialect: Dialect, _record: ConnectionPoolEntry, cargs: tuple[Any, ...],
+                cparams: dict[str, Any]) -> DBAPIConnection:
         try:
             return dialect.connect(*cargs, **cparams)
         except OSError:  # refused, no route, timed out
@@ -143,7 +150,7 @@ def refuse_commits(engine: AsyncEngine, error: Callable[[], StorageError]) -> No
     """From now on every commit of `engine` raises `error()` and its transaction rolls back: once the database
     is known to be damaged nothing more goes into it, where a restore would set it aside unseen."""
 
-    def refuse(_conn) -> None:
+    def refuse(_conn: Connection) -> None:
         raise error()
 
     event.listen(engine.sync_engine, "commit", refuse)

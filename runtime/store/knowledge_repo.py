@@ -8,11 +8,13 @@ import asyncio
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.engine import Row
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from . import faults
 from .fts import match_all, match_any, tsquery_all, tsquery_any
@@ -22,11 +24,12 @@ COMMON = 0.05  # of the library's passages: a word in more of them is left out o
 COMMON_FLOOR = 2000  # passages: a smaller library matches every word of a query
 RANK_BUDGET = 3000  # passages one FTS5 query ranks: BM25 costs ~3.5 µs for each match (its length is read)
 _LAST_ROWID = 2**63 - 1
+T = TypeVar("T")
 
 _COLUMNS = "p.id, p.document_id, p.seq, p.text, p.heading, p.page, p.line_start, p.line_end"
 
 
-def _row(r) -> dict[str, Any]:
+def _row(r: Row) -> dict[str, Any]:
     return dict(r._mapping)
 
 
@@ -141,7 +144,7 @@ class KnowledgeRepo:
                     break
         return list(rows.values())[:limit]
 
-    def _read(self, work):
+    def _read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         with self._reader_lock, faults.guard(self._path.parent):
             if self._reader is None:
                 self._reader = sqlite3.connect(self._path, check_same_thread=False)
@@ -168,7 +171,7 @@ class KnowledgeRepo:
         async with self.engine.connect() as conn:
             rows = await conn.execute(select(PassageRow.id, PassageRow.vector).where(
                 PassageRow.document_id == doc_id, PassageRow.vector.is_not(None)).order_by(PassageRow.seq))
-            return [(r[0], r[1]) for r in rows]
+            return [(passage_id, vector) for passage_id, vector in rows if vector is not None]
 
 
 _BM25 = (f"SELECT {_COLUMNS}, passages_fts.rank AS score FROM passages_fts "
@@ -213,7 +216,8 @@ def _matches(db: sqlite3.Connection, words: list[str], counts: dict, generation:
         each = ", ".join("(SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?)" for _ in missing)
         counts.update(zip(missing, db.execute(f"SELECT {each}", [f'"{w}"' for w in missing]).fetchone(),
                           strict=True))
-    return [match_all(group) if every else match_any(group) for every, group in _plan(words, counts, total)]
+    queries = (match_all(group) if every else match_any(group) for every, group in _plan(words, counts, total))
+    return [query for query in queries if query]  # none is empty: `_plan` makes no empty group
 
 
 def _plan(words: list[str], counts: dict, total: int) -> list[tuple[bool, list[str]]]:
@@ -239,7 +243,7 @@ _PG_RANKED = text(f"SELECT {_COLUMNS}, -ts_rank('{{0, 0, 0.5, 1}}', p.search, q)
                   "ORDER BY score, p.id LIMIT :n").bindparams(bindparam("ids", expanding=True))
 
 
-async def _pg_counts(conn: Any, words: list[str]) -> dict[str, int]:
+async def _pg_counts(conn: AsyncConnection, words: list[str]) -> dict[str, int]:
     """How many passages hold each word, in one pass over the passages holding any of them (the GIN index)."""
     each = ", ".join(f"count(*) FILTER (WHERE search @@ to_tsquery('english', :w{i}))" for i in range(len(words)))
     found = (await conn.execute(text(f"SELECT {each} FROM passages WHERE search @@ to_tsquery('english', :any)"),

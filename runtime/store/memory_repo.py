@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, select, text, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .fts import match_any, query_words, tsquery_any
 from .models import JobRow, MemoryRow, TaskRow, TurnRow
@@ -101,7 +101,7 @@ class MemoryRepo:
             return [dict(r._mapping) for r in await conn.execute(query)]
 
 
-async def _index(conn: Any, name: str, summary: str, body: str) -> None:
+async def _index(conn: AsyncConnection, name: str, summary: str, body: str) -> None:
     await conn.execute(text("DELETE FROM memory_fts WHERE name = :name"), {"name": name})
     await conn.execute(text("INSERT INTO memory_fts(name, summary, body) VALUES (:name, :summary, :body)"),
                        {"name": name, "summary": summary, "body": body})

@@ -6,7 +6,7 @@ metadata cannot describe them, so schema comparisons leave them (and their shado
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Integer,
     LargeBinary,
     String,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -26,7 +27,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 
 
 class Base(DeclarativeBase):
-    pass
+    if TYPE_CHECKING:
+        # SQLAlchemy types it as any FromClause; every model here is mapped to a plain Table (which insert,
+        # update and delete take, and which has its columns).
+        __table__: ClassVar[Table]
 
 
 class UserRow(Base):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import ColumnElement, delete, insert, select, update
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -185,5 +185,5 @@ class Store(Conversations, RulesRepo, UsersRepo):
             )
 
 
-def _owned_by(owner_id: str | None):
+def _owned_by(owner_id: str | None) -> ColumnElement[bool]:
     return TaskRow.owner_id.is_(None) if owner_id is None else TaskRow.owner_id == owner_id

@@ -38,7 +38,7 @@ class RulesRepo:
             if found is None:
                 await conn.execute(insert(PermissionRuleRow).values(
                     task_id=task_id, tool=tool, command=command, decision=decision, created_at=time.time()))
-                found = (await conn.execute(same)).first()
+                found = (await conn.execute(same)).one()
             return dict(found._mapping)
 
     async def remove_permission_rule(self, rule_id: int) -> bool:

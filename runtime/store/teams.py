@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..parts import FinalRecord, text_of
 from .conversations import Conversations, Tables, row_dict
@@ -183,7 +183,7 @@ class TeamStore(Conversations, RulesRepo):
         return None
 
 
-async def _last_answer(conn, assignment_id: str) -> str:
+async def _last_answer(conn: AsyncConnection, assignment_id: str) -> str:
     """The answers since the person's last real input, joined: a Continue or an approval's answer goes on with
     the same answer, so its dependents get all of it."""
     m = AssignmentMessageRow.__table__
