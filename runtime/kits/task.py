@@ -23,7 +23,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings, split_model_ref
 from ..engine.agent.prompt import PLANNING, SYSTEM_PROMPT, TALK_ONLY
@@ -51,6 +51,9 @@ from ..tools.shell.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
 from ..tools.skills import SkillTool, activated, instructions, load_skills, skills_note
 from ..tools.team_lead import PlanAssignments
 
+if TYPE_CHECKING:
+    from ..tools.mcp.sessions import MCPTurnSessions
+
 log = logging.getLogger(__name__)
 
 UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states: small enough for most servers
@@ -58,6 +61,11 @@ UNKNOWN_CONTEXT_TOKENS = 8192  # assumed for a model whose window nobody states:
 
 def _skills_and_helpers(home: Path) -> tuple[list, list]:
     return load_skills(home), load_definitions(home)
+
+
+async def _search(knowledge: Knowledge, bound: list[str], query: str, limit: int) -> str:
+    hits, notes = await search(knowledge, bound, query, limit)
+    return answer_text(query, hits, notes)
 
 
 def planning(task: dict[str, Any]) -> bool:
@@ -80,7 +88,8 @@ class AgentKit:
         self.home = home
         self.memory = memory
         self.knowledge = knowledge
-        self._said: dict[str, str] = {}  # task id -> what the person said in the running turn (for extraction)
+        # task id (None: first_prompt's) -> what the person said in the running turn (for extraction)
+        self._said: dict[str | None, str] = {}
         self._settings = settings
         self._keys = keys
         self.providers = providers
@@ -133,8 +142,9 @@ class AgentKit:
             tools.append(memory_tool)
             notes.append(memory_note)
         bound = list(task.get("knowledge") or ())
-        if bound and self.knowledge is not None:
-            tools.append(SearchKnowledge(lambda query, limit: self._search(bound, query, limit)))
+        knowledge = self.knowledge
+        if bound and knowledge is not None:
+            tools.append(SearchKnowledge(lambda query, limit: _search(knowledge, bound, query, limit)))
             notes.append(KNOWLEDGE_NOTE)
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
@@ -167,15 +177,16 @@ class AgentKit:
             return await self._talk_only(chat, input_parts, None)  # a chat never offers files or commands
         tools: list[Tool] = []
         notes: list[str | None] = []
-        documents = self.knowledge.documents() if self.knowledge is not None else asyncio.sleep(0, [])
+        knowledge = self.knowledge
+        documents = knowledge.documents() if knowledge is not None else asyncio.sleep(0, [])
         (memory_tool, memory_note), documents = await asyncio.gather(self._memory(chat, input_parts), documents)
         if memory_tool is not None:
             tools.append(memory_tool)
             notes.append(memory_note)
-        if self.knowledge is not None:
+        if knowledge is not None:
             library = [d["path"] for d in documents]
             if library:
-                tools.append(SearchKnowledge(lambda query, limit: self._search(library, query, limit)))
+                tools.append(SearchKnowledge(lambda query, limit: _search(knowledge, library, query, limit)))
                 notes.append(LIBRARY_NOTE)
         return Prepared({t.name: t for t in tools}, [n for n in notes if n])
 
@@ -210,7 +221,8 @@ class AgentKit:
         system = {"role": "system", "content": "\n\n".join([prepared.system, *prepared.notes])}
         return [system], [tool_spec(t) for t in prepared.tools.values()]
 
-    def mcp_sessions(self, task: dict[str, Any], cwd: Path, *, for_tools: list[str] | None = None):
+    def mcp_sessions(self, task: dict[str, Any], cwd: Path, *,
+                     for_tools: list[str] | None = None) -> MCPTurnSessions | None:
         """This turn's MCP sessions, or None when no server is configured or the task is planning (an MCP
         tool's effect is the server's to say, so a turn that must change nothing starts none). `for_tools`: only
         the servers that some of these tool names belong to (a team member's list)."""
@@ -265,10 +277,6 @@ class AgentKit:
     def memory_on(self, task: dict[str, Any]) -> bool:
         """Memory is used and saved: on in settings, and the task was not created with it off."""
         return self._settings().memory and task.get("memory", True) is not False
-
-    async def _search(self, bound: list[str], query: str, limit: int) -> str:
-        hits, notes = await search(self.knowledge, bound, query, limit)
-        return answer_text(query, hits, notes)
 
     def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
         """After a completed turn in which the person said something about themselves: `memory.extraction`."""
