@@ -303,6 +303,8 @@ class Teams:
             return
         async with self._locks[row["team_id"]]:
             row = await self._store.get_assignment(assignment_id)
+            if row is None:  # deleted (with its team) while this waited for the lock: nothing to settle
+                return
             status = outcome(row)
             if status is None or assignment_id in self._core.aborts:  # another turn of it has started since
                 return

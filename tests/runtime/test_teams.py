@@ -16,7 +16,9 @@ import pytest
 from runtime.api import ConfigError, Runtime, TeamNotFound
 from runtime.cli.team import board
 from runtime.providers.scripted import Call, Delay, Fail, ScriptedModel
+from runtime.store.db import make_engine
 from runtime.store.repo import DB_NAME
+from runtime.store.teams import TeamStore
 from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -542,5 +544,50 @@ async def test_two_runs_and_a_retry_at_once_start_each_assignment_once(home):
         assert len(providers["lead"].requests) == 3
         assert len(providers["writer"].requests) == 1 and len(providers["critic"].requests) == 1
         assert team.assignments[0].output.endswith("A, again.")
+    finally:
+        await rt.aclose()
+
+
+class WatchedLock(asyncio.Lock):
+    """A team's lock that says when someone waits for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.waited = asyncio.Event()
+
+    async def acquire(self):
+        if self.locked():
+            self.waited.set()
+        return await super().acquire()
+
+
+async def test_an_assignment_deleted_while_its_ended_turn_waits_to_settle_leaves_nothing_to_settle(home):
+    """A turn ends while its team's lock is held, and the assignment is deleted before the lock is free (the team
+    deleted at that moment): when its settle gets the lock there is nothing left to settle, and it ends quietly
+    instead of failing on the missing row. The test holds the lock itself, the one way to reach that moment."""
+    providers = models([[Delay(30), "never"]], [], [])
+    rt = await Runtime.open(home, providers=providers)
+    try:
+        team = await rt.teams.create("Goal", MEMBERS, DIAMOND[:1])
+        lock = rt.teams._locks[team.id] = WatchedLock()
+        await rt.teams.run(team.id)
+
+        async def a_asked():
+            return len(providers["lead"].requests) == 1
+
+        await wait_for(a_asked)
+        async with lock:
+            await rt.teams.stop_assignment(team.id, "A")
+            await asyncio.wait_for(lock.waited.wait(), 20)  # the ended turn's settle read its row and waits
+            settling = list(rt.teams._settling)
+            other = TeamStore(make_engine(home / DB_NAME))  # another connection, as a delete's own
+            try:
+                await other.delete_team(team.id)
+            finally:
+                await other.engine.dispose()
+        assert len(settling) == 1
+        await asyncio.gather(*settling)  # raises what the settle raised
+        with pytest.raises(TeamNotFound):
+            await rt.teams.get(team.id)
     finally:
         await rt.aclose()
