@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -60,7 +61,7 @@ from ..local_models.hub import (
 from ..local_models.library import BUNDLED_MODEL_NAME, ModelRecord, model_name_for, sha256_of
 from ..local_models.machine import human_bytes
 from ..local_models.partials import PartialDownload
-from ..local_models.progress import ProgressReporter
+from ..local_models.progress import DownloadProgress, ProgressReporter
 from .core import Core
 
 log = logging.getLogger(__name__)
@@ -162,7 +163,8 @@ class LocalModels:
 
     # -- downloads --
 
-    async def pull(self, ref: str, on_progress=None) -> InstalledModel:
+    async def pull(self, ref: str,
+                   on_progress: Callable[[DownloadProgress], None] | None = None) -> InstalledModel:
         """Download a catalog model (by id) or a Hugging Face file (OWNER/REPO/FILE.gguf or its URL), resuming a
         partial download; returns it installed. `ModelError` says what went wrong; cancelling pauses it."""
         self._core.writable()
