@@ -19,10 +19,11 @@ from .status import StatusLine
 
 if TYPE_CHECKING:
     from ..api import Runtime
+    from ..events import TurnEnded
 
 
 
-def add_chat_parser(sub) -> None:
+def add_chat_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chat = sub.add_parser("chat", help="a quick conversation without a task: hearth chat \"text\"")
     chat.add_argument("text", nargs="?")
     chat.add_argument("--id", help="go on with this chat (default: a new chat)")
@@ -99,12 +100,12 @@ async def _stream(rt: Runtime, chat_id: str, turn_id: str | None) -> int:
     return EXIT_OK
 
 
-async def _stream_turn(rt: Runtime, chat_id: str, turn_id: str | None):
+async def _stream_turn(rt: Runtime, chat_id: str, turn_id: str | None) -> TurnEnded | None:
     """Print one turn's answer; its `turn_ended` (None if the stream ended without one)."""
     loop = asyncio.get_running_loop()
     stopping: set[asyncio.Task] = set()
     loop.add_signal_handler(signal.SIGINT, lambda: stopping.add(loop.create_task(rt.chats.stop(chat_id))))
-    ended = None
+    ended: TurnEnded | None = None
     status = StatusLine()
     try:
         async for ev in rt.chats.subscribe(chat_id, turn_id=turn_id):

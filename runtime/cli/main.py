@@ -25,7 +25,7 @@ import asyncio
 import logging
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from ..errors import (
     ConfigError,
@@ -174,11 +174,11 @@ class _CurrentStderr(logging.StreamHandler):
     while `hearth run` preloads the model, which may be just when this handler is made (see cli/status.py)."""
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:
+    def stream(self, _value: TextIO) -> None:
         pass
 
 

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..api import Runtime
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     mcp = sub.add_parser("mcp", help="manage MCP servers").add_subparsers(dest="mcp_command", required=True)
     mcp.add_parser("list", help="configured servers, their command lines and consent")
     add = mcp.add_parser("add", help="add a stdio server: hearth mcp add NAME -- COMMAND [ARGS...]")

@@ -28,7 +28,7 @@ COMMANDS = ("memory", "knowledge", "jobs")
 _READS = {("memory", "list"), ("memory", "show"), ("knowledge", "list"), ("jobs", None)}
 
 
-def add_parsers(sub) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     memory = sub.add_parser("memory", help="the memories Hearth keeps about you across tasks")
     msub = memory.add_subparsers(dest="memory_command", required=True)
     listing = msub.add_parser("list", help="your memories, with where each came from")

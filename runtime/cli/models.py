@@ -16,10 +16,11 @@ from .exits import EXIT_OK, EXIT_STOPPED
 
 if TYPE_CHECKING:
     from ..api import Runtime
+    from ..local_models.progress import DownloadProgress
 
 
 
-def add_models_parser(sub) -> None:
+def add_models_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     models = sub.add_parser("models", help="local models, downloads, and model servers")
     models_sub = models.add_subparsers(dest="models_command")
     models_sub.add_parser("list", help="installed models, the catalog, and model servers (the default)")
@@ -35,9 +36,9 @@ async def models_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.models_command == "pull":
         return await _pull(rt, args.ref)
     if args.models_command == "rm":
-        paused = next((p for p in rt.models.paused() if p.ref == args.name), None)
-        if paused is not None and await rt.models.cancel(paused.ref):
-            print(f"Deleted the partial download of {paused.label}.")
+        partial = next((p for p in rt.models.paused() if p.ref == args.name), None)
+        if partial is not None and await rt.models.cancel(partial.ref):
+            print(f"Deleted the partial download of {partial.label}.")
             return EXIT_OK
         await rt.models.remove(args.name)
         print(f"Removed {args.name}.")
@@ -90,7 +91,7 @@ async def _pull(rt: Runtime, ref: str) -> int:
     tty = sys.stderr.isatty()
     shown: dict[str, object] = {"step": -1, "phase": None, "warned": False}
 
-    def on_progress(p) -> None:
+    def on_progress(p: DownloadProgress) -> None:
         if p.fits is False and not shown["warned"]:
             shown["warned"] = True
             print(f"Warning: {p.name} needs about {human_bytes(p.ram_needed)} of memory, more than this computer "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,11 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             cfg = settings.provider(provider_id)
             if cfg.kind != "llama_cpp" or settings.mcp_servers:  # MCP tools change the prefix: nothing to warm
                 return
+            from ..providers.llama.provider import LlamaCppProvider  # build_provider imports it for this entry
+
             keys, library = SecretStore(folder), ModelLibrary(folder)
             provider = build_provider(cfg, keys, library)
+            assert isinstance(provider, LlamaCppProvider)  # what a llama_cpp entry builds
             # The load starts before the imports below: llama.cpp reads the file with the GIL released, so it
             # runs beside them instead of after them.
             loading = threading.Thread(target=_quietly, args=(provider.load_sync, name), name="hearth-model-load")
@@ -69,7 +73,7 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
                 if any(p.name != INDEX_NAME for p in (folder / MEMORY_DIR).glob("*.md")):
                     tools = []  # their index is in the prompt, and it is read with the database: only load
                 else:
-                    tools.append(tool_spec(MemoryTool))
+                    tools.append(tool_spec(MemoryTool))  # type: ignore[arg-type]  # reads only class attributes
             if first_input:
                 messages.append({"role": "user", "content": first_input})
             provider.warm_sync(name, messages, tools, stop)
@@ -84,7 +88,7 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
     return Preload(thread, stop)
 
 
-def _quietly(load, name: str | None) -> None:
+def _quietly(load: Callable[[str | None], object], name: str | None) -> None:
     """The model load in a thread of its own; a failure is the turn's to report when it loads the model again."""
     try:
         load(name)

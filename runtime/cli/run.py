@@ -19,9 +19,10 @@ from .tasks import resolve_task
 if TYPE_CHECKING:
     from ..api import Runtime
     from ..events import Event, TurnEnded
+    from ..infos import TurnHandle
 
 
-def add_run_parsers(sub: argparse._SubParsersAction) -> None:
+def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="send an input and stream the turn")
     run.add_argument("text", nargs="?")
     run.add_argument("--task", help="continue this task (default: a new task)")
@@ -167,7 +168,8 @@ def _print_event(ev: Event) -> str:
     return line
 
 
-async def _ask_in_terminal(rt: Runtime, task_id: str):
+async def _ask_in_terminal(rt: Runtime, task_id: str) -> TurnHandle | None:
+    """Ask the task's approval, plan or question on the terminal and answer it; None when it waits for none."""
     req = (await rt.get_task(task_id)).pending_request
     if not req:
         return None

@@ -33,7 +33,7 @@ COMMANDS = ("server",)
 DATABASE_ENV = "HEARTH_DATABASE_URL"
 
 
-def add_server_parser(sub) -> None:
+def add_server_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--database", metavar="URL", help=f"the server's database (default: ${DATABASE_ENV}, else "
                                                          "the SQLite database in --data)")

@@ -5,7 +5,10 @@ anything else is printed. Only on a terminal: a script reading stderr gets no st
 from __future__ import annotations
 
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from ..events import Event
 
 ERASE = "\r\033[K"
 # Asked once, when the CLI is imported. `hearth run` then starts loading the model, and while llama-cpp-python
@@ -25,7 +28,7 @@ class StatusLine:
     def _stream(self) -> TextIO:
         return self._own_stream or sys.stderr
 
-    def event(self, ev) -> None:
+    def event(self, ev: Event) -> None:
         """Call before printing each event: shows a status's words, erases them before anything else."""
         if ev.type == "status" and ev.detail:
             self._show(ev.detail)

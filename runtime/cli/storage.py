@@ -13,7 +13,7 @@ from .exits import EXIT_CORRUPT, EXIT_OK
 STORAGE_COMMANDS = ("backup", "check", "restore")
 
 
-def add_storage_parsers(sub) -> None:
+def add_storage_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     backup = sub.add_parser("backup", help="copy the database (also while the app runs)")
     backup.add_argument("path", nargs="?", help="a file or folder (default: backups/ in the data folder)")
     sub.add_parser("check", help="check the database's integrity and summarize it")

@@ -22,11 +22,12 @@ from .exits import EXIT_OK
 
 if TYPE_CHECKING:
     from ..api import Runtime
+    from ..infos import MessageInfo
 
 ENDINGS = {"aborted": "stopped", "interrupted": "interrupted: Hearth closed while it ran", "error": "failed"}
 
 
-def add_task_parsers(sub) -> None:
+def add_task_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     sub.add_parser("tasks", help="list tasks, the most recent first")
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id", help="the task's id or a unique start of it")
@@ -115,7 +116,7 @@ def _part_lines(parts: list[dict]) -> list[str]:
     return lines
 
 
-def _endings(message, turn: dict | None) -> list[str]:
+def _endings(message: MessageInfo, turn: dict | None) -> list[str]:
     notes = []
     reason = (turn or {}).get("reason")
     if reason in ENDINGS:

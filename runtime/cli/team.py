@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 COMMANDS = ("team",)
 
 
-def add_team_parser(sub) -> None:
+def add_team_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     team = sub.add_parser("team", help="a team of members working a plan of assignments")
     cmds = team.add_subparsers(dest="team_command", required=True)
     create = cmds.add_parser("create", help="a new team with its members and plan")
