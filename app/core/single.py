@@ -49,7 +49,7 @@ class InstanceServer(QObject):
 
     show_requested = Signal()
 
-    def __init__(self, name: str, parent=None):
+    def __init__(self, name: str, parent: QObject | None = None):
         super().__init__(parent)
         self._server = QLocalServer(self)
         QLocalServer.removeServer(name)  # a socket file left by a crash; a live owner would have answered
@@ -63,7 +63,7 @@ class InstanceServer(QObject):
             sock.disconnected.connect(sock.deleteLater)
 
     def _read(self, sock: QLocalSocket) -> None:
-        if bytes(sock.readAll()).startswith(SHOW):
+        if sock.readAll().startsWith(SHOW):
             self.show_requested.emit()
 
     def close(self) -> None:
