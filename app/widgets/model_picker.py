@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItem, QStandardItemModel
-from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QLabel, QVBoxLayout, QWidget
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import spawn
 
 GROUPS = {"default": "Default", "recent": "Recent"}
@@ -19,7 +20,7 @@ class ModelPicker(QComboBox):
 
     loaded = Signal()
 
-    def __init__(self, default: str, parent=None):
+    def __init__(self, default: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.setEditable(True)
         self.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -32,7 +33,7 @@ class ModelPicker(QComboBox):
                      "available": True, "reason": None}])
         self.setToolTip("provider/model — pick one, or type one")
 
-    def load(self, bridge) -> None:
+    def load(self, bridge: RuntimeBridge) -> None:
         """Ask the runtime for the live lists; the box is usable meanwhile."""
         async def go() -> None:
             choices = await bridge.providers.model_choices()
@@ -99,7 +100,7 @@ class ModelDialog(QDialog):
 
     chosen = Signal(str)
 
-    def __init__(self, bridge, current: str, parent=None, chat: bool = False):
+    def __init__(self, bridge: RuntimeBridge, current: str, parent: QWidget | None = None, chat: bool = False):
         super().__init__(parent)
         self.setWindowTitle("Change the chat's model" if chat else "Continue with another model")
         self.setModal(False)

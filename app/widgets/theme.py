@@ -6,6 +6,8 @@ Widgets that paint colours themselves (code blocks, badges) read `colors()` and 
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QApplication
@@ -32,8 +34,13 @@ class _Notifier(QObject):
     changed = Signal(str)
 
 
+class _Theme(TypedDict):
+    name: str
+    colors: dict[str, str]
+
+
 notifier = _Notifier()
-_current = {"name": "light", "colors": LIGHT}
+_current: _Theme = {"name": "light", "colors": LIGHT}
 
 
 def colors() -> dict[str, str]:
@@ -116,9 +123,10 @@ def stylesheet(c: dict[str, str]) -> str:
 def apply(mode: str) -> str:
     """Apply a theme mode ("system", "light", "dark"); returns the resolved "light"/"dark"."""
     app = QApplication.instance()
+    assert isinstance(app, QApplication), "a theme is applied to the running application"
     name = resolve(mode)
     c = DARK if name == "dark" else LIGHT
-    _current.update(name=name, colors=c)
+    _current.update({"name": name, "colors": c})
     app.setStyle("Fusion")
     app.setPalette(_palette(c))
     app.setStyleSheet(stylesheet(c))
