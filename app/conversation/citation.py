@@ -63,7 +63,7 @@ class CitationChip(QPushButton):
 
     opened = Signal(str, str)  # path, where (page, lines, heading in words)
 
-    def __init__(self, citation: Citation, parent=None):
+    def __init__(self, citation: Citation, parent: QWidget | None = None):
         super().__init__(citation.label, parent)
         self.citation = citation
         self.setObjectName("CitationChip")
@@ -88,7 +88,7 @@ class CitationChip(QPushButton):
 class CitationRow(QWidget):
     """The chips of one search_knowledge result, side by side (nothing when it cited nothing)."""
 
-    def __init__(self, result: str | None, parent=None):
+    def __init__(self, result: str | None, parent: QWidget | None = None):
         super().__init__(parent)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 2, 0, 2)

@@ -7,8 +7,16 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QFontMetrics, QTextCursor
+from PySide6.QtCore import QMimeData, Qt, Signal
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QFontMetrics,
+    QKeyEvent,
+    QResizeEvent,
+    QTextCursor,
+)
 from PySide6.QtWidgets import (
     QFileDialog,
     QFrame,
@@ -38,7 +46,7 @@ class ComposerEdit(QPlainTextEdit):
     files_dropped = Signal(list)
     long_paste = Signal(str)
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("ComposerEdit")
         self.enter_sends = True
@@ -47,13 +55,13 @@ class ComposerEdit(QPlainTextEdit):
         self.document().contentsChanged.connect(self._fit)
         self._fit()
 
-    def insertFromMimeData(self, source) -> None:
+    def insertFromMimeData(self, source: QMimeData) -> None:
         if self.paste_as_file and source.hasText() and not source.hasUrls() and len(source.text()) > PASTE_AS_FILE:
             self.long_paste.emit(source.text())
             return
         super().insertFromMimeData(source)
 
-    def keyPressEvent(self, event) -> None:
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         key = event.key()
         mods = event.modifiers()
         if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
@@ -69,19 +77,19 @@ class ComposerEdit(QPlainTextEdit):
             return
         super().keyPressEvent(event)
 
-    def dragEnterEvent(self, event) -> None:
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
         else:
             super().dragEnterEvent(event)
 
-    def dragMoveEvent(self, event) -> None:
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
         else:
             super().dragMoveEvent(event)
 
-    def dropEvent(self, event) -> None:
+    def dropEvent(self, event: QDropEvent) -> None:
         files = _local_files(event.mimeData())
         if files:
             event.acceptProposedAction()
@@ -98,7 +106,7 @@ class ComposerEdit(QPlainTextEdit):
         lines = max(1, min(most, int(lines)))
         self.setFixedHeight(lines * line_h + 12)
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit()
 
@@ -108,7 +116,7 @@ class Composer(QFrame):
     stop_requested = Signal()
     edit_cancelled = Signal()
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("Composer")
         self.setAcceptDrops(True)
@@ -297,16 +305,16 @@ class Composer(QFrame):
         self.attachments = []
         while self.chips_lay.count() > 1:
             item = self.chips_lay.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if item is not None and (w := item.widget()) is not None:
+                w.deleteLater()
         self.chips.hide()
         self._update_send()
 
-    def dragEnterEvent(self, event) -> None:
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if _local_files(event.mimeData()):
             event.acceptProposedAction()
 
-    def dropEvent(self, event) -> None:
+    def dropEvent(self, event: QDropEvent) -> None:
         files = _local_files(event.mimeData())
         if files:
             event.acceptProposedAction()

@@ -12,6 +12,7 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
 
@@ -20,7 +21,7 @@ def _secs(a: float | None, b: float | None) -> str:
 
 
 class DetailsDialog(QDialog):
-    def __init__(self, details: dict, parent=None):
+    def __init__(self, details: dict, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Turn details")
         self.setModal(False)

@@ -2,7 +2,7 @@
 blocks (each gets a "Copy code" link above it), and a browser that grows to fit its document instead of
 scrolling.
 
-`MarkdownView.source` is the exact text it shows (tests compare it with the persisted text). While a part
+`MarkdownView.markdown` is the exact text it shows (tests compare it with the persisted text). While a part
 streams, rendering is throttled by its own cost (a re-render never takes more than about a quarter of the
 time), so a 100 KB answer stays responsive; the final text is always rendered.
 
@@ -28,13 +28,14 @@ from PySide6.QtGui import (
     QFont,
     QFontDatabase,
     QFontMetricsF,
+    QResizeEvent,
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
     QTextFormat,
 )
-from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser
+from PySide6.QtWidgets import QApplication, QFrame, QSizePolicy, QTextBrowser, QWidget
 
 from ..widgets import theme
 
@@ -162,7 +163,7 @@ def highlight_spans(code: str, lang: str) -> list[tuple[int, int, str, bool]]:
 class MarkdownView(QTextBrowser):
     """A read-only Markdown block that grows with its content."""
 
-    def __init__(self, text: str = "", *, muted: bool = False, cached: bool = False, parent=None):
+    def __init__(self, text: str = "", *, muted: bool = False, cached: bool = False, parent: QWidget | None = None):
         super().__init__(parent)
         self.cached = cached  # shows saved text: its render is kept and reused (module docstring)
         self.setOpenLinks(False)  # links are handled below: "copy:N" copies code block N
@@ -175,7 +176,7 @@ class MarkdownView(QTextBrowser):
         self.setContextMenuPolicy(Qt.ContextMenuPolicy.DefaultContextMenu)
         self.viewport().setAutoFillBackground(False)
         self.muted = muted
-        self.source = text
+        self.markdown = text
         self.renders = 0
         self._dirty = bool(text)
         self._next_ok = 0.0
@@ -191,12 +192,12 @@ class MarkdownView(QTextBrowser):
 
     def add_text(self, text: str) -> None:
         if text:
-            self.source += text
+            self.markdown += text
             self._dirty = True
 
     def set_text(self, text: str) -> None:
-        if text != self.source:
-            self.source = text
+        if text != self.markdown:
+            self.markdown = text
             self._dirty = True
 
     def request_render(self) -> None:
@@ -217,7 +218,7 @@ class MarkdownView(QTextBrowser):
     def render_now(self) -> None:
         t0 = time.perf_counter()
         self._dirty = False
-        key = (self.source, "dark" if theme.is_dark() else "light", self.muted)
+        key = (self.markdown, "dark" if theme.is_dark() else "light", self.muted)
         if self.cached and (kept := _rendered.get(key)) is not None:
             _rendered.move_to_end(key)
             copy = kept[0].clone()
@@ -227,15 +228,15 @@ class MarkdownView(QTextBrowser):
             self.code_blocks = list(kept[1])
             return
         doc = self.document()
-        markdown, self.code_blocks = with_copy_links(self.source)
-        doc.setMarkdown(markdown)
+        linked, self.code_blocks = with_copy_links(self.markdown)
+        doc.setMarkdown(linked)
         keep_code_tabs(doc, self.code_blocks)
         self._decorate()
         self.renders += 1
         if self.cached:
-            kept = doc.clone()
-            kept.setParent(_keeper())
-            _rendered[key] = (kept, list(self.code_blocks))
+            stored = doc.clone()
+            stored.setParent(_keeper())
+            _rendered[key] = (stored, list(self.code_blocks))
             if len(_rendered) > RENDERED_KEEP:
                 _rendered.popitem(last=False)[1][0].deleteLater()
         cost = time.perf_counter() - t0
@@ -336,7 +337,7 @@ class MarkdownView(QTextBrowser):
             QDesktopServices.openUrl(url)
 
     def _retheme(self, _name: str) -> None:
-        if self.source:
+        if self.markdown:
             self.render_now()
 
     # -- size --
@@ -351,6 +352,6 @@ class MarkdownView(QTextBrowser):
         if height != self.height():
             self.setFixedHeight(max(height, 4))
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         self._fit(self.document().size())

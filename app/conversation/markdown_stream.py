@@ -43,16 +43,16 @@ def settle_point(text: str, start: int, chunk: int = CHUNK) -> int | None:
 
 class StreamingMarkdown(QWidget):
     """The live counterpart of `MarkdownView`, with the same text methods (`add_text`, `set_text`,
-    `request_render`, `flush`, `source`)."""
+    `request_render`, `flush`, `markdown`)."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         self.lay = QVBoxLayout(self)
         self.lay.setContentsMargins(0, 0, 0, 0)
         self.lay.setSpacing(self.fontMetrics().height() // 2)  # about the gap between two paragraphs
-        self.source = ""
-        self._settled = 0  # how much of `source` the views before the tail show
+        self.markdown = ""
+        self._settled = 0  # how much of `markdown` the views before the tail show
         self.views: list[MarkdownView] = []
         self.tail = self._new_view()
 
@@ -68,19 +68,19 @@ class StreamingMarkdown(QWidget):
 
     def add_text(self, text: str) -> None:
         if text:
-            self.source += text
+            self.markdown += text
             self.tail.add_text(text)
 
     def set_text(self, text: str) -> None:
         """The text so far at once (a running answer re-made from its parts): laid out again from its start,
         its settled part as one chunk at the next render."""
-        if text == self.source:
+        if text == self.markdown:
             return
         for view in self.views[:-1]:
             self.lay.removeWidget(view)
             view.deleteLater()
         self.views = [self.tail]
-        self.source, self._settled = text, 0
+        self.markdown, self._settled = text, 0
         self.tail.set_text(text)
 
     def request_render(self) -> None:
@@ -92,12 +92,12 @@ class StreamingMarkdown(QWidget):
         self.tail.flush()
 
     def _settle(self) -> None:
-        cut = settle_point(self.source, self._settled)
+        cut = settle_point(self.markdown, self._settled)
         if cut is None:
             return
         done = self.tail
-        done.set_text(self.source[self._settled:cut].rstrip("\n"))
+        done.set_text(self.markdown[self._settled:cut].rstrip("\n"))
         done.render_now()
         self._settled = cut
         self.tail = self._new_view()
-        self.tail.set_text(self.source[cut:])
+        self.tail.set_text(self.markdown[cut:])

@@ -5,6 +5,7 @@ banner of an interrupted, failed or cut-off turn). The view (conversation/view.p
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -12,6 +13,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
 from .message_widgets import REPEATED, TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
+from .tool_card import ToolCard
 
 if TYPE_CHECKING:
     from runtime.api import MessageInfo
@@ -107,7 +109,8 @@ class AssistantItem(QWidget):
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
 
-    def __init__(self, message: Message, marker: str = "", foreign=None, parent=None, chat: bool = False,
+    def __init__(self, message: Message, marker: str = "", foreign: Callable[[str], ToolCard | None] | None = None,
+                 parent: QWidget | None = None, chat: bool = False,
                  retry: bool = True):
         super().__init__(parent)
         self.message = message
@@ -180,7 +183,7 @@ class AssistantItem(QWidget):
                 self.set_meta(False)
             elif ev.type == "warning":
                 block.add_warning(ev.message, ev.code)
-        block.render()
+        block.render_changed()
 
     def _copy(self) -> None:
         QApplication.clipboard().setText(self.copy_text())

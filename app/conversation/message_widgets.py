@@ -6,8 +6,11 @@ failed turn."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
+from typing import TypeAlias
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, SignalInstance
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
@@ -35,7 +38,7 @@ class UserBubble(QWidget):
     edit = Signal()
 
     def __init__(self, parts: list[dict], status: str = "complete", stranded: bool = False,
-                 editable: bool = False, parent=None):
+                 editable: bool = False, parent: QWidget | None = None):
         super().__init__(parent)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -93,7 +96,7 @@ class UserBubble(QWidget):
             lay.addLayout(row)
         outer.addWidget(self.bubble)
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         widest = max(200, int(self.width() * 0.8))
         if self.bubble is not None:
@@ -106,7 +109,7 @@ class UserBubble(QWidget):
         self.label.setMinimumWidth(min(natural, widest))
 
 
-def link_button(text: str, signal, tip: str = "") -> QPushButton:
+def link_button(text: str, signal: SignalInstance | Callable[[], object], tip: str = "") -> QPushButton:
     button = QPushButton(text)
     button.setObjectName("Link")
     button.setCursor(Qt.CursorShape.PointingHandCursor)
@@ -126,7 +129,7 @@ def _answer_line(answer: dict) -> str:
 class ReasoningBlock(QWidget):
     """The model's reasoning, collapsed behind a toggle."""
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -140,8 +143,8 @@ class ReasoningBlock(QWidget):
         lay.addWidget(self.view)
 
     @property
-    def source(self) -> str:
-        return self.view.source
+    def markdown(self) -> str:
+        return self.view.markdown
 
     def add_text(self, text: str) -> None:
         self.view.add_text(text)
@@ -150,7 +153,7 @@ class ReasoningBlock(QWidget):
         self.view.set_text(text)
 
     def request_render(self) -> None:
-        words = len(self.view.source.split())
+        words = len(self.view.markdown.split())
         self.toggle.setText(f"Thinking · {words} word{'s' if words != 1 else ''}")
         if self.toggle.isChecked():
             self.view.request_render()
@@ -166,12 +169,17 @@ class ReasoningBlock(QWidget):
             self.view.flush()
 
 
+# What shows a text or reasoning part: the same text methods on each (`add_text`, `set_text`, `request_render`,
+# `flush`, `markdown`).
+TextPart: TypeAlias = MarkdownView | StreamingMarkdown | ReasoningBlock
+
+
 class AssistantBlock(QWidget):
     """One assistant message; live events and persisted parts update it through the same methods."""
 
     settings_wanted = Signal(str)  # a warning's link: the Settings page that deals with it
 
-    def __init__(self, parent=None, live: bool = False):
+    def __init__(self, parent: QWidget | None = None, live: bool = False):
         super().__init__(parent)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
         self.lay = QVBoxLayout(self)
@@ -179,31 +187,43 @@ class AssistantBlock(QWidget):
         self.lay.setSpacing(8)
         # A running turn's answer: its text parts stream (laid out in chunks, conversation/markdown_stream.py).
         self.live = live
-        self.parts: dict[int, QWidget] = {}
+        self.parts: dict[int, TextPart | ToolCard] = {}
         self._kinds: dict[int, str] = {}
-        self._dirty: set[QWidget] = set()
+        self._dirty: set[TextPart] = set()
         # Finds the card of a call made in an earlier message (an approval answered in a later turn): that card
         # is updated in place, this message shows no second one.
-        self.foreign = lambda _call_id: None
+        self.foreign: Callable[[str], ToolCard | None] = lambda _call_id: None
 
-    def _ensure(self, part_id: int, kind: str, part: dict | None = None, live: bool = False) -> QWidget:
+    def _text_part(self, part_id: int, kind: str, live: bool = False) -> TextPart:
         w = self.parts.get(part_id)
-        if w is not None and self._kinds[part_id] == kind:
+        if w is not None and self._kinds[part_id] == kind and not isinstance(w, ToolCard):
             return w
-        if w is not None:
-            self.lay.removeWidget(w)
-            w.deleteLater()
+        view: TextPart
         if kind == "text":
-            w = StreamingMarkdown() if live else MarkdownView(cached=True)  # saved text: its render is kept
-        elif kind == "reasoning":
-            w = ReasoningBlock()
+            view = StreamingMarkdown() if live else MarkdownView(cached=True)  # saved text: its render is kept
         else:
-            w = ToolCard(part or {})
+            view = ReasoningBlock()
+        self._place(part_id, kind, view)
+        return view
+
+    def _tool_card(self, part_id: int, part: dict) -> ToolCard:
+        w = self.parts.get(part_id)
+        if isinstance(w, ToolCard):
+            return w
+        card = ToolCard(part)
+        self._place(part_id, "tool_call", card)
+        return card
+
+    def _place(self, part_id: int, kind: str, w: TextPart | ToolCard) -> None:
+        """`w` shows part `part_id` from now on, in its place among the parts, instead of what showed it."""
+        old = self.parts.get(part_id)
+        if old is not None:
+            self.lay.removeWidget(old)
+            old.deleteLater()
         self.parts[part_id] = w
         self._kinds[part_id] = kind
         index = sorted(self.parts).index(part_id)
         self.lay.insertWidget(index, w)
-        return w
 
     def clear(self) -> None:
         for w in self.parts.values():
@@ -214,7 +234,7 @@ class AssistantBlock(QWidget):
         self._dirty.clear()
 
     def add_delta(self, kind: str, part_id: int, text: str) -> None:
-        w = self._ensure(part_id, kind, live=True)
+        w = self._text_part(part_id, kind, live=True)
         w.add_text(text)
         self._dirty.add(w)
 
@@ -223,8 +243,7 @@ class AssistantBlock(QWidget):
         if foreign is not None:
             foreign.update_part(part)
             return
-        w = self._ensure(part["part_id"], "tool_call", part)
-        w.update_part(part)
+        self._tool_card(part["part_id"], part).update_part(part)
 
     def add_progress(self, call_id: str, line: str) -> None:
         card = self.card(call_id)
@@ -236,20 +255,21 @@ class AssistantBlock(QWidget):
         for i, p in enumerate(parts):
             kind = p.get("type")
             if kind in ("text", "reasoning"):
-                w = self._ensure(i, kind, live=self.live)
+                w = self._text_part(i, kind, live=self.live)
                 w.set_text(p.get("text", ""))
                 self._dirty.add(w)
             elif kind == "tool_call":
                 self.update_tool(dict(p, part_id=i))
         for i in [k for k in self.parts if k >= len(parts)]:
-            w = self.parts.pop(i)
+            gone = self.parts.pop(i)
             self._kinds.pop(i)
-            self._dirty.discard(w)
-            self.lay.removeWidget(w)
-            w.deleteLater()
+            if not isinstance(gone, ToolCard):  # a card is never waiting to re-render
+                self._dirty.discard(gone)
+            self.lay.removeWidget(gone)
+            gone.deleteLater()
         self.flush()
 
-    def render(self) -> None:
+    def render_changed(self) -> None:
         """Once per frame: re-render what changed (each view throttles itself by its own cost)."""
         dirty, self._dirty = self._dirty, set()
         for w in dirty:
@@ -259,7 +279,7 @@ class AssistantBlock(QWidget):
         self._dirty.clear()
         for i in sorted(self.parts):
             w = self.parts[i]
-            if self._kinds[i] != "tool_call":
+            if not isinstance(w, ToolCard):
                 w.flush()
 
     def add_warning(self, message: str, code: str | None = None) -> None:
@@ -276,14 +296,18 @@ class AssistantBlock(QWidget):
         self.lay.addWidget(label)
 
     def text(self, kind: str = "text") -> str:
-        return "".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == kind)
+        return "".join(self._texts(kind))
 
     def copy_text(self) -> str:
         """What "Copy" puts on the clipboard: the answer's text parts, as Markdown."""
-        return "\n\n".join(self.parts[i].source for i in sorted(self.parts) if self._kinds[i] == "text")
+        return "\n\n".join(self._texts("text"))
+
+    def _texts(self, kind: str) -> list[str]:
+        return [w.markdown for i, w in sorted(self.parts.items()) if self._kinds[i] == kind
+                and not isinstance(w, ToolCard)]
 
     def cards(self) -> list[ToolCard]:
-        return [self.parts[i] for i in sorted(self.parts) if self._kinds[i] == "tool_call"]
+        return [w for _, w in sorted(self.parts.items()) if isinstance(w, ToolCard)]
 
     def card(self, call_id: str) -> ToolCard | None:
         return next((c for c in self.cards() if c.call_id == call_id), None)
@@ -293,7 +317,7 @@ class BannerFrame(QFrame):
     """A sentence in the conversation on a coloured band (the theme's QFrame#Banner, by `kind`), with what acts on
     it added to the right of it (`row`)."""
 
-    def __init__(self, kind: str, text: str, parent=None):
+    def __init__(self, kind: str, text: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("Banner")
         self.setProperty("kind", kind)
@@ -314,7 +338,7 @@ class Banner(BannerFrame):
     settings_clicked = Signal()
     fork_clicked = Signal()
 
-    def __init__(self, kind: str, text: str, can_continue: bool, parent=None,
+    def __init__(self, kind: str, text: str, can_continue: bool, parent: QWidget | None = None,
                  fork_label: str = "Continue in a new task with another model…"):
         super().__init__(kind, text, parent)
         self.kind = kind
@@ -337,7 +361,7 @@ class Banner(BannerFrame):
 class Notice(BannerFrame):
     """A sentence for the person under an answer, with the one button that acts on it."""
 
-    def __init__(self, text: str, action: str, on_click, parent=None):
+    def __init__(self, text: str, action: str, on_click: Callable[[], object], parent: QWidget | None = None):
         super().__init__("notice", text, parent)
         self.button = QPushButton(action)
         self.button.clicked.connect(on_click)
@@ -347,7 +371,7 @@ class Notice(BannerFrame):
 class EventLine(QLabel):
     """A line in a conversation that is no one's message: a chat's model changed from here on."""
 
-    def __init__(self, parts: list[dict], parent=None):
+    def __init__(self, parts: list[dict], parent: QWidget | None = None):
         part = parts[0] if parts else {}
         text = f"Model changed to {part.get('to')}" if part.get("type") == "model_changed" else "—"
         super().__init__(f"— {text} —", parent)

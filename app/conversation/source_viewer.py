@@ -14,7 +14,7 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QTextCursor, QTextFormat
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QTextEdit, QVBoxLayout, QWidget
 
 from ..core.util import spawn
 from ..widgets import dialogs, theme
@@ -42,7 +42,7 @@ def read_window(path: str, first: int, last: int, window: int = WINDOW) -> tuple
 class SourceViewer(QDialog):
     """A text file, read-only, at the cited lines (see the module docstring)."""
 
-    def __init__(self, parent, path: str, lines: tuple[int, int], where: str = ""):
+    def __init__(self, parent: QWidget | None, path: str, lines: tuple[int, int], where: str = ""):
         super().__init__(parent)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.path, self.lines = path, lines

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
+    QWidget,
 )
 
 from ..core.util import human_size
@@ -66,7 +67,7 @@ def truncate(text: str) -> tuple[str, bool]:
 
 
 class ToolCard(QFrame):
-    def __init__(self, part: dict, parent=None):
+    def __init__(self, part: dict, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("ToolCard")
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Maximum)
@@ -76,7 +77,7 @@ class ToolCard(QFrame):
         self.result: str | None = None
         self.waiting = False
         self.show_all = False
-        lay = QVBoxLayout(self)
+        lay = self.lay = QVBoxLayout(self)
         lay.setContentsMargins(10, 8, 10, 8)
         lay.setSpacing(4)
 
@@ -191,33 +192,33 @@ class ToolCard(QFrame):
         return self.toggle.isChecked()
 
     def _result_widgets(self) -> tuple[QPlainTextEdit, QPushButton]:
-        if self.result_view is None:
+        if self.result_view is None or self.more is None:  # made together, on the first showing
             view = self.result_view = QPlainTextEdit()
             view.setObjectName("Result")
             view.setReadOnly(True)
             view.setFont(mono_font())
             view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
-            self.layout().addWidget(view)
+            self.lay.addWidget(view)
             more = self.more = QPushButton()
             more.setObjectName("Link")
             more.setCursor(Qt.CursorShape.PointingHandCursor)
             more.clicked.connect(self._show_everything)
-            self.layout().addWidget(more, 0, Qt.AlignmentFlag.AlignLeft)
+            self.lay.addWidget(more, 0, Qt.AlignmentFlag.AlignLeft)
         return self.result_view, self.more
 
     def _hide_result(self) -> None:
-        if self.result_view is not None:
+        if self.result_view is not None and self.more is not None:
             self.result_view.hide()
             self.more.hide()
 
     def _fill_result(self) -> None:
-        has = self.result is not None and self.result != ""
-        self.toggle.setVisible(has)
-        if not has:
+        result = self.result
+        self.toggle.setVisible(bool(result))
+        if not result:
             self._hide_result()
             return
-        lines = self.result.count("\n") + 1
-        self.toggle.setText(f"Result · {lines} line{'s' if lines != 1 else ''}, {human_size(len(self.result))}")
+        lines = result.count("\n") + 1
+        self.toggle.setText(f"Result · {lines} line{'s' if lines != 1 else ''}, {human_size(len(result))}")
         self._show_result(self.toggle.isChecked())
 
     def _fill_citations(self) -> None:
@@ -230,8 +231,7 @@ class ToolCard(QFrame):
         row = CitationRow(self.result)
         if row.chips:
             self.citations = row
-            lay = self.layout()
-            lay.insertWidget(lay.indexOf(self.toggle) + 1, row)
+            self.lay.insertWidget(self.lay.indexOf(self.toggle) + 1, row)
         else:
             row.deleteLater()
 

@@ -15,11 +15,15 @@ The view only shows `Message`s; the panel owns them. A live message's events rea
 
 from __future__ import annotations
 
+from functools import partial
+
 from PySide6.QtCore import QPoint, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QResizeEvent
 from PySide6.QtWidgets import QFrame, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
 from .message_item import MARKERS, AssistantItem, Message
 from .message_widgets import Banner, EventLine, UserBubble
+from .tool_card import ToolCard
 
 PAGE = 20  # messages read at a time: more than a tall window shows, few enough to paint at once
 MAX_ITEMS = 90  # messages kept rendered
@@ -40,7 +44,7 @@ class ConversationView(QScrollArea):
     send_now_clicked = Signal(int)
     discard_clicked = Signal(int)
 
-    def __init__(self, parent=None, chat: bool = False, retry: bool = True):
+    def __init__(self, parent: QWidget | None = None, chat: bool = False, retry: bool = True):
         super().__init__(parent)
         self.chat = chat  # a chat's conversation: model-change lines, no edit of the last input
         self.offers_retry = retry  # answers offer Retry (a team's board offers it per assignment instead)
@@ -48,7 +52,7 @@ class ConversationView(QScrollArea):
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        body = QWidget()
+        body = self.body = QWidget()
         body.setObjectName("ConversationBody")
         self.lay = QVBoxLayout(body)
         self.lay.setContentsMargins(24, 16, 24, 16)
@@ -197,8 +201,7 @@ class ConversationView(QScrollArea):
         else:
             before = self.messages[index - 1] if index > 0 else None
             marker = MARKERS[before.rewind] if before is not None and before.role == "user" and before.rewind else ""
-            item = AssistantItem(m, marker, lambda call_id, mid=m.id: self._card_before(mid, call_id), chat=self.chat,
-                                 retry=self.offers_retry)
+            item = AssistantItem(m, marker, partial(self._card_before, m.id), chat=self.chat, retry=self.offers_retry)
             item.continue_clicked.connect(self.continue_clicked)
             item.retry_clicked.connect(self.retry_clicked)
             item.settings_clicked.connect(self.settings_clicked)
@@ -213,7 +216,7 @@ class ConversationView(QScrollArea):
         return next((m.id for m in reversed(self.messages) if m.role == "user" and not m.rewind
                      and m.status == "complete" and m.text), None)
 
-    def _card_before(self, message_id: int, call_id: str):
+    def _card_before(self, message_id: int, call_id: str) -> ToolCard | None:
         """The card an earlier message shows for `call_id` (an approval or question answered in a later turn
         completes its call there: one card per call, updated in place)."""
         for m in self.messages:
@@ -254,10 +257,12 @@ class ConversationView(QScrollArea):
         for i, item in enumerate(items):
             if isinstance(item, AssistantItem):
                 before = items[i - 2] if i >= 2 else None
-                joined = isinstance(before, AssistantItem) and self.messages[i - 1].rewind == "continue"
-                item.earlier = before if joined else None
-                if joined and self.messages[i].text:
-                    before.goes_on = True
+                if isinstance(before, AssistantItem) and self.messages[i - 1].rewind == "continue":
+                    item.earlier = before
+                    if self.messages[i].text:
+                        before.goes_on = True
+                else:
+                    item.earlier = None
 
     # -- live --
 
@@ -319,12 +324,11 @@ class ConversationView(QScrollArea):
         otherwise resize its body (and so its scroll range) only on its next event pass."""
         self._positioning = True
         QTimer.singleShot(0, self._positioned)
-        body = self.widget()
         for _ in range(3):
-            body.layout().activate()
-            height = max(body.layout().sizeHint().height(), self.viewport().height())
-            if body.height() != height:
-                body.resize(self.viewport().width(), height)
+            self.lay.activate()
+            height = max(self.lay.sizeHint().height(), self.viewport().height())
+            if self.body.height() != height:
+                self.body.resize(self.viewport().width(), height)
 
     def _positioned(self) -> None:
         """After the view moved itself: from here on scrolling is the person's; an edge reached asks for more."""
@@ -344,8 +348,7 @@ class ConversationView(QScrollArea):
     def _restore_anchor(self, anchor: int | None, offset: int) -> None:
         """Put message `anchor` at `offset` from the top, and keep it there while the heights of the items
         around it settle (text lays out after it is shown), until the person scrolls."""
-        item = self.items.get(anchor) if anchor is not None else None
-        if item is None:
+        if anchor is None or (item := self.items.get(anchor)) is None:
             self._pin = None
             return
         self._pin = (anchor, offset)
@@ -418,7 +421,7 @@ class ConversationView(QScrollArea):
             bar.setValue(bar.minimum())
             self._update_jump(arrived=bool(self.messages))
 
-    def keyPressEvent(self, event) -> None:
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         """Home and End (with or without Ctrl) go to the first and the latest message."""
         key = event.key()
         if key == Qt.Key.Key_Home:
@@ -428,7 +431,7 @@ class ConversationView(QScrollArea):
         else:
             super().keyPressEvent(event)
 
-    def resizeEvent(self, event) -> None:
+    def resizeEvent(self, event: QResizeEvent) -> None:
         super().resizeEvent(event)
         if self.jump.isVisible():
             self._update_jump()

@@ -9,7 +9,16 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QSizePolicy, QVBoxLayout
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from .markdown import mono_font
 from .tool_card import args_text
@@ -20,7 +29,7 @@ class WaitingBox(QFrame):
     plan_answered = Signal(str, str, list)  # request_id, "approve" or the reason it was not, the steps kept
     unsandboxed_accepted = Signal(str)  # request_id: approve, and let this task's commands run unsandboxed
 
-    def __init__(self, request: dict, parent=None, *, offer_unsandboxed: bool = False):
+    def __init__(self, request: dict, parent: QWidget | None = None, *, offer_unsandboxed: bool = False):
         super().__init__(parent)
         self.setObjectName("WaitingBox")
         self.request = request
@@ -54,7 +63,7 @@ class WaitingBox(QFrame):
             self.send.clicked.connect(self._send_text)
             row.addWidget(self.send)
             lay.addLayout(row)
-            QShortcut(QKeySequence("Ctrl+Return"), self.edit, activated=self._send_text)
+            QShortcut(QKeySequence("Ctrl+Return"), self.edit, self._send_text)
             self.buttons = [self.send]
 
     def _approval(self, lay: QVBoxLayout, request: dict, tool: str) -> None:

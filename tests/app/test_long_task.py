@@ -93,7 +93,7 @@ def _check_text_on_screen(panel, saved) -> None:
         # The answer's one text view renders exactly the saved text, as a fresh render of it does; what
         # Markdown leaves literal (escaped characters, code) reads back unchanged; Copy gives the saved bytes.
         (view,) = [w for w in item.block.findChildren(MarkdownView) if w.isVisible()]
-        assert view.source == m.text
+        assert view.markdown == m.text
         on_screen = screen_text(view)
         assert on_screen == screen_text(MarkdownView(m.text))
         if m.text == AWKWARD_ANSWER:

@@ -41,13 +41,13 @@ def test_only_the_tail_is_re_rendered(qtbot):
             renders_then = {v: v.renders for v in view.views[:-1]}
     view.flush()
     expected = "\n\n".join(paragraphs) + "\n\n"
-    assert view.source == expected
+    assert view.markdown == expected
     assert len(renders_then) >= 4 and len(view.views) > len(renders_then) + 2
     assert all(v.renders == n for v, n in renders_then.items())  # a settled chunk is not laid out again
-    assert "\n\n".join(v.source for v in view.views).strip() == expected.strip()
-    assert any("print('still code')" in v.source and "print('kept whole')" in v.source for v in view.views)
-    assert all(v.source.count("```") % 2 == 0 for v in view.views)  # no chunk cut inside the fence
-    assert len(view.tail.source) < 2000 + 500
+    assert "\n\n".join(v.markdown for v in view.views).strip() == expected.strip()
+    assert any("print('still code')" in v.markdown and "print('kept whole')" in v.markdown for v in view.views)
+    assert all(v.markdown.count("```") % 2 == 0 for v in view.views)  # no chunk cut inside the fence
+    assert len(view.tail.markdown) < 2000 + 500
 
 
 def test_the_whole_text_at_once_is_one_view_again(qtbot):
@@ -59,7 +59,7 @@ def test_the_whole_text_at_once_is_one_view_again(qtbot):
     assert len(view.views) > 1
     view.set_text("Replaced.")
     view.flush()
-    assert len(view.views) == 1 and view.tail.source == "Replaced." and view.source == "Replaced."
+    assert len(view.views) == 1 and view.tail.markdown == "Replaced." and view.markdown == "Replaced."
 
 
 def test_a_running_answer_re_made_from_its_parts_streams_in_chunks_a_saved_one_is_one_view(qtbot):
@@ -71,10 +71,10 @@ def test_a_running_answer_re_made_from_its_parts_streams_in_chunks_a_saved_one_i
     qtbot.addWidget(live)
     live.set_parts([{"type": "text", "text": text}])
     view = live.parts[0]
-    assert isinstance(view, StreamingMarkdown) and len(view.views) == 2 and view.source == text
+    assert isinstance(view, StreamingMarkdown) and len(view.views) == 2 and view.markdown == text
     live.add_delta("text", 0, "More.")
-    live.render()
-    assert view.views[0].renders == 1 and view.source == text + "More."
+    live.render_changed()
+    assert view.views[0].renders == 1 and view.markdown == text + "More."
     saved = AssistantBlock()
     qtbot.addWidget(saved)
     saved.set_parts([{"type": "text", "text": text}])

@@ -63,14 +63,14 @@ async def test_20000_deltas_keep_the_ui_responsive(launch):
     assert observer.flushes <= frames + 2, (observer.flushes, frames)
     # While it streamed, each frame re-rendered only the last chunk (a settled chunk is rendered once)...
     view = live_views[0]
-    assert isinstance(view, StreamingMarkdown) and view.source == expected
-    assert len(view.views) > 10 and "".join(v.source for v in view.views).replace("\n", "") == \
+    assert isinstance(view, StreamingMarkdown) and view.markdown == expected
+    assert len(view.views) > 10 and "".join(v.markdown for v in view.views).replace("\n", "") == \
         expected.replace("\n", "")
     assert view.renders <= observer.flushes + len(view.views) + 2
     # ...and once saved, the answer is one view over the whole text again.
     await until(lambda: isinstance(panel.conversation.turn_entry(turn_id).block.parts[0], MarkdownView),
                 what="the saved answer shown")
-    assert panel.conversation.turn_entry(turn_id).block.parts[0].source == expected
+    assert panel.conversation.turn_entry(turn_id).block.parts[0].markdown == expected
     worst = max(lags)
     print(f"\n{DELTAS} deltas in {elapsed:.2f} s: {observer.events} events, {observer.flushes} batches "
           f"({frames:.0f} frames), {view.renders} renders, worst loop lag {worst * 1000:.0f} ms")

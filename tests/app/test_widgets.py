@@ -27,7 +27,7 @@ from tests.support.qt_helpers import MODEL, open_task, type_and_send, until, wai
 def test_markdown_renders_and_highlights_code():
     view = MarkdownView("# Title\n\nSome `code`.\n\n```python\ndef f(x):\n    return 1  # note\n```\n")
     doc = view.document()
-    assert view.source.startswith("# Title")
+    assert view.markdown.startswith("# Title")
     code = [b for b in _blocks(doc) if b.blockFormat().hasProperty(QTextFormat.Property.BlockCodeFence)]
     assert [b.text() for b in code] == ["def f(x):", "    return 1  # note"]
     assert code[0].blockFormat().background().color().name() == theme.colors()["code"]
@@ -92,13 +92,13 @@ async def test_long_code_lines_are_seen_whole_in_an_answer_live_and_saved(launch
         item = conv.live_item(panel.live_turn) if panel.live_turn else None
         return item.block.parts[0].views if item is not None and item.block.parts else []
 
-    await until(lambda: any(LONG_WORD in v.source for v in live_views()), what="the code, live")
+    await until(lambda: any(LONG_WORD in v.markdown for v in live_views()), what="the code, live")
     await asyncio.sleep(0.1)  # laid out
     assert _line_end_on_screen(conv, live_views(), LONG_LINE) and _line_end_on_screen(conv, live_views(), LONG_WORD)
     await wait_turns(ctl, panel)
     (item,) = conv.assistant_items()
     saved = [item.block.parts[0]]
-    assert isinstance(saved[0], MarkdownView) and saved[0].source == answer
+    assert isinstance(saved[0], MarkdownView) and saved[0].markdown == answer
     await until(lambda: saved[0].height() > 4 * saved[0].fontMetrics().lineSpacing(), what="the saved answer laid out")
     assert _line_end_on_screen(conv, saved, LONG_LINE) and _line_end_on_screen(conv, saved, LONG_WORD)
     assert saved[0].code_blocks == [f"{LONG_LINE}\n{LONG_WORD}"]  # Copy code gives the lines as written
@@ -110,7 +110,7 @@ def test_streaming_markdown_keeps_the_exact_source():
         view.add_text(piece)
         view.request_render()
     view.flush()
-    assert view.source == "Hello *world*\n\n```py\nx = 1\n```"
+    assert view.markdown == "Hello *world*\n\n```py\nx = 1\n```"
     assert "Hello world" in view.toPlainText()
 
 
@@ -138,11 +138,11 @@ def test_reasoning_is_collapsed_until_opened():
     block = AssistantBlock()
     block.add_delta("reasoning", 0, "step one, step two")
     block.add_delta("text", 1, "Answer")
-    block.render()
+    block.render_changed()
     reasoning = block.parts[0]
     assert reasoning.view.isHidden() and "4 words" in reasoning.toggle.text()
     reasoning.toggle.setChecked(True)
-    assert not reasoning.view.isHidden() and reasoning.source == "step one, step two"
+    assert not reasoning.view.isHidden() and reasoning.markdown == "step one, step two"
     assert block.text() == "Answer" and block.text("reasoning") == "step one, step two"
 
 
@@ -346,3 +346,18 @@ def test_a_saved_messages_render_is_kept_and_reused():
         assert dark.document().toHtml() != light  # the other theme's colours, never a copy of the light render
     finally:
         theme.apply("light")
+
+
+def test_ctrl_enter_sends_the_typed_answer_to_a_question(qtbot):
+    from app.conversation.waiting import WaitingBox
+
+    box = WaitingBox({"request_id": "r1", "kind": "question", "prompt": "Which file?"})
+    qtbot.addWidget(box)
+    with qtbot.waitActive(box):
+        box.show()
+        box.activateWindow()
+    box.edit.setFocus()
+    QTest.keyClicks(box.edit, "notes.md")
+    with qtbot.waitSignal(box.answered, timeout=2000) as sent:
+        QTest.keyClick(box.edit, Qt.Key.Key_Return, Qt.KeyboardModifier.ControlModifier)
+    assert sent.args == ["r1", "notes.md", False, ""] and not box.send.isEnabled()
