@@ -5,12 +5,19 @@ the panel hands every fresh TaskInfo to `show_info`, so what the menu shows is w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import shiboken6
-from PySide6.QtWidgets import QMenu, QPushButton
+from PySide6.QtWidgets import QMenu, QPushButton, QWidget
+
+from ..core.bridge import RuntimeBridge
+
+if TYPE_CHECKING:
+    from runtime.api import TaskInfo
 
 
 class CommandSettings(QPushButton):
-    def __init__(self, bridge, info, parent=None):
+    def __init__(self, bridge: RuntimeBridge, info: TaskInfo, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.task_id = info.id
@@ -30,7 +37,7 @@ class CommandSettings(QPushButton):
         self.setMenu(menu)
         self.show_info(info)
 
-    def show_info(self, info) -> None:
+    def show_info(self, info: TaskInfo) -> None:
         self.info = info
         self.network.setChecked(info.network)
         self.unsandboxed.setChecked(info.unsandboxed_ok)
@@ -42,7 +49,7 @@ class CommandSettings(QPushButton):
         self.setToolTip("What this task's shell commands may do; click to change it (from the next turn).")
 
     def _set(self, **values: bool) -> None:
-        async def go():
+        async def go() -> None:
             try:
                 await self.bridge.set_task_sandbox(self.task_id, **values)
             except Exception:

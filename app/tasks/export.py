@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.api import MessageInfo, TaskInfo
 
 
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else ""
 
 
-def to_markdown(info, messages: list, turns: list[dict]) -> str:
+def to_markdown(info: TaskInfo, messages: list[MessageInfo], turns: list[dict]) -> str:
     by_turn = {t["id"]: t for t in turns}
     out = [f"# {info.title or 'Untitled task'}", "",
            f"Model `{info.model}` · approvals `{info.approval}` · created {_when(info.created_at)}", ""]
@@ -48,7 +52,7 @@ def to_markdown(info, messages: list, turns: list[dict]) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def to_json(info, messages: list, turns: list[dict]) -> str:
+def to_json(info: TaskInfo, messages: list[MessageInfo], turns: list[dict]) -> str:
     data = {
         "task": info.model_dump(mode="json"),
         "turns": turns,

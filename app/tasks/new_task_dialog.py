@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
 from ..widgets.controls import FileChip
 from ..widgets.model_picker import ModelPicker
 
@@ -43,7 +44,7 @@ APPROVALS = (
 class NewTaskDialog(QDialog):
     create_requested = Signal(dict)
 
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("New task")
         self.setModal(False)
@@ -96,9 +97,9 @@ class NewTaskDialog(QDialog):
         self.error.hide()
         lay.addWidget(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.create = buttons.addButton("Create task", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.create.setObjectName("Primary")
-        self.create.setDefault(True)
+        self.create_button = buttons.addButton("Create task", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.create_button.setObjectName("Primary")
+        self.create_button.setDefault(True)
         buttons.accepted.connect(self._create)
         buttons.rejected.connect(self.close)
         lay.addWidget(buttons)
@@ -121,13 +122,13 @@ class NewTaskDialog(QDialog):
 
     def _create(self) -> None:
         self.error.hide()
-        self.create.setEnabled(False)
+        self.create_button.setEnabled(False)
         self.create_requested.emit(self.values())
 
     def failed(self, message: str) -> None:
         self.error.setText(message)
         self.error.show()
-        self.create.setEnabled(True)
+        self.create_button.setEnabled(True)
 
 
 class DocumentChips(QWidget):
@@ -135,7 +136,7 @@ class DocumentChips(QWidget):
 
     COLUMNS = 2
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.paths: list[str] = []
         self.chooser: QFileDialog | None = None

@@ -47,8 +47,8 @@ class TaskPanel(FeedPanel, QWidget):
     settings_requested = Signal(str)  # the Settings page to show, "" for the first
     task_forked = Signal(str)  # the new task's id
 
-    def __init__(self, bridge: RuntimeBridge, info: TaskInfo, enter_sends: bool = True, view_state=None,
-                 parent=None):
+    def __init__(self, bridge: RuntimeBridge, info: TaskInfo, enter_sends: bool = True, view_state: tuple | None = None,
+                 parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.task_id: str = info.id
@@ -194,7 +194,7 @@ class TaskPanel(FeedPanel, QWidget):
         return dlg
 
     def _fork(self, model: str) -> None:
-        async def go():
+        async def go() -> None:
             info = await self.bridge.fork_task(self.task_id, model)
             self.task_forked.emit(info.id)
 
@@ -207,7 +207,7 @@ class TaskPanel(FeedPanel, QWidget):
         self._act(lambda: self.bridge.run_queued(self.task_id))
 
     def _discard(self, message_id: int) -> None:
-        async def go():
+        async def go() -> None:
             if await self.bridge.discard_queued(self.task_id, message_id) and not self._closed:
                 self.conversation.remove_message(message_id)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QLabel, QVBoxLayout, QWidget
 
 from ..widgets.controls import Disclosure
 
@@ -11,7 +11,7 @@ MARKS = {"pending": "☐", "in_progress": "◐", "done": "☑"}
 
 
 class TodoBox(QFrame):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("WaitingBox")
         lay = QVBoxLayout(self)
@@ -31,7 +31,7 @@ class TodoBox(QFrame):
         self.todos = list(todos or [])
         done = sum(t.get("status") == "done" for t in self.todos)
         self.toggle.setText(f"Plan · {done} of {len(self.todos)} done")
-        self.items.setText("\n".join(f"{MARKS.get(t.get('status'), '☐')}  {t.get('content', '')}"
+        self.items.setText("\n".join(f"{MARKS.get(t.get('status', ''), '☐')}  {t.get('content', '')}"
                                      for t in self.todos))
         self.setVisible(bool(self.todos))
 

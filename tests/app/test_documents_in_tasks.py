@@ -52,7 +52,7 @@ async def test_new_task_works_from_chosen_documents_without_memory(launch, tmp_p
     assert dlg.documents.paths == [str(notes), str(folder)] and str(drop) not in dlg.documents.chips
     dlg.memory.setChecked(False)
     dlg.title.setText("Boiler")
-    QTest.mouseClick(dlg.create, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dlg.create_button, Qt.MouseButton.LeftButton)
 
     await until(lambda: ctl.window.panel is not None, what="the task created and opened")
     task = await ctl.rt.get_task(ctl.window.panel.task_id)
@@ -72,10 +72,10 @@ async def test_a_chosen_file_that_went_away_is_said_and_memory_off_everywhere_is
     assert "Settings ▸ Memory" in dlg.memory.toolTip()
     _choose(dlg, "Files…", gone)
     gone.unlink()
-    QTest.mouseClick(dlg.create, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dlg.create_button, Qt.MouseButton.LeftButton)
     await until(lambda: dlg.error.isVisible(), what="the error sentence")
     assert "gone.txt" in dlg.error.text() and "Traceback" not in dlg.error.text()
-    assert dlg.isVisible() and dlg.create.isEnabled() and await ctl.rt.list_tasks() == []
+    assert dlg.isVisible() and dlg.create_button.isEnabled() and await ctl.rt.list_tasks() == []
     assert dlg.documents.paths == [str(gone)]  # nothing the person chose is lost
     dlg.close()
 

@@ -35,7 +35,7 @@ async def test_new_task_lets_commands_use_the_network_and_the_header_turns_it_of
     dlg.model.setEditText(MODEL)
     dlg.approval.setCurrentIndex(dlg.approval.findData("full_auto"))
     dlg.network.click()
-    QTest.mouseClick(dlg.create, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dlg.create_button, Qt.MouseButton.LeftButton)
     await until(lambda: ctl.window.panel is not None, what="task created and opened")
     panel = ctl.window.panel
     assert (await ctl.rt.get_task(panel.task_id)).network is True

@@ -125,7 +125,7 @@ async def test_new_task_dialog_creates_the_task_with_fixed_settings(launch):
     dlg.model.setEditText(MODEL)
     dlg.approval.setCurrentIndex(dlg.approval.findData("auto_edit"))
     dlg.planning.setChecked(True)
-    QTest.mouseClick(dlg.create, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dlg.create_button, Qt.MouseButton.LeftButton)
     await until(lambda: ctl.window.panel is not None, what="panel opened")
     panel = ctl.window.panel
     info = await ctl.rt.get_task(panel.task_id)
@@ -140,9 +140,9 @@ async def test_new_task_dialog_shows_a_config_error(launch):
     ctl = await launch()
     dlg = ctl.window.new_task()
     dlg.model.setEditText("nowhere/model")
-    QTest.mouseClick(dlg.create, Qt.MouseButton.LeftButton)
+    QTest.mouseClick(dlg.create_button, Qt.MouseButton.LeftButton)
     await until(lambda: not dlg.error.isHidden(), what="error shown")
-    assert "nowhere" in dlg.error.text() and dlg.create.isEnabled()
+    assert "nowhere" in dlg.error.text() and dlg.create_button.isEnabled()
     dlg.close()
 
 
