@@ -25,6 +25,8 @@ from ..widgets.model_picker import ModelDialog
 from ..widgets.panel_head import PanelHead
 
 if TYPE_CHECKING:
+    from runtime.api import ChatInfo
+
     from ..core.bridge import Batched
 
 EMPTY_HINT = ("Type a question below to start.\n\nA chat is a quick conversation with the model shown above "
@@ -36,7 +38,8 @@ class ChatPanel(FeedPanel, QWidget):
     settings_requested = Signal(str)  # the Settings page to show, "" for the first
     became_task = Signal(str)  # the new task's id
 
-    def __init__(self, bridge: RuntimeBridge, info, enter_sends: bool = True, view_state=None, parent=None):
+    def __init__(self, bridge: RuntimeBridge, info: ChatInfo, enter_sends: bool = True, view_state: tuple | None = None,
+                 parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.task_id: str = info.id  # the owner id the window and the bridge's signals use
@@ -88,7 +91,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.conversation.set_running(True)
         self.waiting = swap_box(self.waiting_slot, self.waiting, None, self._waiting_box)
 
-    def apply_info(self, info) -> None:
+    def apply_info(self, info: ChatInfo) -> None:
         self.info = info
         self.conversation.set_hint(EMPTY_HINT)  # once the first page is read: an empty chat never flashes it
         self._show_info(info)
@@ -115,7 +118,7 @@ class ChatPanel(FeedPanel, QWidget):
         for ev in events:
             self.phase.follow(ev)
 
-    def _show_info(self, info) -> None:
+    def _show_info(self, info: ChatInfo) -> None:
         title = info.title or "New chat"
         if self.head.show_title(title):
             self.title_changed.emit(title)
@@ -127,7 +130,7 @@ class ChatPanel(FeedPanel, QWidget):
         self.send_or_queue(lambda queue: self.source.send(text, queue=queue), self.source.is_running(), text, [])
 
     def _discard(self, message_id: int) -> None:
-        async def go():
+        async def go() -> None:
             if await self.source.discard_queued(message_id) and not self._closed:
                 self.conversation.remove_message(message_id)
 
@@ -141,7 +144,7 @@ class ChatPanel(FeedPanel, QWidget):
         return dlg
 
     def turn_into_task(self) -> None:
-        async def go():
+        async def go() -> None:
             info = await self.source.to_task()
             self.became_task.emit(info.id)
 
