@@ -11,6 +11,7 @@ with everything typed kept. Non-modal: a nested Qt event loop would break qasync
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from itertools import count
 
 from PySide6.QtCore import Qt, Signal
@@ -31,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
 from ..widgets.controls import remove_button
 from ..widgets.model_picker import ModelPicker
 
@@ -65,7 +67,7 @@ def _combo(choices: dict[str, str], value: str) -> QComboBox:
 class MemberRow:
     """One member's widgets, a row of the Members table."""
 
-    def __init__(self, uid: int, model: str, bridge=None):
+    def __init__(self, uid: int, model: str, bridge: RuntimeBridge | None = None):
         self.uid = uid
         self.name = QLineEdit()
         self.name.setPlaceholderText("a name, e.g. writer")
@@ -119,7 +121,8 @@ class AssignmentRow:
 class NewTeamDialog(QDialog):
     create_requested = Signal(dict)  # the keyword arguments of bridge.create_team
 
-    def __init__(self, default_model: str, max_parallel: int, parent=None, bridge=None):
+    def __init__(self, default_model: str, max_parallel: int, parent: QWidget | None = None,
+                 bridge: RuntimeBridge | None = None):
         super().__init__(parent)
         self.setWindowTitle("New team")
         self.setModal(False)
@@ -161,7 +164,9 @@ class NewTeamDialog(QDialog):
         self.plan.horizontalHeader().resizeSection(0, 40)
         self.plan.horizontalHeader().resizeSection(1, 130)
         self.plan.horizontalHeader().setSectionResizeMode(AFTER_COLUMN, QHeaderView.ResizeMode.Fixed)  # _plan_changed
-        self.plan.horizontalHeaderItem(3).setToolTip("Tick the assignments this one waits for")
+        after_header = self.plan.horizontalHeaderItem(AFTER_COLUMN)
+        assert after_header is not None  # made by _table's labels
+        after_header.setToolTip("Tick the assignments this one waits for")
         lay.addWidget(self.plan, 1)
         self.add_assignment_button = self._add_button("+ Add assignment", self.add_assignment, lay)
         self.error = QLabel()
@@ -170,8 +175,8 @@ class NewTeamDialog(QDialog):
         self.error.hide()
         lay.addWidget(self.error)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.create = buttons.addButton("Create team", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.create.setObjectName("Primary")
+        self.create_button = buttons.addButton("Create team", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.create_button.setObjectName("Primary")
         buttons.accepted.connect(self._accept)
         buttons.rejected.connect(self.close)
         lay.addWidget(buttons)
@@ -193,7 +198,7 @@ class NewTeamDialog(QDialog):
         header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
         return table
 
-    def _add_button(self, text: str, action, lay: QVBoxLayout) -> QPushButton:
+    def _add_button(self, text: str, action: Callable[[], object], lay: QVBoxLayout) -> QPushButton:
         button = QPushButton(text)
         button.setObjectName("Link")
         button.setAutoDefault(False)  # Enter creates the team, never adds a row
@@ -282,7 +287,7 @@ class NewTeamDialog(QDialog):
         self.assignment_rows.remove(assignment)
         self._plan_changed()
 
-    def set_assignment(self, row: int, member: str, instructions: str, after=()) -> str:
+    def set_assignment(self, row: int, member: str, instructions: str, after: Iterable[str] = ()) -> str:
         """Fill the plan's row `row` (added as needed) as a person would; returns its id."""
         while len(self.assignment_rows) <= row:
             self.add_assignment()
@@ -352,11 +357,11 @@ class NewTeamDialog(QDialog):
             self.failed("Write at least one assignment, or choose a member under “Plan written by” to write them.")
             return
         self.error.hide()
-        self.create.setEnabled(False)
+        self.create_button.setEnabled(False)
         self.create_requested.emit(spec)
 
     def failed(self, text: str) -> None:
         """The runtime refused the team: say why and keep everything typed."""
         self.error.setText(text)
         self.error.show()
-        self.create.setEnabled(True)
+        self.create_button.setEnabled(True)

@@ -11,6 +11,8 @@ board is closed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
@@ -33,6 +35,9 @@ from ..core.sources import AssignmentSource
 from ..widgets import theme
 from ..widgets.panel_head import PanelHead
 
+if TYPE_CHECKING:
+    from runtime.api import TeamInfo
+
 STATUS_WORDS = {"blocked": "blocked", "ready": "ready", "running": "running", "waiting": "waiting for you",
                 "done": "done", "failed": "failed", "interrupted": "interrupted", "skipped": "skipped",
                 "aborted": "stopped"}
@@ -44,7 +49,7 @@ TEAM_WORDS = {"running": "working", "waiting": "waiting for you", "error": "an a
 CONTINUABLE = ("ready", "aborted", "interrupted")  # what Run starts or continues
 
 
-def team_badge(team) -> str:
+def team_badge(team: TeamInfo) -> str:
     """A team's badge (its sidebar row): working, an assignment waiting for the person, one failed, interrupted or
     stopped, else idle."""
     statuses = {a.status for a in team.assignments}
@@ -55,7 +60,7 @@ def team_badge(team) -> str:
     return "idle"
 
 
-def team_word(info) -> str:
+def team_word(info: TeamInfo) -> str:
     # Done when every assignment is done or skipped: the rows say so before the plan's own state is written.
     if info.state == "done" or (info.assignments and all(a.status in ("done", "skipped") for a in info.assignments)):
         return "done"
@@ -66,7 +71,7 @@ def team_word(info) -> str:
     return word
 
 
-def team_color(info) -> str:
+def team_color(info: TeamInfo) -> str:
     """The theme colour of the header's word: the sidebar badge's, green when done, grey when idle."""
     return "done" if team_word(info) == "done" else team_badge(info)
 
@@ -74,7 +79,7 @@ def team_color(info) -> str:
 class TeamPanel(TurnDetails, QWidget):
     settings_requested = Signal(str)  # the Settings page to show, "" for the first
 
-    def __init__(self, bridge: RuntimeBridge, info, parent=None):
+    def __init__(self, bridge: RuntimeBridge, info: TeamInfo, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.team_id: str = info.id
@@ -189,7 +194,7 @@ class TeamPanel(TurnDetails, QWidget):
             if self.feed is not None:
                 await self.feed.sync()
 
-    def _show(self, info) -> None:
+    def _show(self, info: TeamInfo) -> None:
         self.info = info
         self.title.setText(info.title)
         self.state.setText(f"● {team_word(info)}")
@@ -234,7 +239,7 @@ class TeamPanel(TurnDetails, QWidget):
         """The board's rows (one per assignment)."""
         return [item for i in range(self.board.topLevelItemCount()) if (item := self.board.topLevelItem(i))]
 
-    def _picked(self, item: QTreeWidgetItem | None, _previous) -> None:
+    def _picked(self, item: QTreeWidgetItem | None, _previous: QTreeWidgetItem | None) -> None:
         key = item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
         if key == self.selected or key is None:
             return
@@ -280,8 +285,8 @@ class TeamPanel(TurnDetails, QWidget):
         action = {"Stop": self.teams.stop_assignment, "Retry": self.teams.retry, "Skip": self.teams.skip}[name]
         self._act(action(self.team_id, key))
 
-    def _act(self, action) -> None:
-        async def go():
+    def _act(self, action: Awaitable[object]) -> None:
+        async def go() -> None:
             await action
             await self.reload()
 

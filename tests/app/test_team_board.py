@@ -44,12 +44,12 @@ async def _new_team(ctl, goal: str) -> TeamPanel:
     dlg = window.new_team()
     _fill(dlg, goal, critic="writer")  # two members called writer
     dlg.assignment_rows[2].member.setCurrentIndex(2)  # C for the second of them
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: dlg.error.isVisible(), what="the refusal")
     assert "same name" in dlg.error.text() and dlg.goal.text() == goal  # said why; everything typed is still there
     dlg.member_rows[2].name.setText("critic")  # renamed: C goes with it
     assert dlg.assignment_rows[2].member.currentText() == "critic"
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     return window.panel
 
@@ -75,8 +75,8 @@ async def test_new_team_picks_models_names_members_freely_and_ticks_what_each_wa
             ("worker", "srv/small-7b", "Every tool"), ("reviewer", "srv/small-7b", "Reads files only")]
         assert [(a.key, a.member.currentText(), a.waits_for()) for a in dlg.assignment_rows] == [
             ("A", "worker", []), ("B", "reviewer", ["A"])]
-        dlg.create.click()  # nothing to do yet: said, nothing sent
-        assert dlg.error.text().startswith("Write at least one assignment") and dlg.create.isEnabled()
+        dlg.create_button.click()  # nothing to do yet: said, nothing sent
+        assert dlg.error.text().startswith("Write at least one assignment") and dlg.create_button.isEnabled()
         picker = dlg.member_rows[1].model  # the model picker, with the server's live list
         await until(lambda: "srv/big-70b" in picker.refs(), what="the server's models")
         picker.setCurrentIndex(next(i for i in range(picker.count())
@@ -103,7 +103,7 @@ async def test_new_team_picks_models_names_members_freely_and_ticks_what_each_wa
         assert not c.after["D"].isEnabled()
         d.remove.click()  # gone from every "After" with it
         assert dlg.assignment_rows == [a, b, c] and "D" not in c.after and c.after["A"].isEnabled()
-        dlg.create.click()
+        dlg.create_button.click()
         await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
         info = await ctl.rt.teams.get(window.panel.team_id)
     assert sorted((m.name, m.model) for m in info.members) == [
@@ -175,7 +175,7 @@ async def test_the_new_team_dialog_starts_from_the_team_max_parallel_setting(lau
     dlg = window.new_team()
     assert dlg.parallel.value() == 3
     _fill(dlg, "Three at once")
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     assert (await ctl.rt.teams.get(window.panel.team_id)).max_parallel == 3
     await ctl.rt.save_settings({**settings, "team_max_parallel": 12})  # above the dialog's usual top of 8
@@ -209,7 +209,7 @@ async def test_an_assignment_asking_approval_is_answered_on_the_board(launch):
     dlg = window.new_team()
     _fill(dlg, "Approve on the board")
     dlg.set_member(1, "writer", "writer/small", "You write.", "ask")
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     panel = window.panel
     panel.run_button.click()
@@ -231,7 +231,7 @@ async def test_stop_on_the_board_ends_an_assignment_waiting_for_approval(launch)
     dlg = window.new_team()
     _fill(dlg, "Stop the wait on the board")
     dlg.set_member(1, "writer", "writer/small", "You write.", "ask")
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     panel = window.panel
     panel.run_button.click()
@@ -259,7 +259,7 @@ async def test_a_lead_plans_the_team_from_the_dialog_and_its_assignments_run_on_
     assert [dlg.planner.itemText(i) for i in range(dlg.planner.count())][1:] == ["lead", "writer"]
     dlg.planner.setCurrentText("lead")
     assert dlg.plan_label.text().startswith("Plan: lead turns the goal into assignments first")
-    dlg.create.click()
+    dlg.create_button.click()
     await until(lambda: isinstance(window.panel, TeamPanel) and window.panel.loaded.is_set(), what="the board")
     panel = window.panel
     assert _row(panel, "plan")[2] == "ready"

@@ -61,7 +61,7 @@ async def shots(out: Path) -> None:
         await _settle(0.6)
         dlg.grab().save(str(out / "39-new-team.png"))
         first = win.panel
-        dlg.create.click()
+        dlg.create_button.click()
         while win.panel is first or not (isinstance(win.panel, TeamPanel) and win.panel.loaded.is_set()):
             await asyncio.sleep(0.05)
         panel = win.panel
