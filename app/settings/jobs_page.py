@@ -23,6 +23,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
+
 SHOWN = 200  # the newest jobs listed; older ones stay in the database (`hearth jobs --limit N`)
 OUTCOMES = {"done": "Done", "failed": "Failed", "cancelled": "Cancelled (Hearth was closing)"}
 
@@ -36,7 +38,7 @@ def outcome_text(job: dict) -> str:
 
 
 class JobsPage(QWidget):
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         lay = QVBoxLayout(self)
@@ -93,7 +95,7 @@ class JobsPage(QWidget):
             failures = sum(job["status"] == "failed" for job in jobs)
             self.status.setText(f"{len(jobs)} job{'s' * (len(jobs) != 1)} shown, {failures} failed.")
 
-    def _show_details(self, item: QTreeWidgetItem | None, _old=None) -> None:
+    def _show_details(self, item: QTreeWidgetItem | None, _old: QTreeWidgetItem | None = None) -> None:
         if item is None:
             self.details.clear()
             return

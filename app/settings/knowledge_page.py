@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QDragEnterEvent, QDropEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import error_text, spawn
 
 WORDS_ONLY = "Words only (works offline)"
@@ -41,7 +43,9 @@ def status_text(doc: dict) -> str:
 
 
 class KnowledgePage(QWidget):
-    def __init__(self, bridge, parent=None):
+    remove_button: QPushButton  # made below the tree, whose selection enables it
+
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.knowledge = bridge.knowledge
@@ -199,17 +203,17 @@ class KnowledgePage(QWidget):
         self.status.setText(f"Removed {names} from the library; the files stay where they are, and tasks no "
                             "longer search them.")
 
-    def keyPressEvent(self, event) -> None:
+    def keyPressEvent(self, event: QKeyEvent) -> None:
         if event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) and self.selected():
             self.bridge.run(self.remove(self.selected()), owner=self)
             return
         super().keyPressEvent(event)
 
-    def dragEnterEvent(self, event) -> None:
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if event.mimeData().hasUrls():
             event.acceptProposedAction()
 
-    def dropEvent(self, event) -> None:
+    def dropEvent(self, event: QDropEvent) -> None:
         paths = [u.toLocalFile() for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
             event.acceptProposedAction()

@@ -6,6 +6,7 @@ launched once the person approved it."""
 from __future__ import annotations
 
 import shlex
+from collections.abc import Awaitable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -15,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPushButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -22,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import error_text
 from ..widgets import dialogs
 
@@ -40,7 +43,7 @@ def parse_command(line: str) -> dict:
 class McpEditor(QWidget):
     changed = Signal()
 
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         lay = QVBoxLayout(self)
@@ -83,7 +86,7 @@ class McpEditor(QWidget):
         self.message = QLabel()
         self.message.setWordWrap(True)
         lay.addWidget(self.message)
-        self.confirm_box = None  # the "remove?" question, while it is open
+        self.confirm_box: QMessageBox | None = None  # the "remove?" question, while it is open
         self.refill()
 
     def refill(self) -> None:
@@ -98,8 +101,8 @@ class McpEditor(QWidget):
         item = self.tree.currentItem()
         return item.data(0, Qt.ItemDataRole.UserRole) if item is not None else None
 
-    def _run(self, coro, done: str) -> None:
-        async def go():
+    def _run(self, coro: Awaitable[object], done: str) -> None:
+        async def go() -> None:
             try:
                 result = await coro
             except Exception as exc:
@@ -182,7 +185,7 @@ class McpEditor(QWidget):
         dlg.open()
 
     def import_file(self, path: str) -> None:
-        async def go():
+        async def go() -> int:
             found = await self.bridge.mcp.import_config(path)
             return len(found)
 

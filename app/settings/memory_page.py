@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import ago, error_text
 from ..widgets import dialogs
 
@@ -36,7 +37,7 @@ def source_text(m: dict) -> str:
 
 
 class MemoryPage(QWidget):
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         self.memory = bridge.memory
@@ -156,7 +157,7 @@ class MemoryPage(QWidget):
 
     def _start_new(self) -> None:
         """An empty memory to write: its name above the text; Save adds it."""
-        self.list.setCurrentItem(None)
+        self.list.setCurrentRow(-1)  # what setCurrentItem(None) does (the stubs leave out None)
         self.name.clear()
         self.name.setVisible(True)
         self.editor.setPlainText("")
@@ -169,8 +170,10 @@ class MemoryPage(QWidget):
         try:
             if not self.name.isHidden():
                 name = await self.memory.add(self.name.text(), text)
+            elif (chosen := self.current_name()) is not None:  # Save is enabled only while one is (or New)
+                name = await self.memory.save(chosen, text)
             else:
-                name = await self.memory.save(self.current_name(), text)
+                return
         except Exception as exc:
             self.status.setText(f"Not saved: {error_text(exc)}")
             return

@@ -13,8 +13,9 @@ and delete the partial file. Dialogs are non-modal: a nested Qt event loop would
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import shiboken6
 from PySide6.QtCore import Qt, Signal
@@ -35,7 +36,9 @@ from ..core.util import error_text, spawn
 from ..widgets import theme
 
 if TYPE_CHECKING:
-    from runtime.api import LocalModels
+    from runtime.api import DownloadProgress, LocalModels
+
+T = TypeVar("T")
 
 
 def size_text(n: int | None, approx: bool = False) -> str:
@@ -69,7 +72,7 @@ class DownloadRow(QWidget):
     cancel = Signal(str)
     retry = Signal(str)
 
-    def __init__(self, key: str, title: str, parent=None):
+    def __init__(self, key: str, title: str, parent: QWidget | None = None):
         super().__init__(parent)
         self.key = key
         self.name = title
@@ -112,7 +115,7 @@ class DownloadRow(QWidget):
         self.detail.style().polish(self.detail)  # the stylesheet's rule for its new name
         self.detail.setText(text)
 
-    def update_progress(self, p) -> None:
+    def update_progress(self, p: DownloadProgress) -> None:
         self.reached_hub = True
         if p.total:
             self.bar.setRange(0, 1000)
@@ -136,7 +139,7 @@ class ModelManager(QWidget):
 
     changed = Signal()  # installed models changed (the model pickers may refresh)
 
-    def __init__(self, models: LocalModels, parent=None):
+    def __init__(self, models: LocalModels, parent: QWidget | None = None):
         super().__init__(parent)
         self.models = models
         self.downloads: dict[str, asyncio.Task] = {}
@@ -272,12 +275,12 @@ class ModelManager(QWidget):
         self.downloads_box.addWidget(row)
         self.message.clear()
 
-        def progress(p) -> None:
+        def progress(p: DownloadProgress) -> None:
             # Reports queued before a pause may arrive after Settings closed and deleted the row.
             if shiboken6.isValid(row):
                 row.update_progress(p)
 
-        async def go():
+        async def go() -> None:
             try:
                 model = await self.models.pull(ref, progress)
             except asyncio.CancelledError:
@@ -388,8 +391,8 @@ class ModelManager(QWidget):
         self.token.clear()
         self.message.setText("Saved the Hugging Face token in the system keyring.")
 
-    def _act(self, coro, done) -> None:
-        async def go():
+    def _act(self, coro: Awaitable[T], done: Callable[[T], str]) -> None:
+        async def go() -> None:
             try:
                 result = await coro
             except Exception as exc:
@@ -404,7 +407,7 @@ class ModelManager(QWidget):
 
 def _clear(grid: QGridLayout) -> None:
     while grid.count():
-        widget = grid.takeAt(0).widget()
-        if widget is not None:
+        item = grid.takeAt(0)
+        if item is not None and (widget := item.widget()) is not None:
             widget.setParent(None)
             widget.deleteLater()

@@ -16,6 +16,7 @@ command box.
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -36,7 +37,11 @@ from PySide6.QtWidgets import (
 )
 
 from ..conversation.markdown import mono_font
+from ..core.bridge import RuntimeBridge
 from ..core.util import error_text, spawn
+
+if TYPE_CHECKING:
+    from runtime.api import MCPToolChange, PermissionRule, TaskInfo
 
 NO_RULES = ("No rules yet. Add one below, or approve a request with “Always allow”; rules for every task say "
             "“All tasks”.")
@@ -54,7 +59,7 @@ def _heading(text: str) -> QLabel:
 class PermissionsPage(QWidget):
     changed = Signal()  # a rule was added or removed, or a server's new tools approved
 
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         outer = QVBoxLayout(self)
@@ -170,7 +175,7 @@ class PermissionsPage(QWidget):
         self._fill_scopes(tasks)
         self._fill_paused(paused)
 
-    def _fill_rules(self, rules) -> None:
+    def _fill_rules(self, rules: list[PermissionRule]) -> None:
         self.rules.clear()
         self.remove_buttons.clear()
         for rule in rules:
@@ -187,7 +192,7 @@ class PermissionsPage(QWidget):
         self.rules.setVisible(bool(rules))
         self.no_rules.setVisible(not rules)
 
-    def _fill_scopes(self, tasks) -> None:
+    def _fill_scopes(self, tasks: list[TaskInfo]) -> None:
         """"All tasks" and each task by title; the chosen one stays chosen while it exists."""
         chosen = self.rule_scope.currentData()
         while self.rule_scope.count() > 1:
@@ -196,11 +201,11 @@ class PermissionsPage(QWidget):
             self.rule_scope.addItem(f"Only “{task.title or 'New task'}”", task.id)
         self.rule_scope.setCurrentIndex(max(0, self.rule_scope.findData(chosen)))
 
-    def _fill_paused(self, paused) -> None:
+    def _fill_paused(self, paused: list[MCPToolChange]) -> None:
         while self.paused.count():
             item = self.paused.takeAt(0)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if item is not None and (w := item.widget()) is not None:
+                w.deleteLater()
         self.approve_buttons.clear()
         self.diffs.clear()
         for change in paused:
@@ -239,7 +244,7 @@ class PermissionsPage(QWidget):
         tool = self.rule_tool.currentText().strip()
         command = self.rule_command.text().strip() if self.rule_command.isEnabled() else ""
 
-        async def go():
+        async def go() -> None:
             try:
                 rule = await self.bridge.permissions.add_rule(tool, self.rule_decision.currentData(),
                                                               command=command or None,
@@ -261,7 +266,7 @@ class PermissionsPage(QWidget):
         self.rule_error.setVisible(True)
 
     def _remove(self, rule_id: int) -> None:
-        async def go():
+        async def go() -> None:
             await self.bridge.permissions.remove_rule(rule_id)
             self.message.setText("Rule removed.")
             await self._load()
@@ -271,7 +276,7 @@ class PermissionsPage(QWidget):
         spawn(go(), self._failed, owner=self)
 
     def _approve(self, server: str) -> None:
-        async def go():
+        async def go() -> None:
             self.bridge.mcp.approve_tools(server)
             self.message.setText(f"Approved the new tools of {server}; it runs again from the next turn.")
             await self._load()

@@ -3,6 +3,11 @@ module adds the words a person needs next to each one (what to start, an example
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from runtime.api import Preset
+
 NOTES: dict[str, tuple[str, str]] = {  # preset id -> (what to do, an example model)
     "builtin": ("Small and fast; runs on this computer with no setup.", "smollm2-135m"),
     "ollama": ("Start Ollama, then pull a model: ollama pull llama3.2", "llama3.2"),
@@ -15,10 +20,10 @@ NOTES: dict[str, tuple[str, str]] = {  # preset id -> (what to do, an example mo
 }
 
 
-def provider_entry(preset, taken: set[str]) -> dict:
+def provider_entry(preset: Preset, taken: set[str]) -> dict:
     """A settings.json provider entry for a preset, with an id not used yet."""
     pid = unique_id(preset.id, taken)
-    entry = {"id": pid, "kind": preset.kind}
+    entry: dict[str, str | bool] = {"id": pid, "kind": preset.kind}
     if preset.base_url:
         entry["base_url"] = preset.base_url
     if preset.needs_key:

@@ -6,6 +6,9 @@ per model in settings.json is shown, not edited here."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
+from functools import partial
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -26,6 +29,9 @@ from PySide6.QtWidgets import (
 from ..widgets import dialogs
 from .presets import NOTES, provider_entry
 
+if TYPE_CHECKING:
+    from runtime.api import Preset
+
 ASK_SERVER = "Ask the server"
 MAX_WINDOW = 10_000_000
 KIND_LABELS = {"openai": "OpenAI-compatible server", "llama_cpp": "Bundled model (llama.cpp, offline)",
@@ -41,7 +47,8 @@ class ProvidersEditor(QWidget):
     test_requested = Signal(dict, str)  # provider, typed api key ("" when none)
     changed = Signal()
 
-    def __init__(self, providers: list[dict], default_model: str, presets=(), parent=None):
+    def __init__(self, providers: list[dict], default_model: str, presets: Iterable[Preset] = (),
+                 parent: QWidget | None = None):
         super().__init__(parent)
         self.presets = {p.id: p for p in presets}
         self.providers = [copy.deepcopy(p) for p in providers]
@@ -58,7 +65,7 @@ class ProvidersEditor(QWidget):
         self.add = QPushButton("Add ▾")
         menu = QMenu(self.add)
         for p in presets:
-            menu.addAction(p.label, lambda key=p.id: self.add_preset(key))
+            menu.addAction(p.label, partial(self.add_preset, p.id))
         self.add.setMenu(menu)
         self.remove = QPushButton("Remove")
         self.remove.clicked.connect(self._remove)
@@ -205,12 +212,12 @@ class ProvidersEditor(QWidget):
         finally:
             self._loading = False
 
-    def _show_window(self, setting) -> None:
+    def _show_window(self, setting: int | dict | None) -> None:
         per_model = isinstance(setting, dict)
         self.context.setValue(setting if isinstance(setting, int) else 0)
         self.context.setVisible(not per_model)
         self.per_model.setVisible(per_model)
-        if per_model:
+        if isinstance(setting, dict):
             self.per_model.setText("Per model, in settings.json: " + ", ".join(
                 f"{model} {tokens:,}" for model, tokens in setting.items()))
 

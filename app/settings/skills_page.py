@@ -7,11 +7,12 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QLabel, QListWidget, QPushButton, QVBoxLayout, QWidget
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import error_text
 
 
 class SkillsPage(QWidget):
-    def __init__(self, bridge, parent=None):
+    def __init__(self, bridge: RuntimeBridge, parent: QWidget | None = None):
         super().__init__(parent)
         self.bridge = bridge
         lay = QVBoxLayout(self)

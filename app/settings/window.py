@@ -8,8 +8,12 @@ gone."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QButtonGroup,
     QCheckBox,
     QDialog,
@@ -41,7 +45,7 @@ class SettingsWindow(QDialog):
     enter_sends_changed = Signal(bool)
     saved = Signal()
 
-    def __init__(self, bridge: RuntimeBridge, prefs: Prefs, parent=None):
+    def __init__(self, bridge: RuntimeBridge, prefs: Prefs, parent: QWidget | None = None):
         super().__init__(parent)
         self.setWindowTitle("Hearth Settings")
         self.setModal(False)
@@ -120,22 +124,24 @@ class SettingsWindow(QDialog):
             self.tabs.setCurrentWidget(self.models)
             self.models.setCurrentWidget(self.local_models)
             return
-        widget = {"permissions": self.permissions, "jobs": self.jobs}.get(page)
+        pages: dict[str, PermissionsPage | JobsPage] = {"permissions": self.permissions, "jobs": self.jobs}
+        widget = pages.get(page)
         if widget is not None:
             if self.tabs.currentWidget() is widget:
                 widget.refresh()  # switching to it refreshes it; already there, it may be stale
             self.tabs.setCurrentWidget(widget)
 
     def _tab_shown(self, index: int) -> None:
-        if self.tabs.widget(index) in (self.permissions, self.jobs):
-            self.tabs.widget(index).refresh()
+        for page in (self.permissions, self.jobs):
+            if self.tabs.widget(index) is page:
+                page.refresh()
 
     def set_theme(self, key: str) -> None:
         for button in self.theme_group.buttons():
             if button.property("theme") == key:
                 button.setChecked(True)
 
-    def _theme(self, button, checked: bool) -> None:
+    def _theme(self, button: QAbstractButton, checked: bool) -> None:
         if checked:
             self.prefs.theme = button.property("theme")
             self.theme_changed.emit(self.prefs.theme)
@@ -159,7 +165,7 @@ class SettingsWindow(QDialog):
             said.append(f"The MCP server “{typed}” you typed is not added yet.")
         return " ".join(said)
 
-    def closeEvent(self, event) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         """Unsaved changes are never dropped silently: ask to save or discard them."""
         if not self.dirty:
             self.local_models.pause_all()
@@ -175,15 +181,18 @@ class SettingsWindow(QDialog):
         self.mcp.clear_typed()
         self.close()
 
-    def ask_before_quit(self, quit_app) -> None:
+    def ask_before_quit(self, quit_app: Callable[[], None]) -> None:
         """Hearth is quitting with unsaved changes here: save or discard them, then `quit_app()`; Cancel (or a
         save that fails, which says why) keeps Hearth running."""
+        def discard_and_quit() -> None:
+            self._discard()
+            quit_app()
+
         self.show()
         self.raise_()
         self.close_box = dialogs.choose(
             self, "Save changes before quitting?", self._unsaved(),
-            [("Save", lambda: self._save(close_after=True, then=quit_app)),
-             ("Discard", lambda: (self._discard(), quit_app()))])
+            [("Save", lambda: self._save(close_after=True, then=quit_app)), ("Discard", discard_and_quit)])
 
     def close_without_asking(self) -> None:
         """Quit: the app is going away (the person was asked about quitting already)."""
@@ -192,7 +201,7 @@ class SettingsWindow(QDialog):
     # -- runtime --
 
     def _test(self, provider: dict, key: str) -> None:
-        async def go():
+        async def go() -> None:
             try:
                 models = await self.bridge.test_provider(provider, api_key=key or None)
             except Exception as exc:
@@ -203,10 +212,10 @@ class SettingsWindow(QDialog):
 
         self.bridge.run(go(), owner=self)
 
-    def _save(self, close_after: bool = False, then=None) -> None:
+    def _save(self, close_after: bool = False, then: Callable[[], None] | None = None) -> None:
         providers, default_model, keys = self.providers.values()
 
-        async def go():
+        async def go() -> None:
             if self.mcp.typed() is not None and not await self.mcp.add_typed():
                 self.tabs.setCurrentWidget(self.mcp)  # its message says what is wrong with the typed server
                 return
