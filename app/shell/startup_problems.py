@@ -103,10 +103,13 @@ class StartupProblems:
 
     async def _runtime_lost(self, api, exc) -> None:
         """Close the runtime that cannot go on and show the page with the ways out."""
+        bridge = self.bridge
+        if bridge is None:  # another action's fault of the same burst is closing it already
+            return
         self._problem = (api, exc)
         self.startup_error = error_text(exc)
         self.hide_window()
-        bridge, self.bridge, self.rt = self.bridge, None, None
+        self.bridge, self.rt = None, None
         try:
             await bridge.aclose()
         except Exception:  # it could not write its last words: the next open recovers the turns

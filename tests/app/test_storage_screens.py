@@ -9,8 +9,9 @@ import os
 import sqlite3
 import time
 
+from app.core.util import pending_tasks
 from app.shell.application import HearthApp
-from runtime.api import Backups, Runtime
+from runtime.api import Backups, Runtime, StorageCorrupt
 from runtime.providers.scripted import ScriptedModel
 from runtime.store import backup as backups
 from runtime.store.backup import CHECK_STAMP
@@ -183,5 +184,27 @@ async def test_a_database_damaged_during_a_session_shows_the_ways_out_and_restor
         await until(lambda: ctl.bridge is not None, what="started from the backup")
         await ctl.window.reload_tasks()
         assert [t.title for t in ctl.window.tasks.values()] == ["Keep me"]
+    finally:
+        await ctl.shutdown()
+
+
+async def test_two_actions_that_meet_the_damage_together_close_the_runtime_once(home, caplog):
+    ctl = await _start(home)
+    try:
+        task = await ctl.bridge.create_task(title="Keep me", model="scripted/x")
+        await asyncio.to_thread(_damage_while_open, home / DB_NAME, "messages")
+        try:
+            await ctl.bridge.send(task.id, "Remember the milk")
+        except StorageCorrupt as exc:
+            damage = exc
+        else:
+            raise AssertionError("the damaged table took the input")
+        ctl.bridge.report(damage)  # two reads in flight fail at once: each reports it before the runtime closes
+        ctl.bridge.report(damage)
+        await until(lambda: ctl.bridge is None and ctl.window is not None
+                    and ctl.window.stack.currentWidget() is ctl.window.problem, what="the problem page")
+        await until(lambda: not ctl.rt and pending_tasks(short_only=True) == set(), what="the runtime closed")
+        assert ctl.window.problem.title.text() == "Hearth's database is damaged"
+        assert "closing the runtime after a storage fault failed" not in caplog.text
     finally:
         await ctl.shutdown()
