@@ -115,7 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("before the window: %s", text)  # the log file (stderr has it already)
         if certain:
             return 1
-    app = QApplication.instance() or QApplication([sys.argv[0], *qt_args])
+    existing = QApplication.instance()  # a test's; the stubs say QCoreApplication
+    app = existing if isinstance(existing, QApplication) else QApplication([sys.argv[0], *qt_args])
     name = server_name(args.home)
     if hand_over(name):  # Hearth already runs on this data folder: it shows its window instead
         return 0

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, QSettings, QTimer, Signal
+from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from runtime.paths import data_folder
@@ -39,8 +40,10 @@ from .startup_problems import StartupProblems
 from .tray import Tray, tray_available
 
 if TYPE_CHECKING:
-    from runtime.api import Runtime
+    from runtime.api import Runtime, TaskInfo
     from runtime.events import Event
+
+    from ..conversation.composer import Composer
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +174,7 @@ class HearthApp(StartupProblems, QObject):
         window.hide()
         window.deleteLater()
 
-    def on_main_close(self, event) -> None:
+    def on_main_close(self, event: QCloseEvent) -> None:
         if self._closing:
             event.accept()
             return
@@ -215,7 +218,7 @@ class HearthApp(StartupProblems, QObject):
         if self.window is not None:
             self.window.refresh_welcome()
 
-    def _scheme_changed(self, *_args) -> None:
+    def _scheme_changed(self, *_args: object) -> None:
         if self.prefs.theme == "system":
             theme.apply("system")
 
@@ -238,7 +241,7 @@ class HearthApp(StartupProblems, QObject):
 
     # -- tasks, tray, notifications --
 
-    def tasks_updated(self, tasks: list) -> None:
+    def tasks_updated(self, tasks: list[TaskInfo]) -> None:
         self._titles = {t.id: t.title or "New task" for t in tasks}
         self._waiting = {t.id for t in tasks if t.state == "waiting"}
         if self.tray is not None and self.bridge is not None:
@@ -249,11 +252,14 @@ class HearthApp(StartupProblems, QObject):
             self._tray_refresh.start()
 
     def _refresh_tray(self) -> None:
-        async def go():
-            self.tasks_updated(await self.bridge.list_tasks())
+        bridge = self.bridge
+        if bridge is None or self._closing:
+            return
 
-        if self.bridge is not None and not self._closing:
-            self.bridge.run(go())
+        async def go() -> None:
+            self.tasks_updated(await bridge.list_tasks())
+
+        bridge.run(go())
 
     def _open_notified(self) -> None:
         if self._last_notified:
@@ -302,7 +308,7 @@ class HearthApp(StartupProblems, QObject):
 
     # -- quit --
 
-    def request_quit(self, ask: bool = True):
+    def request_quit(self, ask: bool = True) -> QMessageBox | None:
         """Quit; with `ask`, confirm first when turns are running. Signals (SIGTERM/SIGINT) never ask."""
         running = self.bridge.running_tasks() if self.bridge else []
         if ask and running:
@@ -336,7 +342,7 @@ class HearthApp(StartupProblems, QObject):
             self.drafts[owner_id] = draft
         self.prefs.drafts = self.drafts
 
-    def restore_draft(self, owner_id: str, composer) -> None:
+    def restore_draft(self, owner_id: str, composer: Composer) -> None:
         draft = self.drafts.get(owner_id)
         if isinstance(draft, dict):
             composer.restore_draft(draft)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from PySide6.QtWidgets import QInputDialog, QMessageBox
+
 from ..chats.panel import ChatPanel
 from ..widgets import dialogs
 
@@ -55,7 +57,7 @@ class ChatActions(ActionsBase):
         self.sidebar.set_mode("tasks")
         self.bridge.run(self._open_new(task_id))
 
-    def rename_chat(self, chat_id: str | None):
+    def rename_chat(self, chat_id: str | None) -> QInputDialog | None:
         if not chat_id or (info := self.chats.get(chat_id)) is None:
             return None
 
@@ -66,7 +68,7 @@ class ChatActions(ActionsBase):
         return dialogs.ask_text(self, "Rename chat", "Title:", info.title or "",
                                 lambda title: self.bridge.run(rename(title)))
 
-    def delete_chat(self, chat_id: str | None):
+    def delete_chat(self, chat_id: str | None) -> QMessageBox | None:
         if not chat_id or (info := self.chats.get(chat_id)) is None:
             return None
 

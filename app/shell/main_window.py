@@ -9,13 +9,15 @@ quitting). It paints before the runtime is even imported, then `attach()` brings
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QSplitter, QStackedWidget
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence, QPaintEvent
+from PySide6.QtWidgets import QInputDialog, QMainWindow, QMenu, QMessageBox, QSplitter, QStackedWidget
 
 from ..chats.panel import ChatPanel
+from ..core.bridge import RuntimeBridge
 from ..core.logs import log_folder
 from ..tasks.panel import TaskPanel
 from ..teams.panel import TeamPanel
@@ -31,14 +33,16 @@ from .welcome import WelcomePage
 if TYPE_CHECKING:
     from runtime.api import ChatInfo, TaskInfo, TeamInfo
 
+    from .window_host import Controller
+
 
 class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
     painted = Signal()
 
-    def __init__(self, ctl):
+    def __init__(self, ctl: Controller):
         super().__init__()
         self.ctl = ctl
-        self.bridge = None
+        self._bridge: RuntimeBridge | None = None  # attach()
         self.panel: TaskPanel | ChatPanel | TeamPanel | None = None
         self.tasks: dict[str, TaskInfo] = {}
         self.chats: dict[str, ChatInfo] = {}
@@ -72,7 +76,7 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self._reload_landed: asyncio.Future | None = None  # the newest reload's landing
 
     def _menus(self) -> None:
-        def act(menu, text, slot, shortcut=None) -> QAction:
+        def act(menu: QMenu, text: str, slot: Callable[[], object], shortcut: str | None = None) -> QAction:
             a = menu.addAction(text)
             a.triggered.connect(slot)
             if shortcut:
@@ -120,31 +124,38 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self.problem.show_problem(title, text, actions, note)
         self.stack.setCurrentWidget(self.problem)
 
+    @property
+    def bridge(self) -> RuntimeBridge:
+        """The runtime's client, once attached: the lists, panels and actions come after that (`_ready`)."""
+        if self._bridge is None:
+            raise RuntimeError("the window has no runtime attached yet")
+        return self._bridge
+
     def _ready(self) -> bool:
         """Actions that need the runtime say why they cannot run instead of failing."""
-        if self.bridge is not None:
+        if self._bridge is not None:
             return True
         self.stack.setCurrentWidget(self.problem)
         self.statusBar().showMessage("Hearth has not started yet: " + (self.ctl.startup_error or "starting…"),
                                      10_000)
         return False
 
-    def about(self):
-        return dialogs.about(self, str(self.bridge.home if self.bridge else ""), str(log_folder(self.ctl.home)))
+    def about(self) -> QMessageBox:
+        return dialogs.about(self, str(self._bridge.home if self._bridge else ""), str(log_folder(self.ctl.home)))
 
     def _enable_task_actions(self) -> None:
         task_only = ("Export Task as Markdown…", "Export Task as JSON…", "Open Workspace Folder")
         for a in self._task_actions:
             a.setEnabled(self.panel is not None and (isinstance(self.panel, TaskPanel) or a.text() not in task_only))
 
-    def _rename_current(self):
+    def _rename_current(self) -> QInputDialog | None:
         if isinstance(self.panel, TeamPanel):
             return None
         if isinstance(self.panel, ChatPanel):
             return self.rename_chat(self.panel.chat_id)
         return self.rename_task(self.current_task())
 
-    def _delete_current(self):
+    def _delete_current(self) -> QMessageBox | None:
         if isinstance(self.panel, TeamPanel):
             return self.delete_team(self.panel.team_id)
         if isinstance(self.panel, ChatPanel):
@@ -153,8 +164,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
 
     # -- runtime attached --
 
-    def attach(self, bridge) -> None:
-        self.bridge = bridge
+    def attach(self, bridge: RuntimeBridge) -> None:
+        self._bridge = bridge
         self.stack.setCurrentWidget(self.welcome)
         self.sidebar.setEnabled(True)
         self.sidebar.task_selected.connect(self.open_task)
@@ -205,8 +216,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
                 return
 
     def _do_reload(self) -> None:
-        if self.bridge is not None and not self.disposed:
-            self.bridge.run(self.reload_tasks())
+        if self._bridge is not None and not self.disposed:
+            self._bridge.run(self.reload_tasks())
 
     def _show_error(self, text: str) -> None:
         self.statusBar().showMessage(text, 10_000)
@@ -334,24 +345,22 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
 
     # -- window --
 
-    def paintEvent(self, event) -> None:
+    def paintEvent(self, event: QPaintEvent) -> None:
         super().paintEvent(event)
         if not self._painted:
             self._painted = True
             self.painted.emit()
 
-    def closeEvent(self, event) -> None:
+    def closeEvent(self, event: QCloseEvent) -> None:
         self.ctl.on_main_close(event)
 
     def dispose(self) -> None:
         """Stop listening and drop the panel; the window is about to be deleted."""
         self.disposed = True
         self._reload.stop()
-        if self.bridge is not None:
-            for signal, slot in ((self.bridge.task_changed, self._task_changed),
-                                 (self.bridge.tasks_changed, self._tasks_changed),
-                                 (self.bridge.turn_event, self._team_event),
-                                 (self.bridge.error, self._show_error)):
+        if (bridge := self._bridge) is not None:
+            for signal, slot in ((bridge.task_changed, self._task_changed), (bridge.tasks_changed, self._tasks_changed),
+                                 (bridge.turn_event, self._team_event), (bridge.error, self._show_error)):
                 try:
                     signal.disconnect(slot)
                 except (RuntimeError, TypeError):

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..core.util import spawn
+
+if TYPE_CHECKING:
+    from desktop_notifier import DesktopNotifier
 
 log = logging.getLogger(__name__)
 # Without a notification service the library logs a traceback per attempt; we say it once, in a sentence.
@@ -19,13 +23,13 @@ class Notifier:
     def __init__(self, app_name: str = "Hearth", fallback: Callable[[str, str], None] | None = None):
         self._app_name = app_name
         self._fallback = fallback
-        self._desktop = None  # created on first use: importing it costs start-up time
+        self._desktop: DesktopNotifier | None = None  # created on first use: importing it costs start-up time
         self._broken = False
 
     def send(self, title: str, text: str, on_clicked: Callable[[], None] | None = None) -> None:
         spawn(self._send(title, text, on_clicked))
 
-    async def _send(self, title: str, text: str, on_clicked) -> None:
+    async def _send(self, title: str, text: str, on_clicked: Callable[[], None] | None) -> None:
         if not self._broken:
             try:
                 if self._desktop is None:

@@ -12,7 +12,7 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWi
 
 
 class ProblemPage(QWidget):
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("ProblemPage")
         outer = QVBoxLayout(self)
@@ -46,8 +46,8 @@ class ProblemPage(QWidget):
         self.note.setVisible(bool(note))
         while self.row.count() > 1:
             item = self.row.takeAt(1)
-            if item.widget() is not None:
-                item.widget().deleteLater()
+            if item is not None and (w := item.widget()) is not None:
+                w.deleteLater()
         self.buttons = {}
         for i, (label, action) in enumerate(actions):
             button = QPushButton(label)

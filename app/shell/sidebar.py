@@ -9,8 +9,22 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-from PySide6.QtCore import QAbstractListModel, QItemSelectionModel, QModelIndex, QPoint, QSize, Qt, QTimer, Signal
+from PySide6.QtCore import (
+    QAbstractListModel,
+    QItemSelectionModel,
+    QModelIndex,
+    QObject,
+    QPersistentModelIndex,
+    QPoint,
+    QSize,
+    Qt,
+    QTimer,
+    Signal,
+    SignalInstance,
+)
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 from PySide6.QtWidgets import (
     QHBoxLayout,
@@ -34,6 +48,11 @@ from ..teams.panel import team_badge
 from ..widgets import theme
 from ..widgets.icons import app_icon
 
+if TYPE_CHECKING:
+    from runtime.api import ChatInfo, TaskInfo, TeamInfo
+
+    Row: TypeAlias = TaskInfo | ChatInfo | TeamInfo  # a row of one of the three lists
+
 TASK_ID = Qt.ItemDataRole.UserRole
 BADGE = Qt.ItemDataRole.UserRole + 1
 UPDATED = Qt.ItemDataRole.UserRole + 2
@@ -50,10 +69,10 @@ def created_text(ts: float, seconds: bool = False) -> str:
     return f"{t.tm_mday} {time.strftime('%b %H:%M:%S' if seconds else '%b %H:%M', t)}"
 
 
-def started_labels(tasks: list, untitled: str) -> dict[str, str]:
+def started_labels(tasks: Sequence[Row], untitled: str) -> dict[str, str]:
     """Rows that share a title, by id: when each began, to the second where the minute is not enough, numbered
     where even that is not."""
-    groups: dict[str, list] = defaultdict(list)
+    groups: dict[str, list[Row]] = defaultdict(list)
     for t in tasks:
         groups[t.title or untitled].append(t)
     labels = {}
@@ -68,7 +87,7 @@ def started_labels(tasks: list, untitled: str) -> dict[str, str]:
     return labels
 
 
-def badge_for(info, running: bool) -> str:
+def badge_for(info: TaskInfo | ChatInfo, running: bool) -> str:
     return state_key(info.state, info.last_reason, running)
 
 
@@ -76,18 +95,18 @@ class TaskListModel(QAbstractListModel):
     """The tasks as rows (title, badge, last activity). Cost follows the rows on screen: the view asks only
     for those, and the delegate paints them; there is no widget per row."""
 
-    def __init__(self, parent=None, untitled: str = "New task"):
+    def __init__(self, parent: QObject | None = None, untitled: str = "New task"):
         super().__init__(parent)
         self.untitled = untitled
-        self.tasks: list = []
+        self.tasks: list[Row] = []
         self.badges: dict[str, str] = {}
         self.index_of: dict[str, int] = {}
         self.started: dict[str, str] = {}  # rows whose title another row has too: when each began
 
-    def rowCount(self, parent=QModelIndex()) -> int:  # noqa: B008 - Qt's own default argument
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008 - Qt's own
         return 0 if parent.isValid() else len(self.tasks)
 
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole):
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> object:
         if not index.isValid():
             return None
         info = self.tasks[index.row()]
@@ -106,7 +125,7 @@ class TaskListModel(QAbstractListModel):
             return info.updated_at
         return None
 
-    def set_tasks(self, tasks: list, badges: dict[str, str]) -> None:
+    def set_tasks(self, tasks: Sequence[Row], badges: dict[str, str]) -> None:
         self.beginResetModel()
         self.tasks = list(tasks)
         self.badges = badges
@@ -118,10 +137,11 @@ class TaskListModel(QAbstractListModel):
 class TaskDelegate(QStyledItemDelegate):
     """Paints one row: the title (elided), a coloured state badge and the time of the last activity."""
 
-    def sizeHint(self, option, index) -> QSize:
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> QSize:
         return QSize(200, ROW_HEIGHT)
 
-    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+              ) -> None:
         c = theme.colors()
         painter.save()
         rect = option.rect.adjusted(6, 1, -6, -1)
@@ -171,8 +191,9 @@ class TaskSidebar(QWidget):
     delete_requested = Signal(str)
     settings_requested = Signal()
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self.mode = ""  # set_mode
         self.setObjectName("Sidebar")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
         lay = QVBoxLayout(self)
@@ -221,14 +242,13 @@ class TaskSidebar(QWidget):
         settings.clicked.connect(self.settings_requested)
         lay.addWidget(settings)
         self._quiet = False
-        self.mode = ""
         self.set_mode("tasks")
         self._clock = QTimer(self)  # "5 min ago" ages; repaint what is visible
-        self._clock.timeout.connect(lambda: self.lists.currentWidget().viewport().update())
+        self._clock.timeout.connect(lambda: self._shown_list().viewport().update())
         self._clock.start(30_000)
         theme.notifier.changed.connect(self._retheme)
 
-    def _list(self, model: TaskListModel, selected: Signal) -> QListView:
+    def _list(self, model: TaskListModel, selected: SignalInstance) -> QListView:
         view = QListView()
         view.setObjectName("TaskList")
         view.setModel(model)
@@ -255,6 +275,9 @@ class TaskSidebar(QWidget):
             mode, "New team"))
         self._update_empty()
 
+    def _shown_list(self) -> QListView:
+        return (self.list, self.chat_list, self.team_list)[MODES.index(self.mode)]
+
     def _update_empty(self) -> None:
         model = (self.model, self.chat_model, self.team_model)[MODES.index(self.mode)]
         self.empty.setText(f"No {self.mode} yet.")
@@ -265,17 +288,17 @@ class TaskSidebar(QWidget):
         """Task id -> badge of every task row."""
         return {t.id: self.model.badges.get(t.id, "idle") for t in self.model.tasks}
 
-    def set_tasks(self, tasks: list, running: set[str]) -> None:
+    def set_tasks(self, tasks: list[TaskInfo], running: set[str]) -> None:
         """Show `tasks` (newest activity first) keeping the selection."""
         self._fill(self.list, self.model, tasks, {t.id: badge_for(t, t.id in running) for t in tasks})
 
-    def set_chats(self, chats: list, running: set[str]) -> None:
+    def set_chats(self, chats: list[ChatInfo], running: set[str]) -> None:
         self._fill(self.chat_list, self.chat_model, chats, {c.id: badge_for(c, c.id in running) for c in chats})
 
-    def set_teams(self, teams: list) -> None:
+    def set_teams(self, teams: list[TeamInfo]) -> None:
         self._fill(self.team_list, self.team_model, teams, {t.id: team_badge(t) for t in teams})
 
-    def _fill(self, view: QListView, model: TaskListModel, rows: list, badges: dict[str, str]) -> None:
+    def _fill(self, view: QListView, model: TaskListModel, rows: Sequence[Row], badges: dict[str, str]) -> None:
         current = self._current(view)
         self._quiet = True
         try:
@@ -317,7 +340,7 @@ class TaskSidebar(QWidget):
     def badge(self, task_id: str) -> str | None:
         return self.model.badges.get(task_id) if task_id in self.model.index_of else None
 
-    def _changed(self, index: QModelIndex, selected: Signal) -> None:
+    def _changed(self, index: QModelIndex, selected: SignalInstance) -> None:
         if not self._quiet and index.isValid():
             selected.emit(index.data(TASK_ID))
 

@@ -16,26 +16,38 @@ import importlib
 import logging
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from ..core.bridge import RuntimeBridge
 from ..core.util import error_text, spawn
 from ..widgets import dialogs
+
+if TYPE_CHECKING:
+    from runtime.api import Runtime, StorageError
+
+    from .main_window import MainWindow
 
 log = logging.getLogger(__name__)
 
 
 class StartupProblems:
     home: Path | None
-    rt: object
-    window: object
+    rt: Runtime | None
+    window: MainWindow | None
     quit_event: asyncio.Event
-    _problem: tuple | None
-    bridge: object
+    _problem: tuple[ModuleType | None, BaseException] | None  # (runtime.api, if it was imported; what failed)
+    bridge: RuntimeBridge | None
     startup_error: str | None
     fault_box: QMessageBox | None
 
+    if TYPE_CHECKING:  # HearthApp's own, which mixes this in
+        def show_main(self) -> MainWindow: ...
+        def hide_window(self) -> None: ...
+        async def open_runtime(self) -> None: ...
 
     def _show_problem(self) -> None:
         """Say what is wrong and offer the ways out; every one of them works without a runtime."""
@@ -65,7 +77,7 @@ class StartupProblems:
         else:
             show("Hearth could not start", text, [retry, quit_])
 
-    def storage_fault(self, exc) -> None:
+    def storage_fault(self, exc: StorageError) -> None:
         api = self.bridge.api if self.bridge is not None else None
         if api is None or self._problem is not None:
             return
@@ -89,7 +101,7 @@ class StartupProblems:
         box.show()
         self.fault_box = box
 
-    async def verify_database(self, bridge) -> None:
+    async def verify_database(self, bridge: RuntimeBridge) -> None:
         """The runtime's check of the database just opened (off the event loop, at most once a day). Damage that
         no query has met yet shows the same page as damage a query meets: restore the latest backup, or choose
         another data folder; the runtime refuses every write from the moment the check finds it."""
@@ -101,7 +113,7 @@ class StartupProblems:
             else:
                 log.error("the database check failed", exc_info=exc)
 
-    async def _runtime_lost(self, api, exc) -> None:
+    async def _runtime_lost(self, api: ModuleType, exc: StorageError) -> None:
         """Close the runtime that cannot go on and show the page with the ways out."""
         bridge = self.bridge
         if bridge is None:  # another action's fault of the same burst is closing it already
@@ -130,7 +142,7 @@ class StartupProblems:
 
         spawn(go())
 
-    async def _describe_backups(self, api) -> None:
+    async def _describe_backups(self, api: ModuleType) -> None:
         backups = await api.Backups.list(self.home)
         if self.window is None:
             return
@@ -174,6 +186,6 @@ class StartupProblems:
             self.home = Path(folder)
             spawn(self.retry_start())
 
-    def _open_path(self, path) -> None:
+    def _open_path(self, path: str | Path) -> None:
         dialogs.open_path(self.window, path)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QInputDialog, QMessageBox
 
 from ..tasks import export
 from ..tasks.new_task_dialog import NewTaskDialog
@@ -53,7 +53,7 @@ class TaskActions(ActionsBase):
         await self.reload_tasks()
         self.open_task(task_id)
 
-    def rename_task(self, task_id: str | None):
+    def rename_task(self, task_id: str | None) -> QInputDialog | None:
         if not task_id or (info := self.tasks.get(task_id)) is None:
             return None
 
@@ -68,7 +68,7 @@ class TaskActions(ActionsBase):
         if isinstance(self.panel, TaskPanel) and self.panel.task_id == task_id:
             await self.panel.sync()
 
-    def delete_task(self, task_id: str | None):
+    def delete_task(self, task_id: str | None) -> QMessageBox | None:
         if not task_id or (info := self.tasks.get(task_id)) is None:
             return None
         running = self.bridge.is_running(task_id)

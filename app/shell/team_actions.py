@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from PySide6.QtWidgets import QMessageBox
+
 from ..teams.new_team_dialog import NewTeamDialog
 from ..teams.panel import TeamPanel
 from ..widgets import dialogs
 
 if TYPE_CHECKING:
+    from runtime.events import Event
+
     from .window_host import ActionsBase
 else:
     ActionsBase = object  # see shell/window_host.py
@@ -56,12 +60,12 @@ class TeamActions(ActionsBase):
         self._enable_task_actions()
         return panel
 
-    def _team_event(self, owner_id: str, ev) -> None:
+    def _team_event(self, owner_id: str, ev: Event) -> None:
         """An event of one of the open board's assignments: the board reads the team again."""
         if isinstance(self.panel, TeamPanel) and self.panel.owns(owner_id):
             self.panel.changed(owner_id, turn_ended=ev.type == "turn_ended")
 
-    def delete_team(self, team_id: str | None):
+    def delete_team(self, team_id: str | None) -> QMessageBox | None:
         if not team_id or (info := self.teams.get(team_id)) is None:
             return None
         if isinstance(self.panel, TeamPanel) and self.panel.team_id == team_id:

@@ -4,6 +4,7 @@ tray (not under QT_QPA_PLATFORM=offscreen, and under X11 only with a tray host).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
@@ -21,7 +22,7 @@ class Tray(QObject):
     task_requested = Signal(str)
     message_clicked = Signal()
 
-    def __init__(self, running: Callable[[], list[tuple[str, str]]], parent=None):
+    def __init__(self, running: Callable[[], list[tuple[str, str]]], parent: QObject | None = None):
         super().__init__(parent)
         self._running = running
         self.icon = QSystemTrayIcon(app_icon())
@@ -40,12 +41,12 @@ class Tray(QObject):
         header = self.menu.addAction(f"Running: {len(running)} task(s)" if running else "Nothing running")
         header.setEnabled(False)
         for task_id, title in running:
-            self.menu.addAction(f"   {title}", lambda t=task_id: self.task_requested.emit(t))
+            self.menu.addAction(f"   {title}", partial(self.task_requested.emit, task_id))
         self.menu.addSeparator()
         self.menu.addAction("Open Hearth", self.open_requested.emit)
         self.menu.addAction("Quit Hearth", self.quit_requested.emit)
 
-    def _activated(self, reason) -> None:
+    def _activated(self, reason: QSystemTrayIcon.ActivationReason) -> None:
         if reason in (QSystemTrayIcon.ActivationReason.Trigger, QSystemTrayIcon.ActivationReason.DoubleClick):
             self.open_requested.emit()
 

@@ -16,7 +16,7 @@ class WelcomePage(QWidget):
     new_task = Signal(str)  # goal text to prefill ("" for none)
     use_server = Signal(str, list)  # preset id, its models: a local model server found running
 
-    def __init__(self, parent=None):
+    def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         outer = QVBoxLayout(self)
         outer.addStretch(1)
