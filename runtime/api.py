@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
 
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings
@@ -70,7 +70,7 @@ from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
 from .services.backups import Backups
 from .services.chats import Chats
-from .services.core import Core
+from .services.core import Core, HostFactory
 from .services.jobs import Jobs
 from .services.knowledge import KnowledgeLibrary, chosen_embedder
 from .services.local_models import CatalogModel, InstalledModel, LocalModels, PausedDownload
@@ -107,16 +107,19 @@ __all__ = [
 
 class Runtime:
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider],
-                 tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False):
-        core = self.core = Core(home, settings, store, providers, read_only=read_only)
+                 tools: Iterable[Tool], *, folder_lock: DataFolderLock | None = None, read_only: bool = False,
+                 task_hosts: HostFactory | None = None, settings_fixed: bool = False):
+        core = self.core = Core(home, settings, store, providers, read_only=read_only, task_hosts=task_hosts,
+                                settings_fixed=settings_fixed)
         memory_repo = MemoryRepo(store.engine)
         folder = Memory(home / MEMORY_DIR, memory_repo, read_only=read_only)
         # The library's embedder and the kit's `told` are looked up when used: the services they name come later.
         self._library = Knowledge(KnowledgeRepo(store.engine), lambda kind, job: core.jobs.submit(kind, None, job),
                                   lambda: chosen_embedder(core.settings, self.providers.get))
+        # A server's settings are never written: its kit does not keep that a window note was given.
+        told: Callable[[str], Awaitable[None]] | None = None if settings_fixed else self._window_told
         self.kit = AgentKit(home, lambda: core.settings, core.keys, core.providers, list(tools), core.consents,
-                            core.library, memory=folder, knowledge=self._library,
-                            told=lambda provider_id: self.providers.window_told(provider_id))
+                            core.library, memory=folder, knowledge=self._library, told=told)
         self.providers = Providers(core, self.kit)
         self.permissions = Permissions(core, self.kit)
         self.mcp = MCPServers(core)
@@ -131,6 +134,9 @@ class Runtime:
         self.skills = Skills(core)
         self._folder_lock = folder_lock
 
+    async def _window_told(self, provider_id: str) -> None:
+        await self.providers.window_told(provider_id)  # built after the kit, which keeps this
+
     @classmethod
     async def open(cls, home: str | Path | None = None, *, providers: dict[str, Provider] | None = None,
                    tools: Iterable[Tool] = (), settings: Settings | None = None, read_only: bool = False) -> Runtime:
@@ -139,15 +145,54 @@ class Runtime:
         Raises `DataFolderBusy`, `ConfigError` (settings.json), or a `StorageError`: `StorageFull` (free space,
         retry), `StorageCorrupt` (`Backups.restore_latest`), `StorageReadOnly` / `StorageUnavailable` (fix the
         folder or disk, or choose another data folder). Every later call may raise them too."""
-        install_log_redaction()
         home = resolve_home(home)
+        rt = await cls._open(home, lambda: Store.open(home, migrate=not read_only), settings, owner=not read_only,
+                             providers=providers, tools=tools, read_only=read_only)
+        if rt.settings.mcp_servers and not read_only:
+            # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
+            from .tools.mcp.link import import_sdk
+
+            rt.core.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
+        if not read_only:
+            rt.backups.schedule_daily()
+            await rt._library.resume()  # documents a quit or a crash cut off are indexed again
+        return rt
+
+    @classmethod
+    async def open_server(cls, home: str | Path | None, *, database: str | None = None,
+                          settings: Settings | None = None, task_hosts: HostFactory | None = None,
+                          alone: bool = True, providers: dict[str, Provider] | None = None,
+                          tools: Iterable[Tool] = ()) -> Runtime:
+        """The runtime behind a server host (runtime/server/). `home` is the server's data folder (workspaces,
+        memory and knowledge files: the same path on every instance and worker), `database` its database URL (None:
+        the folder's SQLite database), `settings` the --settings file's (default: the folder's settings.json); a
+        server never writes its settings. `task_hosts` builds the tasks' host (default: the desktop's TurnHost).
+        `alone`: this process owns the folder and the database as the desktop does (the folder's lock, startup
+        recovery, the SQLite folder's daily backup); else any number of processes share them and none recovers
+        turns at start (a lease reaper does, turn by turn). Raises what `open` raises."""
+        home = resolve_home(home)
+        rt = await cls._open(home, lambda: Store.open(home) if database is None else Store.open_url(database),
+                             settings, owner=alone, providers=providers, tools=tools, task_hosts=task_hosts,
+                             settings_fixed=True)
+        if alone:
+            if database is None:
+                rt.backups.schedule_daily()
+            await rt._library.resume()
+        return rt
+
+    @classmethod
+    async def _open(cls, home: Path, open_store: Callable[[], Awaitable[Store]], settings: Settings | None, *,
+                    owner: bool, providers: dict[str, Provider] | None, tools: Iterable[Tool], read_only: bool = False,
+                    task_hosts: HostFactory | None = None, settings_fixed: bool = False) -> Runtime:
+        """Settings and the store; as the `owner` of the folder and the database, its lock and startup recovery."""
+        install_log_redaction()
         folder_lock, store = None, None
         try:
             with storage_faults(home):
-                folder_lock = None if read_only else DataFolderLock.acquire(home)
+                folder_lock = DataFolderLock.acquire(home) if owner else None
                 settings = settings or load_settings(home)
-                store = await Store.open(home, migrate=not read_only)
-                if not read_only:
+                store = await open_store()
+                if owner:
                     recovered = (await store.recover() + await ChatStore(store.engine).recover()
                                  + await TeamStore(store.engine).recover())
                     if recovered:
@@ -159,16 +204,8 @@ class Runtime:
                 folder_lock.release()
             raise
         remember(settings.secret_values())
-        rt = cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only)
-        if settings.mcp_servers and not read_only:
-            # So the first turn's connect timeouts measure the servers, not our own import of the SDK.
-            from .tools.mcp.link import import_sdk
-
-            rt.core.jobs.submit("mcp_preload", None, asyncio.to_thread(import_sdk))
-        if not read_only:
-            rt.backups.schedule_daily()
-            await rt._library.resume()  # documents a quit or a crash cut off are indexed again
-        return rt
+        return cls(home, settings, store, providers or {}, tools, folder_lock=folder_lock, read_only=read_only,
+                   task_hosts=task_hosts, settings_fixed=settings_fixed)
 
     @staticmethod
     def reset_settings(home: str | Path | None = None) -> Path | None:

@@ -165,7 +165,11 @@ def resolve_home(home: str | os.PathLike | None = None) -> Path:
 
 
 def load_settings(home: Path) -> Settings:
-    path = home / "settings.json"
+    return read_settings(home / "settings.json")
+
+
+def read_settings(path: Path) -> Settings:
+    """A settings.json file (the data folder's, or a server's --settings): defaults when it is not there."""
     try:
         raw = path.read_text(encoding="utf-8")
     except FileNotFoundError:

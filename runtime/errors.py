@@ -53,6 +53,13 @@ class ProviderError(HearthError):
         self.retryable = retryable
 
 
+class QuotaExhausted(HearthError):
+    """A server user's token quota is used up (the HTTP API answers 402)."""
+
+    def __init__(self) -> None:
+        super().__init__("Your token quota on this server is used up. Ask the server's administrator for more.")
+
+
 class ConfigError(HearthError):
     """settings.json or an argument is wrong; the message names the problem."""
 

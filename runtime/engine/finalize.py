@@ -8,8 +8,8 @@
    still writes the settled parts and ends the turn `error`; if that fails too, the next open recovers the
    turn as `interrupted`;
 4. auxiliary records (usage anchor, steps, subagents) after the message commit; their failure is logged;
-5. background jobs (memory extraction; the model's title while the title is provisional), fire-and-forget,
-   only after a successful commit;
+5. post-turn jobs (the agent's: memory extraction; the model's title while the title is provisional; a server
+   user's token usage), enqueued as a kind and a payload, fire-and-forget, only after a successful commit;
 6. announce `turn_ended`, only after the commit; when it failed, the event says so. From that moment the owner
    takes its next input (`announce_end`): an observer that saw `turn_ended` may send at once.
 Cleanup is in engine/turn.py's `finally`, so it also runs when setup threw; it holds the owner's lock until it is done,
@@ -25,7 +25,7 @@ from ..errors import HearthError
 from ..events import EndReason, TaskState, TurnEnded
 from ..parts import FinalRecord, settle_parts
 from ..redact import redact
-from .titles import retitle, wants_title
+from .titles import title_payload, wants_title
 
 if TYPE_CHECKING:
     from .agent.state import TurnContext
@@ -83,13 +83,21 @@ async def finalize(services: TurnServices, ctx: TurnContext) -> None:
             await storage.write_turn_records(record)
         except Exception:
             log.exception("could not write the step records of turn %s", ctx.turn_id)
-        for kind, job in services.agent.background_jobs(ctx.task, reason.value):
-            services.jobs.submit(kind, ctx.task_id, job)
-        if reason == EndReason.completed and wants_title(ctx.task) and ctx.provider is not None:
-            services.jobs.submit("title", ctx.task_id, retitle(services, ctx.task_id, ctx.turn_id, ctx.provider,
-                                                               ctx.model_name), disposable=True)
+        _enqueue_jobs(services, ctx, reason)
     announce_end(services, ctx, TurnEnded(task_id=ctx.task_id, turn_id=ctx.turn_id, reason=reason, usage=ctx.usage,
                                           error=error))
+
+
+def _enqueue_jobs(services: TurnServices, ctx: TurnContext, reason: EndReason) -> None:
+    jobs = services.jobs
+    for kind, payload in services.agent.background_jobs(ctx.task, reason.value):
+        jobs.enqueue(kind, ctx.task_id, payload)
+    if reason == EndReason.completed and wants_title(ctx.task) and ctx.provider is not None:
+        jobs.enqueue("title", ctx.task_id, title_payload(ctx.task_id, ctx.turn_id, ctx.task["model"]),
+                     disposable=True)
+    user_id = ctx.task.get("owner_id")  # a server user's task: their quota counts the turn's tokens, once
+    if user_id and (tokens := ctx.usage.input_tokens + ctx.usage.output_tokens):
+        jobs.enqueue("quota", ctx.task_id, {"user_id": user_id, "tokens": tokens}, key=f"quota:{ctx.turn_id}")
 
 
 def announce_end(services: TurnServices, ctx: TurnContext, event: TurnEnded) -> None:

@@ -10,6 +10,12 @@ replays the turn and follows it live.
 `send()` does only what must happen before the work could disappear (runtime/ARCHITECTURE.md, "A turn"); the
 turn itself runs in `turn.run_turn` on this host's `TurnServices`.
 
+Where the turn runs is this class's to say, in a few methods a server's host overrides (runtime/server/host.py,
+whose turns run in workers): `_claim` (who holds the owner: here the slot in the Stop registry), `_unclaim`,
+`_held_duplicate` (a send repeated while its turn holds the owner), `_launch` (start the turn), `_queued` (an
+input was queued behind a running turn), and `run_queued`, `stop`, `wait_idle`, `subscribe`, `stream_state`,
+`clear_stop`. The send itself — the order of its checks, the write lock, the duplicates, the queue — is shared.
+
 A turn that ended `waiting` leaves the owner waiting for the person's answer. Stop ends that wait (as any input
 but the answer does): the turn's end becomes `aborted`, its calls that waited `stopped`, and its observers are
 told so on the turn's stream (`_told_ended_wait`).
@@ -22,7 +28,7 @@ import dataclasses
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ConfigError, TaskBusy
 from ..events import Aborted, EndReason, Event, TurnEnded, TurnStarted
@@ -31,6 +37,7 @@ from ..parts import text_of, tool_event
 from ..store.conversations import DuplicateMessage
 from .abort import TurnSlot
 from .ports import TurnServices
+from .stream_buffer import BufferState
 from .titles import provisional_title
 from .turn import run_turn
 
@@ -46,6 +53,16 @@ if TYPE_CHECKING:
 AddParts = Callable[[dict, list[dict]], Awaitable[list[dict]]]
 
 
+class Holding(Protocol):
+    """Whoever holds an owner for a turn (`TurnHost._claim`): that turn and the client message id of its input."""
+
+    @property
+    def turn_id(self) -> str: ...
+
+    @property
+    def client_msg_id(self) -> str | None: ...
+
+
 class TurnHost:
     def __init__(self, store: HostStorage, agent: AgentPort, *, locks: TaskLocks, aborts: AbortRegistry,
                  buffers: BufferRegistry, jobs: JobQueue, owner_row: Callable[[str], Awaitable[dict]],
@@ -55,8 +72,10 @@ class TurnHost:
         self.noun = noun  # what errors call an owner
         self.aborts = aborts
         self.buffers = buffers
-        self.services = TurnServices(storage=store, locks=locks, aborts=aborts, streams=buffers, jobs=jobs,
-                                     agent=agent, on_turn_done=self._turn_done)
+        # Post-turn jobs run in process, on this surface's parts.
+        self.services = TurnServices(storage=store, locks=locks, aborts=aborts, streams=buffers,
+                                     jobs=jobs.bind(lambda: self.services), agent=agent,
+                                     on_turn_done=self._turn_done)
         self._owner_row = owner_row  # raises the surface's not-found error
         self._writable = writable
         self._closed = closed
@@ -99,24 +118,22 @@ class TurnHost:
 
     async def _send_once(self, owner_id: str, parts: list[dict], client_msg_id: str | None, queue: bool,
                          add_parts: AddParts | None) -> TurnHandle:
-        slot = self.aborts.get(owner_id)
-        if slot is not None:
-            if client_msg_id is not None and slot.client_msg_id == client_msg_id:
-                return TurnHandle(owner_id, slot.turn_id, slot.input_message_id, duplicate=True)
+        slot = TurnSlot(owner_id, uuid.uuid4().hex, client_msg_id)
+        held = await self._claim(slot)
+        if held is not None:
+            if client_msg_id is not None and held.client_msg_id == client_msg_id:
+                return await self._held_duplicate(owner_id, held)
             if not queue:
                 raise TaskBusy(owner_id, self.noun)
             async with self._writes[owner_id]:
                 return await self._enqueue(owner_id, parts, client_msg_id, add_parts)
-        # Registered before the first await: a concurrent send sees it and gets TaskBusy, or queues behind this
-        # input (the write lock is taken before any await too, and is fair: inputs are written in send order).
-        slot = TurnSlot(owner_id, uuid.uuid4().hex, client_msg_id)
-        self.aborts.register(slot)
+        # The write lock is taken before any await here, and is fair: inputs are written in send order.
         try:
             async with self._writes[owner_id]:
                 owner = await self._owner_row(owner_id)
                 if client_msg_id is not None and (
                         seen := await self.store.find_client_message(owner_id, client_msg_id)):
-                    self.aborts.release(slot)
+                    await self._unclaim(slot)
                     return self.duplicate(seen)
                 if add_parts is not None:
                     parts = await add_parts(owner, parts)
@@ -125,13 +142,13 @@ class TurnHost:
                         owner_id, parts, client_msg_id=client_msg_id, turn_id=slot.turn_id,
                         title=None if owner["title"] else provisional_title(parts))
                 except DuplicateMessage as dup:
-                    self.aborts.release(slot)
+                    await self._unclaim(slot)
                     return self.duplicate(dup.row)
                 assert started is not None, "with a turn id a turn starts: this input's or an older queued one's"
         except BaseException:
-            self.aborts.release(slot)
+            await self._unclaim(slot)
             raise
-        self._launch(slot, owner, started)
+        await self._launch(slot, owner, started)
         if started.input_id != msg_id:  # older queued inputs go first; this one waits behind them
             self._has_queue.add(owner_id)
             return TurnHandle(owner_id, None, msg_id, queued=True)
@@ -148,10 +165,33 @@ class TurnHost:
             msg_id, _ = await self.store.add_input(owner_id, parts, client_msg_id=client_msg_id, turn_id=None)
         except DuplicateMessage as dup:
             return self.duplicate(dup.row)
+        await self._queued(owner_id)
+        return TurnHandle(owner_id, None, msg_id, queued=True)
+
+    # -- who holds an owner, and where its turn runs: this process --
+
+    async def _claim(self, slot: TurnSlot) -> Holding | None:
+        """Hold the owner for `slot`'s turn: None when this send got it, else who holds it. Here the slot is
+        registered at once (no await): a concurrent send sees it and gets TaskBusy, or queues behind this input."""
+        held = self.aborts.get(slot.task_id)
+        if held is not None:
+            return held
+        self.aborts.register(slot)
+        return None
+
+    async def _unclaim(self, slot: TurnSlot) -> None:
+        self.aborts.release(slot)
+
+    async def _held_duplicate(self, owner_id: str, held: Holding) -> TurnHandle:
+        """The input of the turn that holds the owner was sent again."""
+        assert isinstance(held, TurnSlot)
+        return TurnHandle(owner_id, held.turn_id, held.input_message_id, duplicate=True)
+
+    async def _queued(self, owner_id: str) -> None:
+        """An input was queued behind the running turn: it starts when that turn is over."""
         self._has_queue.add(owner_id)
         if owner_id not in self.aborts:  # the running turn ended while we were writing
             self._after_turn(owner_id)
-        return TurnHandle(owner_id, None, msg_id, queued=True)
 
     async def last_input(self, owner_id: str) -> int:
         """The newest input the person typed (not a Continue, a retry or an answer)."""
@@ -207,11 +247,12 @@ class TurnHost:
             self._has_queue.discard(slot.task_id)
             self.aborts.release(slot)
             return
-        self._launch(slot, owner, started)
+        await self._launch(slot, owner, started)
 
     # -- the turn --
 
-    def _launch(self, slot: TurnSlot, owner: dict, started: Started) -> None:
+    async def _launch(self, slot: TurnSlot, owner: dict, started: Started) -> None:
+        """Start the turn whose input is stored (`started`): here, in this process."""
         slot.input_message_id, slot.output_message_id = started.input_id, started.output_id
         if started.ended_wait is not None:  # the input ended a wait for an answer: said before the turn starts
             self._told_ended_wait(slot.task_id, started.ended_wait)
@@ -254,11 +295,8 @@ class TurnHost:
         """Tell the turn that waited that its end is now `aborted`: observers of the turn (a follow-subscriber goes
         on after what it saw) and of every task (`rt.events()`) learn that nothing waits any more."""
         buffer = self.buffers.reopen(owner_id, ended.turn_id)
-        buffer.publish(Aborted(task_id=owner_id, turn_id=ended.turn_id))
-        for part in ended.stopped:
-            buffer.publish(tool_event(owner_id, ended.turn_id, part))
-        buffer.publish(TurnEnded(task_id=owner_id, turn_id=ended.turn_id, reason=EndReason.aborted,
-                                 usage=ended.usage))
+        for event in wait_ended_events(owner_id, ended):
+            buffer.publish(event)
 
     async def wait_idle(self, owner_id: str) -> None:
         """Wait until the owner's current (and queued) turns are finalized and cleaned up."""
@@ -293,7 +331,22 @@ class TurnHost:
             if buffer is None:
                 return
 
+    async def stream_state(self, owner_id: str) -> BufferState:
+        """Whether the owner's current or last turn is in memory: active, completed, or missing (read the messages)."""
+        return self.buffers.state(owner_id)
+
+    async def clear_stop(self, owner_id: str) -> None:
+        """A new input is coming: a Stop requested before it is stale. Here a Stop is the running turn's slot, which
+        a new input never has, so there is nothing to clear."""
+
     def duplicate(self, row: dict[str, Any]) -> TurnHandle:
         return TurnHandle(row[self.store.owner_key], row["turn_id"], row["id"], duplicate=True,
                           queued=row["status"] == "queued")
 
+
+def wait_ended_events(owner_id: str, ended: EndedWait) -> list[Any]:
+    """What tells a turn's observers that its wait for an answer ended `aborted`: `aborted`, each stopped call, a
+    new `turn_ended`."""
+    return [Aborted(task_id=owner_id, turn_id=ended.turn_id),
+            *(tool_event(owner_id, ended.turn_id, part) for part in ended.stopped),
+            TurnEnded(task_id=owner_id, turn_id=ended.turn_id, reason=EndReason.aborted, usage=ended.usage)]

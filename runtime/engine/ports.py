@@ -2,7 +2,7 @@
 
 `run_turn` and `finalize` never see the `Runtime`: they get a `TurnServices` whose parts are these
 Protocols. The desktop implementations are `store.repo.Store`, `locks.TaskLocks`, `abort.AbortRegistry`,
-`stream_buffer.BufferRegistry`, `jobs.JobQueue` and `kits.task.AgentKit`; a Chat or Team surface, or a test, can
+`stream_buffer.BufferRegistry`, `jobs.LocalJobs` and `kits.task.AgentKit`; a Chat or Team surface, or a test, can
 bring its own. The server host (runtime/server/) implements the same Protocols on Redis and PostgreSQL: a lease
 that fails fast instead of a waiting lock, a Redis stream any API instance reads, an abort bus.
 """
@@ -73,6 +73,8 @@ class HostStorage(TurnStorage, Protocol):
 
     async def discard_queued(self, owner_id: str, message_id: int) -> bool: ...
 
+    async def has_queued(self, owner_id: str) -> bool: ...
+
     async def is_waiting(self, owner_id: str) -> bool: ...
 
     async def end_wait(self, owner_id: str) -> EndedWait | None:
@@ -125,17 +127,20 @@ class TurnStream(Protocol):
 
 
 class StreamTransport(Protocol):
-    def get(self, task_id: str) -> TurnStream | None: ...
+    """The streams a turn produces into (the host starts each turn's stream: engine/host.py, server/host.py)."""
 
-    def reset(self, task_id: str, turn_id: str) -> TurnStream: ...
+    def get(self, task_id: str) -> TurnStream | None: ...
 
     def announce(self, event: Event) -> None:
         """An event that belongs to no turn's stream, to every feed."""
 
 
 class JobPort(Protocol):
-    def submit(self, kind: str, task_id: str | None, coro: Awaitable[Any], *, disposable: bool = False) -> object:
-        """Run `coro` in the background; a `disposable` job is cancelled, not waited for, at shutdown."""
+    def enqueue(self, kind: str, owner_id: str | None, payload: dict[str, Any], *, key: str | None = None,
+                disposable: bool = False) -> None:
+        """Run the post-turn job `kind` on `payload` (JSON-able) in the background, never raising and never
+        awaited by the turn: in process (jobs.LocalJobs) or on a server's queue. `key`: at most one job per key
+        (a quota counted once); a `disposable` job is cancelled, not waited for, at shutdown."""
 
 
 class TurnSetup(Protocol):
@@ -189,7 +194,11 @@ class AgentPort(Protocol):
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         """The model's context window in tokens, and a note for the person when it had to be assumed."""
 
-    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]: ...
+    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, dict[str, Any]]]:
+        """The agent's own post-turn jobs after this ending, as (kind, JSON-able payload)."""
+
+    def run_job(self, kind: str, payload: dict[str, Any]) -> Awaitable[Any]:
+        """Run one of the agent's post-turn jobs (what `background_jobs` gave), in any process."""
 
 
 @dataclass(slots=True)

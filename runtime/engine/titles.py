@@ -1,7 +1,8 @@
 """Titles: a provisional one from the first input at once, the model's own after the first completed turn.
 
 The provisional title is written with the first input (engine/host.py) and flagged `title_provisional`. After a
-turn that completed while the title was still provisional, finalize submits `retitle` as a background job:
+turn that completed while the title was still provisional, finalize enqueues the `title` job (`title_job`, its
+payload the owner, the turn and the model):
 it waits a moment and until the owner is idle (a person who sends again right away goes first, and a local
 model is not taken from them), asks the owner's model for a short title, and writes it only if the title is
 still provisional (a rename in the meantime wins). A model that gives no usable title leaves the provisional
@@ -17,6 +18,7 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING, Any
 
+from ..config import split_model_ref
 from ..events import TitleChanged
 from ..parts import text_of
 from ..providers.base import TEXT, ModelRequest, Provider
@@ -76,8 +78,20 @@ async def ask_title(provider: Provider, model: str, said: str) -> str | None:
     return clean_title("".join(answer))
 
 
-async def retitle(services: TurnServices, owner_id: str, turn_id: str, provider: Provider, model: str
-                  ) -> str | None:
+def title_payload(owner_id: str, turn_id: str, model: str) -> dict[str, Any]:
+    """What the `title` job is given: the owner, the turn that completed and the owner's model reference."""
+    return {"owner_id": owner_id, "turn_id": turn_id, "model": model}
+
+
+async def title_job(services: TurnServices, payload: dict[str, Any]) -> str | None:
+    """The `title` job (engine/jobs.py): `retitle` with the provider of the payload's model."""
+    provider_id, model = split_model_ref(payload["model"])
+    return await retitle(services, payload["owner_id"], payload["turn_id"], services.agent.provider(provider_id),
+                         model)
+
+
+async def retitle(services: TurnServices, owner_id: str, turn_id: str, provider: Provider,
+                  model: str) -> str | None:
     """The job; returns the title it wrote, if any."""
     await asyncio.sleep(WAIT_SECONDS)
     while (slot := services.aborts.get(owner_id)) is not None:

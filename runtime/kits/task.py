@@ -278,12 +278,18 @@ class AgentKit:
         """Memory is used and saved: on in settings, and the task was not created with it off."""
         return self._settings().memory and task.get("memory", True) is not False
 
-    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, Awaitable[Any]]]:
+    def background_jobs(self, task: dict[str, Any], reason: str) -> list[tuple[str, dict[str, Any]]]:
         """After a completed turn in which the person said something about themselves: `memory.extraction`."""
         said = self._said.pop(task["id"], None)
         if reason != "completed" or not said or self.memory is None or not self.memory_on(task) or not eligible(said):
             return []
         if self.talk_only(task):  # it cannot answer in the JSON extraction asks for: it would fail every time
             return []
-        provider_id, model = split_model_ref(task["model"])
-        return [("memory.extraction", extract(self.memory, self.provider(provider_id), model, task["id"], said))]
+        return [("memory.extraction", {"owner_id": task["id"], "model": task["model"], "said": said})]
+
+    async def run_job(self, kind: str, payload: dict[str, Any]) -> Any:
+        """The kit's post-turn jobs (`background_jobs`), wherever they run: `memory.extraction`."""
+        if kind != "memory.extraction" or self.memory is None:
+            raise ConfigError(f"There is no background job {kind!r} here.")
+        provider_id, model = split_model_ref(payload["model"])
+        return await extract(self.memory, self.provider(provider_id), model, payload["owner_id"], payload["said"])

@@ -52,8 +52,11 @@ class TeamKit:
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         return await self._kit.context_window(provider, model)
 
-    def background_jobs(self, owner: dict[str, Any], reason: str) -> list:
+    def background_jobs(self, owner: dict[str, Any], reason: str) -> list[tuple[str, dict[str, Any]]]:
         return []
+
+    async def run_job(self, kind: str, payload: dict[str, Any]) -> Any:
+        return await self._kit.run_job(kind, payload)
 
 
 class MemberMCP:

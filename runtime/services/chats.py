@@ -52,8 +52,11 @@ class ChatKit:
     async def context_window(self, provider: Provider, model: str) -> tuple[int, str | None]:
         return await self._kit.context_window(provider, model)
 
-    def background_jobs(self, chat: dict[str, Any], reason: str) -> list:
+    def background_jobs(self, chat: dict[str, Any], reason: str) -> list[tuple[str, dict[str, Any]]]:
         return self._kit.background_jobs(chat, reason)  # what the person said about themselves, remembered
+
+    async def run_job(self, kind: str, payload: dict[str, Any]) -> Any:
+        return await self._kit.run_job(kind, payload)
 
 
 class Chats:

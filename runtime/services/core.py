@@ -6,7 +6,8 @@ collaborators they use; none reaches into another's private members. The core ho
 - the settings, the one piece of shared state that is replaced at run time, and `save_settings`, which writes them
   and drops the providers built from the old ones;
 - the turn engine's shared parts: the per-owner locks, the Stop registry, the stream buffers, the job queue and
-  the set of running turns (waited for at shutdown), from which `host()` builds each surface's TurnHost;
+  the set of running turns (waited for at shutdown), from which `host()` builds each surface's TurnHost (the
+  tasks' host by `task_hosts` when the runtime serves a server host, runtime/server/);
 - `writable()`, the one "may I change anything" check, and `check_model()`, the one check of a model reference.
 """
 
@@ -33,10 +34,13 @@ from ..store.faults import guard as storage_faults
 from ..store.repo import Store
 from ..tools.mcp.consent import MCPConsents
 
+# Builds a TurnHost, or a host variant, from TurnHost's arguments.
+HostFactory = Callable[..., TurnHost]
+
 
 class Core:
     def __init__(self, home: Path, settings: Settings, store: Store, providers: dict[str, Provider], *,
-                 read_only: bool = False):
+                 read_only: bool = False, task_hosts: HostFactory | None = None, settings_fixed: bool = False):
         self.home = home
         self.settings = settings
         self.store = store
@@ -51,6 +55,8 @@ class Core:
         self.runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
         self.read_only = read_only
         self.closed = False
+        self.task_hosts: HostFactory = task_hosts or TurnHost  # a server's tasks may run elsewhere
+        self.settings_fixed = settings_fixed  # a server's settings are its --settings file, never written
 
     def writable(self) -> None:
         """Raise unless this runtime may change anything: not once it is shut down, never when read-only."""
@@ -60,11 +66,12 @@ class Core:
             raise ReadOnlyRuntime()
 
     def host(self, store: HostStorage, agent: AgentPort, owner_row: Callable[[str], Awaitable[dict]],
-             noun: str = "Task", turn_over: Callable[[str], Any] | None = None) -> TurnHost:
+             noun: str = "Task", turn_over: Callable[[str], Any] | None = None,
+             factory: HostFactory = TurnHost) -> TurnHost:
         """A surface's turns on the shared lock, Stop registry, stream buffers and jobs."""
-        return TurnHost(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
-                        owner_row=owner_row, writable=self.writable, closed=lambda: self.closed, runs=self.runs,
-                        noun=noun, turn_over=turn_over)
+        return factory(store, agent, locks=self.locks, aborts=self.aborts, buffers=self.buffers, jobs=self.jobs,
+                       owner_row=owner_row, writable=self.writable, closed=lambda: self.closed, runs=self.runs,
+                       noun=noun, turn_over=turn_over)
 
     def check_model(self, model: str | None) -> str:
         """A model reference a person gave (the default model when None), checked: `provider/model`, on a provider
@@ -77,6 +84,9 @@ class Core:
 
     async def save_settings(self, settings: Settings | dict) -> None:
         """Validate and write settings.json; providers whose configuration changed are rebuilt on next use."""
+        if self.settings_fixed:
+            raise ConfigError("This server's settings are the file it was started with (--settings): change that "
+                              "file and restart the server.")
         new = settings if isinstance(settings, Settings) else Settings.model_validate(settings)
         with storage_faults(self.home):  # a full disk or a read-only folder: StorageFull / StorageReadOnly
             save_settings(self.home, new)

@@ -33,7 +33,7 @@ class Tasks:
         self._kit = kit
         self._library = library  # a new task's documents are added to it
         self._permissions = permissions  # an approval answered with "remember" becomes a rule
-        self._turns = core.host(core.store, kit, self._row)
+        self._turns = core.host(core.store, kit, self._row, factory=core.task_hosts)
 
     async def _row(self, task_id: str) -> dict:
         row = await self._core.store.get_task(task_id)
@@ -45,11 +45,12 @@ class Tasks:
 
     async def create(self, title: str | None = None, model: str | None = None, approval: str = "ask",
                      planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
-                     network: bool = False) -> TaskInfo:
+                     network: bool = False, owner_id: str | None = None) -> TaskInfo:
         """A new task. Its settings are bound for its life: model, approval mode, planning, the documents and
         folders it works from (`knowledge`: added to the library, indexed in the background, the only ones its
         search_knowledge sees), `memory` (False: this task neither uses nor saves the person's memories) and
-        `network` (its shell commands may use the network; off by default, see `rt.permissions.set_task_sandbox`)."""
+        `network` (its shell commands may use the network; off by default, see `rt.permissions.set_task_sandbox`).
+        `owner_id`: the server host's user it belongs to (the desktop's tasks have none)."""
         self._core.writable()
         model = self._core.check_model(model)
         if approval not in APPROVAL_MODES:
@@ -61,14 +62,22 @@ class Tasks:
         row = await self._core.store.create_task(
             id=task_id, title=title, model=model, approval=approval, planning=planning, memory=bool(memory),
             knowledge=bound, workspace=str(workspace_for(self._core.home, task_id)), network=bool(network),
+            owner_id=owner_id,
         )
         return TaskInfo.model_validate(row)
 
-    async def get(self, task_id: str) -> TaskInfo:
-        return TaskInfo.model_validate(await self._row(task_id))
+    async def get(self, task_id: str, owner_id: str | None = None) -> TaskInfo:
+        """The task; with `owner_id`, only if it is that user's (TaskNotFound otherwise, as for no such task)."""
+        if owner_id is None:
+            return TaskInfo.model_validate(await self._row(task_id))
+        row = await self._core.store.get_owned_task(task_id, owner_id)
+        if row is None:
+            raise TaskNotFound(task_id)
+        return TaskInfo.model_validate(row)
 
-    async def list(self) -> builtins.list[TaskInfo]:
-        return [TaskInfo.model_validate(r) for r in await self._core.store.list_tasks()]
+    async def list(self, owner_id: str | None = None) -> builtins.list[TaskInfo]:
+        """The tasks, newest first: the desktop's, or with `owner_id` that user's."""
+        return [TaskInfo.model_validate(r) for r in await self._core.store.list_tasks(owner_id)]
 
     async def rename(self, task_id: str, title: str) -> None:
         self._core.writable()
@@ -232,8 +241,15 @@ class Tasks:
         text and reasoning deltas out (cheap for a status view)."""
         return self._turns.subscribe(task_id, after_seq, turn_id, follow, deltas)
 
-    def stream_state(self, task_id: str) -> BufferState:
-        return self._core.buffers.state(task_id)
+    async def stream_state(self, task_id: str) -> BufferState:
+        """Whether the task's current or last turn can be subscribed to: active, completed, or missing (nothing
+        buffered: read `messages()`)."""
+        return await self._turns.stream_state(task_id)
+
+    async def clear_stop(self, task_id: str) -> None:
+        """A new input is about to be sent: a Stop requested before it is stale (a server keeps a Stop as a flag
+        that a run starting later still honours; the desktop keeps none)."""
+        await self._turns.clear_stop(task_id)
 
 
 def _attachment_parts(workspace: Path, files: list, budget: int) -> list[dict]:

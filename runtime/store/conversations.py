@@ -213,6 +213,14 @@ class Conversations:
                                                                        updated_at=now))
         return out_id
 
+    async def has_queued(self, owner_id: str) -> bool:
+        """Whether an input of the owner waits for its turn."""
+        m = self.t.messages
+        async with self.engine.connect() as conn:
+            found = (await conn.execute(select(m.c.id).where(
+                self._own(m, owner_id), m.c.status == "queued").limit(1))).first()
+        return found is not None
+
     async def discard_queued(self, owner_id: str, message_id: int) -> bool:
         """Discard a queued input that has not started (its text is dropped); False when there is none with that
         id. The row stays as an empty tombstone: message ids only ever grow, so a reader that asks for the
@@ -353,6 +361,18 @@ class Conversations:
             await conn.execute(update(o).where(o.c.state == "running").values(
                 state="idle", last_reason=func.coalesce(o.c.last_reason, "interrupted")))
         return [r[0] for r in running]
+
+    async def running_turn(self, owner_id: str, turn_id: str) -> Started | None:
+        """A turn that is still running, as its start gave it (its input and parts, its answer's message): what a
+        server worker runs. None when it is not running (any more)."""
+        t, m = self.t.turns, self.t.messages
+        async with self.engine.connect() as conn:
+            turn = (await conn.execute(select(t.c.input_message_id, t.c.output_message_id).where(
+                t.c.id == turn_id, self._own(t, owner_id), t.c.status == "running"))).first()
+            if turn is None:
+                return None
+            parts = (await conn.execute(select(m.c.parts).where(m.c.id == turn.input_message_id))).scalar()
+        return Started(turn.input_message_id, parts or [], turn.output_message_id, None)
 
     async def running_turns(self) -> list[RunningTurn]:
         """Every turn still marked running, oldest first: what the server host's lease reaper looks at."""

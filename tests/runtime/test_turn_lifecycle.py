@@ -112,12 +112,12 @@ async def test_subscribers_mid_turn_after_end_and_many_rebuild_the_persisted_tex
     await rt.send(task.id, "go")
     many = [asyncio.ensure_future(collect(rt, task.id)) for _ in range(5)]
     await asyncio.sleep(0.1)  # mid-turn: the first half is buffered, the rest is live
-    assert rt.tasks.stream_state(task.id) == BufferState.active
+    assert await rt.tasks.stream_state(task.id) == BufferState.active
     mid = asyncio.ensure_future(collect(rt, task.id))
     results = await asyncio.gather(*many, mid)
     await rt.wait_idle(task.id)
     after = await collect(rt, task.id)
-    assert rt.tasks.stream_state(task.id) == BufferState.completed
+    assert await rt.tasks.stream_state(task.id) == BufferState.completed
     persisted = (await rt.messages(task.id))[1].text
     assert persisted == "".join(pieces)
     for events in [*results, after]:

@@ -233,6 +233,10 @@ class OpenAIServer:
         """Queue replies; each request takes the next one (thread-safe enough: deque appends are atomic)."""
         self._queue.extend(replies)
 
+    def forget_script(self) -> None:
+        """Drop the queued replies no request took (a turn killed before it asked)."""
+        self._queue.clear()
+
     async def wait_for_disconnect(self, count: int = 1, timeout: float = 5.0) -> None:
         """Until `count` clients went away mid-reply (polls, so it works from any loop or thread's loop)."""
         deadline = time.monotonic() + timeout
