@@ -1,6 +1,6 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team | server`,
-also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py; `hearth
-server init | user …`: runtime/cli/server.py).
+"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team | server |
+serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py;
+`hearth server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -42,6 +42,7 @@ from ..errors import (
 from ..redact import redact
 from . import mcp as cli_mcp
 from . import memory as cli_memory
+from . import serve as cli_serve
 from . import server as cli_server
 from . import team as cli_team
 from .chat import add_chat_parser, chat_command
@@ -71,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     add_chat_parser(sub)
     cli_team.add_team_parser(sub)
     cli_server.add_server_parser(sub)
+    cli_serve.add_parsers(sub)
     return p
 
 
@@ -93,6 +95,8 @@ async def _main(args: argparse.Namespace) -> int:
         return await storage_command(args)
     if args.command in cli_server.COMMANDS:  # the server host's database, without a runtime
         return await cli_server.run(args)
+    if args.command in cli_serve.COMMANDS:  # the server host's processes, each with a runtime of its own
+        return await cli_serve.run(args)
     rt = await _open(args)
     try:
         if args.command == "run":
