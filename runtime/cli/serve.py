@@ -25,11 +25,15 @@ import logging
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, HearthError, StorageError
 from ..paths import data_folder
 from .exits import EXIT_OK, EXIT_STORAGE, EXIT_USAGE
 from .server import DATABASE_ENV
+
+if TYPE_CHECKING:
+    from arq.worker import Worker
 
 COMMANDS = ("serve", "worker")
 REDIS_ENV = "HEARTH_REDIS_URL"
@@ -106,6 +110,7 @@ async def _work(args: argparse.Namespace) -> int:
     from ..server.backend import open_backend, settings_file
     from ..server.host import QUEUE_NAME
     from ..server.redis.abort import AbortListener
+    from ..server.redis.common import TRANSIENT
     from ..server.worker import TurnWorker
 
     database, redis, data = _where(args)
@@ -125,25 +130,46 @@ async def _work(args: argparse.Namespace) -> int:
         raise
     turns = TurnWorker(backend.rt, backend.parts, listener)
 
-    async def shutdown(ctx: dict) -> None:  # arq calls it once the jobs are over, then closes the connection
-        await listener.aclose()
-        await backend.aclose(client=False)
-
     worker = Worker(turns.functions(), redis_pool=backend.parts.client, queue_name=QUEUE_NAME, handle_signals=False,
-                    max_jobs=args.concurrency, poll_delay=0.05, on_shutdown=shutdown)
+                    max_jobs=args.concurrency, poll_delay=0.05)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stopping.set)
-    working = asyncio.ensure_future(worker.async_run())
+    working = asyncio.ensure_future(_keep_working(worker))
     print(f"hearth worker: ready ({args.concurrency} turns at once)", file=sys.stderr, flush=True)
     waiting = asyncio.ensure_future(stopping.wait())
     await asyncio.wait([working, waiting], return_when=asyncio.FIRST_COMPLETED)
     waiting.cancel()
-    await worker.close()  # the running turns end interrupted (finalized), then the connection closes
+    try:
+        await worker.close()  # the running turns end interrupted (finalized), then the connection closes
+    except TRANSIENT:
+        pass  # Redis is away: the queue forgets this worker's heartbeat by itself
+    finally:
+        await listener.aclose()
+        await backend.aclose()
     if working.done() and not working.cancelled():
         working.result()  # the worker stopped by itself: why
     return EXIT_OK
+
+
+async def _keep_working(worker: Worker) -> None:
+    """arq's poll loop, started again while Redis is away (it ends at the first failed call); the turns running
+    meanwhile go on, their streams and leases riding out the outage themselves."""
+    from ..server.redis.common import TRANSIENT, Outage
+
+    outage = Outage("taking jobs")
+    while True:
+        try:
+            await worker.async_run()
+            return
+        except TRANSIENT as error:
+            await outage.wait(error)
+            try:
+                await worker.pool.ping()
+            except TRANSIENT:
+                continue
+            outage.over()
 
 
 def _lease_seconds() -> float:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,8 @@ async def connect_redis(url: str) -> ArqRedis:
     except (RuntimeError, ValueError):
         raise ConfigError(f"{url!r} is not a Redis URL (redis://HOST:PORT/DB).") from None
     settings.conn_retries = 2
+    # arq logs each failed try with redis-py's raw message; what cannot be reached is said once, as a sentence.
+    logging.getLogger("arq.connections").setLevel(logging.ERROR)
     try:
         return await create_pool(settings, default_queue_name=QUEUE_NAME)
     except UNREACHABLE as error:
