@@ -114,6 +114,8 @@ class Backend:
             chore.cancel()
         await asyncio.gather(*self.chores, return_exceptions=True)
         await self.rt.aclose()
+        if self.parts is not None:
+            await self.parts.reader.aclose()
         if self.parts is not None and client:
             await self.parts.client.aclose()
 

@@ -277,7 +277,7 @@ async def test_attach_numbers_on_and_a_reaper_ends_a_dead_writers_turn(redis_cli
     assert await redis_client.xlen(f"hearth:stream:{TASK}") == 3
 
 
-async def test_readers_cancelled_while_they_wait_leave_no_connection_blocked(redis_client):
+async def test_readers_waiting_share_one_blocked_read_and_leave_none_once_cancelled(redis_client):
     writer = RedisStreamWriter(redis_client, TASK, "t1")
     await writer.reset(started("t1"))
     reader = RedisStreamReader(redis_client, poll_seconds=30)
@@ -287,8 +287,10 @@ async def test_readers_cancelled_while_they_wait_leave_no_connection_blocked(red
         return (await redis_client.execute_command("CLIENT", "LIST")).count(b"cmd=xread")
 
     async with asyncio.timeout(5):
-        while await blocked() < 20:
+        while await blocked() < 1:
             await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        assert await blocked() == 1  # the turn's shared tail (redis/tail.py), not one per reader
         for task in readers:
             task.cancel()  # their clients went away
         await asyncio.wait(readers)

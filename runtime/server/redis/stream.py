@@ -32,6 +32,7 @@ import redis.asyncio
 from ...engine.stream_buffer import TEXT_KIND, BufferState
 from ...events import ReasoningDelta, TextDelta, TurnEnded, event_adapter
 from .common import TRANSIENT, Outage, RedisUnavailable, key, require_bytes
+from .tail import Tails
 
 log = logging.getLogger(__name__)
 
@@ -363,6 +364,20 @@ class RedisStreamReader:
         self._patience = patience
         self._block_ms = int(poll_seconds * 1000)  # how often a waiting reader looks whether its turn was replaced
         self._page = page
+        self._tails = Tails(client, self._block_ms, page)
+
+    async def _live(self, stream: str, turn: str, pos: int) -> list[Any]:
+        """The entries after `pos` once there are some, or [] after the block time: from the turn's shared tail
+        (redis/tail.py), or from Redis itself where the tail cannot serve `pos`."""
+        shared = await self._tails.read(stream, turn, pos)
+        if shared is not None:
+            return shared
+        got = await self._client.xread({stream: f"{pos}-0"}, count=self._page, block=self._block_ms)
+        return got[0][1] if got else []
+
+    async def aclose(self) -> None:
+        """End the shared tails' reads (the readers' own generators end with their clients)."""
+        await self._tails.aclose()
 
     async def state(self, task_id: str) -> tuple[BufferState, str | None]:
         outage = Outage(f"reading the stream of task {task_id}", self._patience)
@@ -413,14 +428,14 @@ class RedisStreamReader:
                         break
                     if state == b"completed":  # its end is at or before `pos`: nothing more will come
                         return
+                    assert turn is not None  # (the meta's, above)
                     try:
-                        got = await self._client.xread({stream: f"{pos}-0"}, count=self._page, block=self._block_ms)
+                        entries = await self._live(stream, turn, pos)
                     except TRANSIENT as error:
                         await outage.wait(error)
                         break
                     outage.over()
-                    if got:
-                        entries = got[0][1]
+                    if entries:
                         continue
                 break  # nothing for a while (or a reset seen): look at the meta again
 
