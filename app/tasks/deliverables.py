@@ -8,6 +8,7 @@ runtime's, in the data folder: Save as… writes one out through `rt.deliveries.
 
 from __future__ import annotations
 
+import html
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -61,6 +62,10 @@ class DeliverablesDialog(QDialog):
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.resize(760, 360)
         lay = QVBoxLayout(self)
+        head = QLabel(f"<b>What “{html.escape(title)}” delivered</b> — the latest version of each, older ones under "
+                      "it. These are kept copies: the workspace may have changed since.")
+        head.setWordWrap(True)
+        lay.addWidget(head)
         self.tree = QTreeWidget()
         self.tree.setHeaderLabels(COLUMNS)
         self.tree.setRootIsDecorated(True)

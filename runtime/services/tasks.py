@@ -87,6 +87,7 @@ class Tasks:
         await self._core.store.update_task(task_id, title=title.strip() or None, title_provisional=False)
 
     async def delete(self, task_id: str) -> None:
+        """Delete the task, its conversation and its deliverables (stopping its turn first); its workspace stays."""
         self._core.writable()
         if task_id in self._core.aborts:
             await self.stop(task_id)
