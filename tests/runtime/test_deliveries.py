@@ -205,3 +205,15 @@ async def test_export_writes_every_version_under_names_that_say_which(rt, server
     assert names == {("r.txt", 1): "r.txt", ("a/r.txt", 2): "r (a ∕ r.txt).txt", ("a/r.txt", 1): "r (version 1).txt"}
     assert {p.name: p.read_text() for p in (tmp_path / "out").iterdir()} == {
         "r.txt": "top", "r (a ∕ r.txt).txt": "a2", "r (version 1).txt": "a1"}
+
+
+async def test_a_helper_reports_back_and_never_delivers(rt, server):
+    """Handing results to the person is the task's turn's: a helper (delegate) is not offered deliver."""
+    task = await rt.create_task(approval="full_auto")
+    server.script(calls(("delegate", {"agent": "researcher", "task": "look around"})),
+                  Reply(chunks=["Nothing there."]), Reply(chunks=["Done."]))
+    await turn(rt, task.id, "look around")
+    parent, helper = (server.chat_requests[0], server.chat_requests[1])
+    assert "deliver" in {t["function"]["name"] for t in parent["tools"]}
+    assert helper["messages"][-1]["content"].startswith("look around")
+    assert "deliver" not in {t["function"]["name"] for t in helper["tools"]}
