@@ -10,6 +10,7 @@ The copy is written beside its place and renamed into it, so a crash never leave
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import shutil
@@ -144,12 +145,16 @@ class Deliver:
         except OSError as exc:
             raise ToolError(f"Could not keep a copy of '{show_path(path)}': {exc.strerror or exc}.") from None
         rel = source.relative_to(root).as_posix()
+        record = asyncio.ensure_future(self._record({
+            "task_id": ctx.task_id, "turn_id": ctx.turn_id, "path": rel, "kind": copied.kind,
+            "size": copied.size, "sha256": copied.sha256, "note": note, "stored": copied.stored}))
         try:
-            row = await self._record({
-                "task_id": ctx.task_id, "turn_id": ctx.turn_id, "path": rel, "kind": copied.kind,
-                "size": copied.size, "sha256": copied.sha256, "note": note, "stored": copied.stored})
+            # A Stop now leaves the record to finish, with its copy: a row is never without the file it names.
+            row = await asyncio.shield(record)
+        except asyncio.CancelledError:
+            raise
         except BaseException:
-            shutil.rmtree(folder / copied.stored.split("/")[0], ignore_errors=True)
+            shutil.rmtree(folder / copied.stored.split("/")[0], ignore_errors=True)  # no row names it
             raise
         what = "a zip of the folder" if copied.kind == "folder" else "the file"
         left_out = (f" {copied.skipped} symlink(s) or special file(s) inside it were left out." if copied.skipped
