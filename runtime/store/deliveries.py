@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .models import DeliveryRow
 
-_TRIES = 3  # writers that race for one path's next version: each retry sees the winner's row
+_TRIES = 10  # each round of writers racing for one path's next version has a winner: 10 racers all get one
 
 
 class DeliveriesRepo:
