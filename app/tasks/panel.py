@@ -171,10 +171,10 @@ class TaskPanel(FeedPanel, QWidget):
                 self.phase.say("Thinking…")
             elif ev.type == "todos":
                 self.todo_box.set_todos(ev.todos)
-            elif ev.type == "tool_call" and ev.name == TOOL and ev.state == "done":
-                self.bridge.run(self._count_deliverables(), self)
             else:
                 self.phase.follow(ev)
+            if ev.type == "tool_call" and ev.name == TOOL and ev.state == "done":  # delivered: count it at once
+                self.bridge.run(self._count_deliverables(), self)
 
     # -- waiting --
 

@@ -25,7 +25,7 @@ async def test_deliverables_are_listed_saved_exported_and_deleted_with_the_task(
         server.script(
             calls(("write_file", {"path": "report.md", "content": "# Draft one\n"}),
                   ("deliver", {"path": "report.md", "note": "First draft of the report"})),
-            Reply(chunks=["Delivered."]),
+            Reply(chunks=["Delivered", " the first draft."], delay=0.5),  # the turn goes on after the delivery
             calls(("write_file", {"path": "report.md", "content": "# Draft two, longer\n"}),
                   ("deliver", {"path": "report.md", "note": "Second draft"})),
             Reply(chunks=["Delivered again."]),
@@ -35,9 +35,10 @@ async def test_deliverables_are_listed_saved_exported_and_deleted_with_the_task(
         panel = await open_task(ctl, task.id)
         assert not panel.deliverables.isVisibleTo(panel)  # nothing delivered yet: no button
         type_and_send(panel, "write the report")
-        await wait_turns(ctl, panel)
         await until(lambda: panel.deliverables.isVisibleTo(panel), what="the Deliverables button")
         assert panel.deliverables.text() == "Deliverables (1)"
+        assert ctl.bridge.is_running(task.id)  # counted when the call was done, not when the turn ended
+        await wait_turns(ctl, panel)
 
         dlg = panel.show_deliverables()
         await until(lambda: dlg.tree.topLevelItemCount() == 1, what="the first deliverable listed")
