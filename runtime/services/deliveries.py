@@ -19,10 +19,8 @@ from typing import Any
 
 from ..errors import ConfigError, TaskNotFound
 from ..infos import DeliveryInfo
-from ..tools.deliver import delivery_folder
+from ..tools.deliver import CHUNK, delivery_folder
 from .core import Core
-
-_CHUNK = 1024 * 1024
 
 
 class Deliveries:
@@ -109,7 +107,7 @@ def _write_out(delivery: DeliveryInfo, target: Path) -> Path:
         with source, tempfile.NamedTemporaryFile("wb", dir=target.parent, prefix=f".{target.name}.",
                                                  delete=False) as out:
             try:
-                while chunk := source.read(_CHUNK):
+                while chunk := source.read(CHUNK):
                     sha.update(chunk)
                     out.write(chunk)
                 out.flush()

@@ -30,7 +30,7 @@ from .files import Stopped, arg_str, run_in_thread
 
 DELIVERIES_DIR = "deliveries"
 NOTE_MAX = 300  # characters: a line, not a letter
-_CHUNK = 1024 * 1024
+CHUNK = 1024 * 1024  # bytes read at a time when copying
 
 
 def delivery_folder(home: Path, task_id: str) -> Path:
@@ -83,7 +83,7 @@ def store_copy(source: Path, folder: Path, stop: threading.Event) -> Copied:
             skipped = _zip_folder(source, part, stop)
         else:
             with open(source, "rb") as src, open(part, "wb") as out:
-                while chunk := src.read(_CHUNK):
+                while chunk := src.read(CHUNK):
                     if stop.is_set():
                         raise Stopped
                     out.write(chunk)
