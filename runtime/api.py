@@ -2,9 +2,9 @@
 (runtime/ARCHITECTURE.md, "The facade", describes what stands behind it).
 
 `Runtime` holds the `Core` (settings, the store, the engine's shared parts) and one service per capability:
-`rt.tasks`, `rt.chats`, `rt.teams`, `rt.memory`, `rt.knowledge`, `rt.models`, `rt.providers`, `rt.mcp`,
-`rt.permissions`, `rt.backups`, `rt.jobs` and `rt.skills`. The design's names (`create_task`, `send`, `subscribe`,
-`stop`, `answer`, `wait_idle`, `get_task`, `list_tasks`, `messages`) are delegates to `rt.tasks`.
+`rt.tasks`, `rt.deliveries`, `rt.chats`, `rt.teams`, `rt.memory`, `rt.knowledge`, `rt.models`, `rt.providers`,
+`rt.mcp`, `rt.permissions`, `rt.backups`, `rt.jobs` and `rt.skills`. The design's names (`create_task`, `send`,
+`subscribe`, `stop`, `answer`, `wait_idle`, `get_task`, `list_tasks`, `messages`) are delegates to `rt.tasks`.
 
 Decisions where the design is silent:
 - One process owns a data folder (`locks.DataFolderLock`): a second `Runtime.open()` raises `DataFolderBusy`.
@@ -60,7 +60,7 @@ from .errors import (
     TeamNotFound,
 )
 from .events import EndReason, Event
-from .infos import AssignmentInfo, ChatInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
+from .infos import AssignmentInfo, ChatInfo, DeliveryInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
 from .kits.task import AgentKit
 from .knowledge.library import Added, Knowledge
 from .local_models.progress import DownloadProgress, format_progress
@@ -71,6 +71,7 @@ from .redact import install_log_redaction, remember
 from .services.backups import Backups
 from .services.chats import Chats
 from .services.core import Core, HostFactory
+from .services.deliveries import Deliveries
 from .services.jobs import Jobs
 from .services.knowledge import KnowledgeLibrary, chosen_embedder
 from .services.local_models import CatalogModel, InstalledModel, LocalModels, PausedDownload
@@ -94,8 +95,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PRESETS", "Added", "AssignmentInfo", "BackupInfo", "BackupNotFound", "Backups", "BufferState", "CatalogModel",
-    "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled",
-    "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel", "Jobs", "KnowledgeLibrary",
+    "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "Deliveries", "DeliveryInfo",
+    "DownloadCancelled", "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel", "Jobs",
+    "KnowledgeLibrary",
     "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo", "Memories", "MessageInfo", "ModelError",
     "PausedDownload", "PermissionRule", "Permissions", "Preset", "ProviderConfig", "ProviderError", "Providers",
     "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError",
@@ -119,11 +121,13 @@ class Runtime:
         # A server's settings are never written: its kit does not keep that a window note was given.
         told: Callable[[str], Awaitable[None]] | None = None if settings_fixed else self._window_told
         self.kit = AgentKit(home, lambda: core.settings, core.keys, core.providers, list(tools), core.consents,
-                            core.library, memory=folder, knowledge=self._library, told=told)
+                            core.library, memory=folder, knowledge=self._library, told=told,
+                            deliver=store.add_delivery)
         self.providers = Providers(core, self.kit)
         self.permissions = Permissions(core, self.kit)
         self.mcp = MCPServers(core)
         self.tasks = Tasks(core, self.kit, self._library, self.permissions)
+        self.deliveries = Deliveries(core)
         self.chats = Chats(core, ChatStore(store.engine), self.kit, self.tasks)
         self.teams = Teams(core, TeamStore(store.engine), self.kit, self.permissions)
         self.memory = Memories(core, folder)

@@ -32,6 +32,23 @@ class TaskInfo(BaseModel):
     updated_at: float
 
 
+class DeliveryInfo(BaseModel):
+    """One version of something a task's turn delivered (rt.deliveries)."""
+
+    id: int
+    task_id: str
+    turn_id: str | None
+    path: str  # in the workspace, as delivered
+    name: str  # the copy's file name: the file's, or a folder's with .zip
+    kind: str  # file | folder (its copy is a zip)
+    version: int  # 1 for the first delivery of the path
+    size: int  # bytes of the copy
+    sha256: str
+    note: str
+    created_at: float
+    file: str  # the copy in the data folder: open it, never change it
+
+
 class ChatInfo(BaseModel):
     id: str
     title: str | None

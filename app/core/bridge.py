@@ -4,10 +4,10 @@ will stand behind this same client: the app uses only what the bridge offers. No
 
 - Tasks: the bridge's own methods (reads, `create_task`, `send`, `answer`, `stop`, `rename`, `delete`, …); every
   action emits `task_changed` or `tasks_changed`, so the sidebar, tray and notifications hear of it.
-- Every other capability is the runtime's service as a typed attribute: `chats`, `teams`, `memory`, `knowledge`,
-  `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups` (runtime.api names their types). The
-  bridge has a method of its own only where it adds something: `list_chats`, `create_chat`, `rename_chat`,
-  `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids are chats' and
+- Every other capability is the runtime's service as a typed attribute: `chats`, `deliveries`, `teams`, `memory`,
+  `knowledge`, `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups` (runtime.api names their
+  types). The bridge has a method of its own only where it adds something: `list_chats`, `create_chat`,
+  `rename_chat`, `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids are chats' and
   assignments'; a chat's turns go through `sources.ChatSource`, which emits the same signals); `set_api_key`,
   `test_provider` (a typed key stored first) and `approve_mcp_server` keep the keyring and files off the loop.
 - Settings, the one shared state: `settings`, `home`, `save_settings`.
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from runtime.api import (
         Backups,
         Chats,
+        Deliveries,
         Jobs,
         KnowledgeLibrary,
         LocalModels,
@@ -160,6 +161,7 @@ class RuntimeBridge(QObject):
         self._rt = rt
         self.api = api  # the runtime.api module, for its typed errors
         self.chats: Chats = rt.chats
+        self.deliveries: Deliveries = rt.deliveries
         self.teams: Teams = rt.teams
         self.memory: Memories = rt.memory
         self.knowledge: KnowledgeLibrary = rt.knowledge

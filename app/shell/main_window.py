@@ -155,7 +155,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
             return self.rename_chat(self.panel.chat_id)
         return self.rename_task(self.current_task())
 
-    def _delete_current(self) -> QMessageBox | None:
+    def _delete_current(self) -> QMessageBox | asyncio.Task | None:
+        """The question (a task's comes once its deliverables are counted: the asyncio task that asks)."""
         if isinstance(self.panel, TeamPanel):
             return self.delete_team(self.panel.team_id)
         if isinstance(self.panel, ChatPanel):

@@ -68,11 +68,22 @@ class TaskActions(ActionsBase):
         if isinstance(self.panel, TaskPanel) and self.panel.task_id == task_id:
             await self.panel.sync()
 
-    def delete_task(self, task_id: str | None) -> QMessageBox | None:
-        if not task_id or (info := self.tasks.get(task_id)) is None:
+    def delete_task(self, task_id: str | None) -> asyncio.Task | None:
+        """Ask whether to delete the task, once its deliverables are counted (`ask_delete_task`)."""
+        if not task_id or task_id not in self.tasks:
             return None
-        running = self.bridge.is_running(task_id)
-        extra = " Its running turn will be stopped." if running else ""
+        return self.bridge.run(self.ask_delete_task(task_id))
+
+    async def ask_delete_task(self, task_id: str) -> QMessageBox | None:
+        """The question says what goes with the task: its running turn, its deliverables (every version of what
+        it delivered, kept in the data folder); its workspace folder stays."""
+        delivered = await self.bridge.deliveries.count(task_id)
+        if (info := self.tasks.get(task_id)) is None:
+            return None
+        extra = " Its running turn will be stopped." if self.bridge.is_running(task_id) else ""
+        if delivered:
+            extra += (f" Its {delivered} deliverable{'s' if delivered != 1 else ''} (what it delivered, every version)"
+                      " will be deleted too: save any you want to keep from its Deliverables first.")
         return dialogs.confirm(
             self, "Delete task?", f"Delete “{info.title or 'New task'}” and its conversation?",
             "Delete", lambda: self.bridge.run(self._delete(task_id)),
@@ -98,12 +109,17 @@ class TaskActions(ActionsBase):
         dlg.open()
 
     async def export_to(self, task_id: str, path: str, fmt: str) -> None:
+        """The task as Markdown or JSON at `path`; what it delivered (every version) goes into a folder beside it,
+        "<name> deliverables", which the export names file by file."""
         info = await self.bridge.get_task(task_id)
         messages = await self.bridge.messages(task_id)
         turns = await self.bridge.turns(task_id)
-        text = (export.to_markdown if fmt == "md" else export.to_json)(info, messages, turns)
+        folder = Path(path).with_name(f"{Path(path).stem} deliverables")
+        delivered = await self.bridge.deliveries.export(task_id, folder)  # no folder when there is nothing
+        text = (export.to_markdown if fmt == "md" else export.to_json)(info, messages, turns, delivered, folder.name)
         await asyncio.to_thread(Path(path).write_text, text, encoding="utf-8")
-        self.statusBar().showMessage(f"Exported to {path}", 8000)
+        also = f" and {len(delivered)} delivered file(s) to {folder}" if delivered else ""
+        self.statusBar().showMessage(f"Exported to {path}{also}", 8000)
 
     def open_workspace(self) -> None:
         if isinstance(self.panel, TaskPanel):

@@ -1,5 +1,6 @@
 """Export a task as Markdown (for reading) or JSON (everything the facade returns, for tools). Keys are never
-part of messages, so nothing secret can end up in an export."""
+part of messages, so nothing secret can end up in an export. What the task delivered is written beside the export
+(`rt.deliveries.export`, into a folder of its own); both formats list each delivery with the file it became there."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from runtime.api import MessageInfo, TaskInfo
+    from collections.abc import Sequence
+
+    from runtime.api import DeliveryInfo, MessageInfo, TaskInfo
+
+    Delivered = Sequence[tuple[DeliveryInfo, str]]  # each delivery and its file's name in the export's folder
 
 
 def _when(ts: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts)) if ts else ""
 
 
-def to_markdown(info: TaskInfo, messages: list[MessageInfo], turns: list[dict]) -> str:
+def to_markdown(info: TaskInfo, messages: list[MessageInfo], turns: list[dict], delivered: Delivered = (),
+                folder: str = "") -> str:
     by_turn = {t["id"]: t for t in turns}
     out = [f"# {info.title or 'Untitled task'}", "",
            f"Model `{info.model}` · approvals `{info.approval}` · created {_when(info.created_at)}", ""]
@@ -49,13 +55,22 @@ def to_markdown(info: TaskInfo, messages: list[MessageInfo], turns: list[dict]) 
             if turn.get("error"):
                 out.append(f"> Error: {turn['error']}")
             out.append("")
+    if delivered:
+        out += ["## Deliverables", ""]
+        for d, name in delivered:
+            out.append(f"- `{d.path}` version {d.version} · {d.size:,} bytes · {_when(d.created_at)} — {d.note} "
+                       f"→ [{name}](<{folder}/{name}>)")
     return "\n".join(out).rstrip() + "\n"
 
 
-def to_json(info: TaskInfo, messages: list[MessageInfo], turns: list[dict]) -> str:
+def to_json(info: TaskInfo, messages: list[MessageInfo], turns: list[dict], delivered: Delivered = (),
+            folder: str = "") -> str:
     data = {
         "task": info.model_dump(mode="json"),
         "turns": turns,
         "messages": [m.model_dump(mode="json") for m in messages],
+        # Where each copy is in the export, not where the data folder keeps it.
+        "deliveries": [dict(d.model_dump(mode="json", exclude={"file"}), exported=f"{folder}/{name}")
+                       for d, name in delivered],
     }
     return json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n"

@@ -28,6 +28,7 @@ from ..widgets import dialogs
 from ..widgets.model_picker import ModelDialog
 from ..widgets.panel_head import PanelHead
 from .commands import CommandSettings
+from .deliverables import TOOL, DeliverablesDialog, label
 from .todos import TodoBox
 
 if TYPE_CHECKING:
@@ -64,7 +65,12 @@ class TaskPanel(FeedPanel, QWidget):
         folder = QPushButton("Open folder")
         folder.setToolTip("Open this task's workspace folder")
         folder.clicked.connect(self.open_workspace)
-        self.head = PanelHead(folder)
+        self.deliverables = QPushButton()
+        self.deliverables.setToolTip("What this task delivered: open or save it, and its older versions")
+        self.deliverables.clicked.connect(self.show_deliverables)
+        self.deliverables.hide()  # until the task delivers something
+        self.deliverables_dialog: DeliverablesDialog | None = None
+        self.head = PanelHead(self.deliverables, folder)
         self.title = self.head.title
         chips = QHBoxLayout()
         chips.setSpacing(6)
@@ -130,6 +136,29 @@ class TaskPanel(FeedPanel, QWidget):
         self.conversation.mark_waiting(pending.get("call_id") if pending else None)
         if not running:
             self.phase.hide()
+        self.bridge.run(self._count_deliverables(), self)
+
+    # -- deliverables --
+
+    async def _count_deliverables(self) -> None:
+        count = await self.bridge.deliveries.count(self.task_id)
+        if self._closed:
+            return
+        changed = self.deliverables.text() != label(count)
+        self.deliverables.setText(label(count))
+        self.deliverables.setVisible(count > 0)
+        if changed and self.deliverables_dialog is not None:
+            await self.deliverables_dialog.load()
+
+    def show_deliverables(self) -> DeliverablesDialog:
+        dlg = self.deliverables_dialog
+        if dlg is None:
+            dlg = self.deliverables_dialog = DeliverablesDialog(self.bridge, self.task_id, self.head.title.text(), self)
+            dlg.destroyed.connect(lambda: setattr(self, "deliverables_dialog", None))
+            self.bridge.run(dlg.load(), dlg)
+        dlg.show()
+        dlg.raise_()
+        return dlg
 
     def _set_title(self, info: TaskInfo) -> None:
         title = info.title or "New task"
@@ -144,6 +173,8 @@ class TaskPanel(FeedPanel, QWidget):
                 self.todo_box.set_todos(ev.todos)
             else:
                 self.phase.follow(ev)
+            if ev.type == "tool_call" and ev.name == TOOL and ev.state == "done":  # delivered: count it at once
+                self.bridge.run(self._count_deliverables(), self)
 
     # -- waiting --
 

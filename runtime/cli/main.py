@@ -1,6 +1,7 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team | server |
-serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py;
-`hearth server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py).
+"""Headless CLI: `hearth run | answer | stop | tasks | show | deliveries | models | mcp | backup | check | restore |
+team | server | serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`:
+runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`: runtime/cli/deliveries.py; `hearth server
+init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -40,6 +41,7 @@ from ..errors import (
     TeamNotFound,
 )
 from ..redact import redact
+from . import deliveries as cli_deliveries
 from . import mcp as cli_mcp
 from . import memory as cli_memory
 from . import serve as cli_serve
@@ -56,7 +58,8 @@ from .tasks import add_task_parsers, show_command, skills_command, stop_command,
 if TYPE_CHECKING:
     from ..api import Runtime
 
-READ_COMMANDS = ("tasks", "show")  # and `skills list`: they run beside an app that has the data folder
+# And `skills list`: they run beside an app that has the data folder.
+READ_COMMANDS = ("tasks", "show", *cli_deliveries.COMMANDS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,6 +68,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     add_run_parsers(sub)
     add_task_parsers(sub)
+    cli_deliveries.add_parser(sub)
     add_models_parser(sub)
     cli_mcp.add_parser(sub)
     add_storage_parsers(sub)
@@ -119,6 +123,10 @@ async def _main(args: argparse.Namespace) -> int:
             return await cli_memory.run(rt, args)
         if args.command in cli_team.COMMANDS:
             return await cli_team.run(rt, args)
+        if args.command in cli_deliveries.COMMANDS:
+            return await cli_deliveries.run(rt, args)
+        if args.deliveries:
+            return await cli_deliveries.show(rt, args)
         return await show_command(rt, args)
     finally:
         await rt.aclose()

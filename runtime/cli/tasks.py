@@ -32,6 +32,8 @@ def add_task_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id", help="the task's id or a unique start of it")
     show.add_argument("--steps", action="store_true", help="also each turn's model steps and helpers")
+    show.add_argument("--deliveries", action="store_true",
+                      help="the files its turns delivered (every version), instead of the conversation")
     stop = sub.add_parser("stop", help="stop a task that waits for an approval or an answer")
     stop.add_argument("task_id", help="the task's id or a unique start of it")
     skills = sub.add_parser("skills", help="the skills the model can use").add_subparsers(dest="skills_command")

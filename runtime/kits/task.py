@@ -41,6 +41,7 @@ from ..providers import build_provider
 from ..providers.base import Provider
 from ..tools.base import Effect, Tool, tool_spec
 from ..tools.builtin import builtin_tools
+from ..tools.deliver import Deliver
 from ..tools.interactive import interactive_tools
 from ..tools.knowledge_tool import SearchKnowledge
 from ..tools.mcp.consent import MCPConsents
@@ -84,8 +85,10 @@ class AgentKit:
     def __init__(self, home: Path, settings: Callable[[], Settings], keys: SecretStore,
                  providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents,
                  library: ModelLibrary | None = None, *, memory: Memory | None = None,
-                 knowledge: Knowledge | None = None, told: Callable[[str], Awaitable[None]] | None = None):
+                 knowledge: Knowledge | None = None, told: Callable[[str], Awaitable[None]] | None = None,
+                 deliver: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None):
         self.home = home
+        self._deliver = deliver  # records a delivery (store/deliveries.py); None: no `deliver` tool
         self.memory = memory
         self.knowledge = knowledge
         # task id (None: first_prompt's) -> what the person said in the running turn (for extraction)
@@ -138,6 +141,8 @@ class AgentKit:
             if chosen is not None:
                 notes.append(instructions(chosen))
         tools.append(Delegate(definitions))
+        if self._deliver is not None:
+            tools.append(Deliver(self.home, self._deliver))
         if memory_tool is not None:
             tools.append(memory_tool)
             notes.append(memory_note)
@@ -207,7 +212,8 @@ class AgentKit:
         """Every name a turn's tools can have, MCP servers' aside, whether or not this task has them (skills,
         memory, documents, planning, a team's lead): what a permission rule may name."""
         always = [*builtin_tools(), *interactive_tools(), *self._extra_tools, SubmitPlan()]
-        sometimes = [SkillTool.name, Delegate.name, MemoryTool.name, SearchKnowledge.name, PlanAssignments.name]
+        sometimes = [SkillTool.name, Delegate.name, Deliver.name, MemoryTool.name, SearchKnowledge.name,
+                     PlanAssignments.name]
         return sorted({t.name for t in always} | set(sometimes))
 
     async def first_prompt(self, model: str | None = None) -> tuple[list[dict], list[dict]]:

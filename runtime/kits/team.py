@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..tools.base import Effect, Tool
+from ..tools.deliver import Deliver
 from ..tools.team_lead import PlanAssignments, Propose
 from .task import Prepared
 
@@ -33,7 +34,8 @@ class TeamKit:
     async def prepare(self, owner: dict[str, Any], input_parts: list[dict]) -> Prepared:
         prepared = await self._kit.prepare(owner, input_parts)
         allowed = owner["member_row"]["tools"]
-        tools = prepared.tools if allowed == "all" else {n: t for n, t in prepared.tools.items() if n in allowed}
+        # An assignment's result is its output, which the plan passes on; deliverables are a task's.
+        tools = {n: t for n, t in prepared.tools.items() if n != Deliver.name and (allowed == "all" or n in allowed)}
         if owner["kind"] == "plan":
             tools = {n: t for n, t in tools.items() if t.effect == Effect.read_only}
             tools[self._plan_tool.name] = self._plan_tool

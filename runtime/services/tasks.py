@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins  # `Tasks.list` hides the builtin in the annotations below it
 import os
+import shutil
 import uuid
 from collections.abc import AsyncGenerator, Iterable
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..infos import MessageInfo, TaskInfo, TurnHandle
 from ..kits.task import UNKNOWN_CONTEXT_TOKENS, AgentKit
 from ..knowledge.library import Knowledge
 from ..tools.approvals import APPROVAL_MODES
+from ..tools.deliver import delivery_folder
 from ..workspace import copy_attachments, workspace_for
 from .core import Core
 from .permissions import Permissions
@@ -85,11 +87,14 @@ class Tasks:
         await self._core.store.update_task(task_id, title=title.strip() or None, title_provisional=False)
 
     async def delete(self, task_id: str) -> None:
+        """Delete the task, its conversation and its deliverables (stopping its turn first); its workspace stays."""
         self._core.writable()
         if task_id in self._core.aborts:
             await self.stop(task_id)
         await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
         await self._core.store.delete_task(task_id)
+        # Its deliverables go with it (the window's and the CLI's confirmation say how many); its workspace stays.
+        await asyncio.to_thread(shutil.rmtree, delivery_folder(self._core.home, task_id), ignore_errors=True)
 
     async def fork(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
         """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files

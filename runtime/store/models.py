@@ -260,6 +260,26 @@ class JobRow(Base):
     created_at: Mapped[float] = mapped_column(Float)
 
 
+class DeliveryRow(Base):
+    """A file or folder a task's turn handed to the person (the `deliver` tool, tools/deliver.py): one row per
+    version, whose copy (`stored`, relative to the task's delivery folder) is never changed."""
+
+    __tablename__ = "deliveries"
+    __table_args__ = (UniqueConstraint("task_id", "path", "version", name="uq_deliveries_version"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    path: Mapped[str] = mapped_column(Text)  # in the workspace, as delivered; versions count per path
+    kind: Mapped[str] = mapped_column(String(8))  # file | folder (kept as a zip)
+    version: Mapped[int] = mapped_column(Integer)
+    size: Mapped[int] = mapped_column(BigInteger)  # of the copy; may pass PostgreSQL's 4-byte integer
+    sha256: Mapped[str] = mapped_column(String(64))
+    note: Mapped[str] = mapped_column(Text)
+    stored: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class MemoryRow(Base):
     """Provenance of a memory file in the data folder's memory/ (the file itself holds the text)."""
 

@@ -18,9 +18,11 @@ from ..parts import FinalRecord
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
 from .db import database_url, make_engine, migrate_url, server_engine
 from .db import migrate as migrate_db
+from .deliveries import DeliveriesRepo
 from .lengths import refuse_too_long
 from .models import (
     CheckpointRow,
+    DeliveryRow,
     JobRow,
     MessageRow,
     PermissionRuleRow,
@@ -42,9 +44,9 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations, RulesRepo, UsersRepo):
-    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; the server host's
-    users (`UsersRepo`)."""
+class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo):
+    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; what their turns
+    delivered (`DeliveriesRepo`); the server host's users (`UsersRepo`)."""
 
     def __init__(self, engine: AsyncEngine, path: Path | None):
         super().__init__(engine, TASK_TABLES)
@@ -124,7 +126,7 @@ class Store(Conversations, RulesRepo, UsersRepo):
             turn_ids = select(TurnRow.id).where(TurnRow.task_id == task_id)
             await conn.execute(delete(StepRow).where(StepRow.turn_id.in_(turn_ids)))
             await conn.execute(delete(SubagentRow).where(SubagentRow.turn_id.in_(turn_ids)))
-            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow):
+            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow, DeliveryRow):
                 await conn.execute(delete(table).where(table.task_id == task_id))
             await conn.execute(delete(TaskRow).where(TaskRow.id == task_id))
 

@@ -159,14 +159,15 @@ async def test_rename_and_delete_with_confirmation(launch):
     await until(lambda: ctl.window.panel.title.text() == "New name", what="title updated")
     assert ctl.window.windowTitle() == "New name — Hearth"  # the window is named after the open task
 
-    box = ctl.window.delete_task(task.id)
+    box = await ctl.window.delete_task(task.id)
     assert isinstance(box, QMessageBox) and not box.isModal()
+    assert "deliverable" not in box.informativeText()  # it delivered nothing
     cancel = box.button(QMessageBox.StandardButton.Cancel)
     QTest.mouseClick(cancel, Qt.MouseButton.LeftButton)
     await asyncio.sleep(0.05)
     assert task.id in {t.id for t in await ctl.rt.list_tasks()}
     ctl.window.panel.composer.edit.setPlainText("a note I never sent")
-    box = ctl.window.delete_task(task.id)
+    box = await ctl.window.delete_task(task.id)
     delete = next(b for b in box.buttons() if b.text() == "Delete")
     QTest.mouseClick(delete, Qt.MouseButton.LeftButton)
     await until(lambda: ctl.window.panel is None and task.id not in ctl.window.sidebar.rows, what="deleted")

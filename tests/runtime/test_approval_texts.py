@@ -35,6 +35,8 @@ SAID = {
     ("delegate", "{}"): ("It hands a job to a helper model. The helper's own tool calls follow this task's approval "
                          "mode, and any that would ask you are refused."),
     ("find_tools", "{}"): "It only looks up other tools by what they do.",
+    ("deliver", "{}"): ("It reads a file or folder in this task's workspace folder and keeps a copy among the task's "
+                        "deliverables; it changes nothing in the workspace."),
     ("plan_assignments", "{}"): "It sets the team's plan, shown on the team's board; it changes no files.",
     ("memory", '{"command": "view"}'): "It only reads your saved memories.",
     ("memory", '{"command": "create", "path": "tea.md"}'): f"It saves a new memory tea.md {MEMORY_PLACE}",

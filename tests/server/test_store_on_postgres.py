@@ -1,6 +1,7 @@
 """The store by URL, on SQLite and PostgreSQL: the same repository methods answer alike on both — memory and passage
 search (FTS5 there, tsvector here), one running turn's recovery for the server host's lease reaper, values longer
-than their column refused — and a PostgreSQL that cannot be reached, or stops answering, gets a sentence."""
+than their column refused, deliveries numbered per path also when writers race — and a PostgreSQL that cannot be
+reached, or stops answering, gets a sentence."""
 
 from __future__ import annotations
 
@@ -206,5 +207,24 @@ async def test_values_longer_than_their_column_are_refused_on_both(database):
         msg_id, _ = await store.add_input("t1", [{"type": "text", "text": "hi"}], client_msg_id="c" * 100,
                                           turn_id="y")
         assert (await store.find_client_message("t1", "c" * 100))["id"] == msg_id
+    finally:
+        await store.aclose()
+
+
+async def test_writers_racing_for_a_paths_next_delivery_each_get_their_own_version(database):
+    store = await Store.open_url(database)
+    try:
+        await store.create_task(id="t1", model="p/m", workspace="/w", knowledge=[])
+        values = {"task_id": "t1", "turn_id": "turn1", "kind": "file", "size": 3, "sha256": "0" * 64, "note": "n"}
+        rows = await asyncio.gather(*(store.add_delivery(dict(values, path="a.txt", stored=f"{i}/a.txt"))
+                                      for i in range(4)))
+        assert sorted(r["version"] for r in rows) == [1, 2, 3, 4]
+        other = await store.add_delivery(dict(values, path="b.txt", stored="x/b.txt"))
+        assert other["version"] == 1 and await store.delivery_count("t1") == 5
+        listed = await store.deliveries("t1")
+        assert listed[0]["id"] == other["id"] and {r["stored"] for r in listed} == {r["stored"] for r in rows} | {
+            "x/b.txt"}
+        await store.delete_task("t1")
+        assert await store.delivery_count("t1") == 0
     finally:
         await store.aclose()

@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 AGENTS_DIR = "agents"
 PARALLEL = 3
 CHILD_STEPS = 8
-NOT_FOR_CHILDREN = {"delegate", "ask_user", "submit_plan", "todo_write", "find_tools"}
+NOT_FOR_CHILDREN = {"delegate", "ask_user", "submit_plan", "todo_write", "find_tools", "deliver"}
 
 
 @dataclass(frozen=True)
