@@ -1,0 +1,110 @@
+"""One Hearth server's HTTP API (DESIGN.md §11) as the caller's token sees it: JSON requests, and event streams read
+with httpx-sse that resume after a dropped connection.
+
+An error answer becomes a typed error with the server's sentence (`TokenRefused` for 401, `QuotaExhausted` for 402,
+`ServerRefused` for the rest); a server that cannot be reached is `ServerUnreachable`. A plain request fails at once;
+a stream is a state: it reconnects with backoff (`on_state("reconnecting")`, then `"connected"`) and goes on from the
+last event it read (`Last-Event-ID`), so nothing is missed or repeated, until `give_up` seconds of failing (None:
+never). A send that dropped before its first event is sent again: its `client_msg_id` makes that the same input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import httpx
+from httpx_sse import aconnect_sse
+
+from .. import redact
+from ..errors import QuotaExhausted, ServerRefused, ServerUnreachable, TokenRefused
+from ..events import Event, event_adapter
+
+# The server pings an idle stream every 15 s: a read that waits longer than this is a dead connection.
+TIMEOUT = httpx.Timeout(10.0, read=45.0)
+FIRST_DELAY, MAX_DELAY = 0.25, 5.0  # between reconnection attempts, doubling
+
+
+class ServerClient:
+    def __init__(self, url: str, token: str, *, give_up: float | None = 60.0,
+                 on_state: Callable[[str], None] | None = None):
+        redact.remember([token])
+        self.url = url
+        self.give_up = give_up
+        self._on_state = on_state
+        self._http = httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """The JSON the server answers (None for an empty body)."""
+        try:
+            response = await self._http.request(method, path, json=body)
+        except httpx.TransportError:
+            raise ServerUnreachable(self.url) from None
+        self._check(response)
+        return response.json() if response.content else None
+
+    async def events(self, task_id: str, method: str, path: str, body: dict[str, Any] | None = None,
+                     after: str | None = None) -> AsyncGenerator[Event, None]:
+        """The events a request answers with (after the event whose id is `after`), to the turn's end
+        (`turn_ended`), resumed from the task's stream after a drop. Ends without `turn_ended` when the server has
+        nothing more buffered (204: a restarted single box; the task's messages and state hold how the turn
+        ended), and at once when a queued input was accepted (202)."""
+        last_id = after
+        down_since: float | None = None
+        delay = FIRST_DELAY
+        while True:
+            try:
+                async with aconnect_sse(self._http, method, path, json=body,
+                                        headers={"Last-Event-ID": last_id} if last_id else {}) as source:
+                    response = source.response
+                    if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                        await response.aread()
+                        self._check(response)
+                        return  # 204: nothing buffered
+                    if down_since is not None:
+                        down_since, delay = None, FIRST_DELAY
+                        self._tell("connected")
+                    async for message in source.aiter_sse():
+                        if not message.data:  # a keep-alive
+                            continue
+                        event = event_adapter.validate_json(message.data)
+                        last_id = message.id or last_id
+                        yield event
+                        if event.type == "turn_ended":
+                            return
+            except httpx.TransportError:
+                pass
+            # Dropped, or ended before the turn did (the server shut down): go on from the last event seen.
+            if last_id is not None:
+                method, path, body = "GET", f"/api/tasks/{task_id}/stream", None
+            if down_since is None:
+                down_since = time.monotonic()
+                self._tell("reconnecting")
+            elif self.give_up is not None and time.monotonic() - down_since > self.give_up:
+                raise ServerUnreachable(self.url)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, MAX_DELAY)
+
+    def _tell(self, state: str) -> None:
+        if self._on_state is not None:
+            self._on_state(state)
+
+    def _check(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if status < 400:
+            return
+        if status == 401:
+            raise TokenRefused(self.url)
+        if status == 402:
+            raise QuotaExhausted()
+        try:
+            said = response.json().get("error")
+        except (ValueError, AttributeError):
+            said = None
+        raise ServerRefused(said if isinstance(said, str) and said else
+                            f"The server answered {status} {response.reason_phrase}.", status)

@@ -1,0 +1,132 @@
+"""A server's tasks under the names `rt.tasks` gives this computer's (services/tasks.py), for what a server offers:
+`create`, `get`, `list`, `messages`, `turns`, `turn_details`, `send`, `answer`, `stop`, and `follow`, a turn's
+events and those of the turns queued after it, until the task is idle.
+
+A send or an answer returns when its turn started (`Started`); its open stream is what `follow` reads first, so a
+turn is one request. No turn ever runs in this process: `is_running` is False and `running()` empty, and a task's
+`state` (from the server) says whether it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import uuid
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from ..events import EndReason, Event, TurnEnded
+from ..infos import MessageInfo, TaskInfo
+from .client import ServerClient
+
+NEXT_TURN_POLL = 0.2  # the task still runs but its next turn's stream has not begun
+
+
+@dataclass
+class Started:
+    """What a send or an answer started on the server: the turn, or None when the input was queued."""
+
+    task_id: str
+    turn_id: str | None
+
+
+class RemoteTasks:
+    def __init__(self, client: ServerClient):
+        self.client = client
+        self._opened: dict[str, tuple[Event, AsyncGenerator[Event, None]]] = {}
+
+    async def aclose(self) -> None:
+        for _, events in self._opened.values():
+            await events.aclose()
+        self._opened.clear()
+        await self.client.aclose()
+
+    @staticmethod
+    def _path(task_id: str, tail: str = "") -> str:
+        return f"/api/tasks/{quote(task_id, safe='')}{tail}"
+
+    # -- what a task holds --
+
+    async def create(self, title: str, model: str | None = None, approval: str = "ask") -> TaskInfo:
+        """A new task; `title` is the server's `goal`."""
+        body: dict[str, Any] = {"goal": title, "approval": approval, **({"model": model} if model else {})}
+        return TaskInfo.model_validate(await self.client.request("POST", "/api/tasks", body))
+
+    async def get(self, task_id: str) -> TaskInfo:
+        return TaskInfo.model_validate(await self.client.request("GET", self._path(task_id)))
+
+    async def list(self) -> builtins.list[TaskInfo]:
+        return [TaskInfo.model_validate(t) for t in await self.client.request("GET", "/api/tasks")]
+
+    async def messages(self, task_id: str) -> builtins.list[MessageInfo]:
+        found = await self.client.request("GET", self._path(task_id, "/messages"))
+        return [MessageInfo.model_validate(m) for m in found]
+
+    async def turns(self, task_id: str) -> builtins.list[dict]:
+        found: builtins.list[dict] = await self.client.request("GET", self._path(task_id, "/turns"))
+        return found
+
+    async def turn_details(self, task_id: str, turn_id: str) -> dict:
+        found: dict = await self.client.request("GET", self._path(task_id, f"/turns/{quote(turn_id, safe='')}"))
+        return found
+
+    def is_running(self, task_id: str) -> bool:
+        return False
+
+    def running(self) -> builtins.list[str]:
+        return []
+
+    # -- turns --
+
+    async def send(self, task_id: str, text: str, client_msg_id: str | None = None, queue: bool = False) -> Started:
+        body: dict[str, Any] = {"text": text, "client_msg_id": client_msg_id or uuid.uuid4().hex, "queue": queue}
+        return await self._start(task_id, self._path(task_id, "/messages"), body)
+
+    async def answer(self, task_id: str, request_id: str, answer: str, *, remember: bool = False,
+                     rule_command: str | None = None) -> Started:
+        body: dict[str, Any] = {"request_id": request_id, "answer": answer, "remember": remember,
+                                **({"rule_command": rule_command} if rule_command else {})}
+        return await self._start(task_id, self._path(task_id, "/answer"), body)
+
+    async def stop(self, task_id: str) -> None:
+        await self.client.request("POST", self._path(task_id, "/abort"))
+
+    async def _start(self, task_id: str, path: str, body: dict[str, Any]) -> Started:
+        events = self.client.events(task_id, "POST", path, body)
+        try:
+            first = await anext(events)
+        except StopAsyncIteration:
+            return Started(task_id, None)  # queued: it runs after the current turn
+        self._opened[first.turn_id] = (first, events)
+        return Started(task_id, first.turn_id)
+
+    async def follow(self, task_id: str, turn_id: str | None) -> AsyncGenerator[Event, None]:
+        """Turn `turn_id`'s events (a send's or an answer's; None: the current turn's) and those of each turn after
+        it, until the task is idle. When the server has nothing more buffered (a restarted single box), the task's
+        stored ending closes the turn as a `turn_ended`."""
+        opened = self._opened.pop(turn_id, None) if turn_id else None
+        events = opened[1] if opened else self.client.events(task_id, "GET", self._path(task_id, "/stream"))
+        if opened:
+            yield opened[0]
+        last: Event | None = opened[0] if opened else None
+        while True:
+            ended = False
+            async with contextlib.aclosing(events):
+                async for event in events:
+                    last, ended = event, event.type == "turn_ended"
+                    yield event
+            task = await self.get(task_id)
+            if task.state != "running":
+                if not ended and last is not None:
+                    reason = EndReason.waiting if task.state == "waiting" else EndReason(
+                        task.last_reason or EndReason.interrupted)
+                    yield TurnEnded(task_id=task_id, turn_id=last.turn_id, seq=last.seq + 1, reason=reason,
+                                    error=task.last_error)
+                return
+            if not ended:
+                await asyncio.sleep(NEXT_TURN_POLL)
+            after = f"{last.turn_id}:{last.seq}" if last is not None else None
+            events = self.client.events(task_id, "GET", self._path(task_id, "/stream"), after=after)
