@@ -62,13 +62,13 @@ class ServerClient:
                 async with aconnect_sse(self._http, method, path, json=body,
                                         headers={"Last-Event-ID": last_id} if last_id else {}) as source:
                     response = source.response
+                    if down_since is not None:
+                        down_since, delay = None, FIRST_DELAY
+                        self._tell("connected")
                     if not response.headers.get("content-type", "").startswith("text/event-stream"):
                         await response.aread()
                         self._check(response)
                         return  # 204: nothing buffered
-                    if down_since is not None:
-                        down_since, delay = None, FIRST_DELAY
-                        self._tell("connected")
                     async for message in source.aiter_sse():
                         if not message.data:  # a keep-alive
                             continue

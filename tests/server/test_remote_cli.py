@@ -183,12 +183,17 @@ async def test_an_approval_waits_exit_4_then_answer_and_stop_go_to_the_server(bo
     assert out.strip() == "Let me look."
     assert waiting.startswith("waiting: Allow run_shell?")
     assert f"Answer with: hearth answer {task_id} --approve or --deny" in waiting
-    code, out, err = await _hearth(*server, "answer", task_id, "--approve", env=person)
+    code, out, err = await _hearth(*server, "answer", task_id, "--approve", "--always", env=person)
     assert code == 0, err
     assert out.strip() == "It said hi." and "[run_shell done]" in err
 
-    model.script(Reply(tool_calls=[("c2", "run_shell", {"command": "echo again"})], finish="tool_calls"))
-    code, _, err = await _hearth(*server, "run", "--task", task_id, "again", env=person)
+    # --always kept "commands starting echo" as a rule of the task, on the server: the next echo asks nothing.
+    model.script(Reply(chunks=[], tool_calls=[("c2", "run_shell", {"command": "echo again"})], finish="tool_calls"),
+                 Reply(["Said again."]))
+    code, out, err = await _hearth(*server, "run", "--task", task_id, "again", env=person)
+    assert code == 0 and out.strip() == "Said again.", err
+    model.script(Reply(chunks=[], tool_calls=[("c3", "run_shell", {"command": "ls"})], finish="tool_calls"))
+    code, _, err = await _hearth(*server, "run", "--task", task_id, "look", env=person)
     assert code == 4, err
     code, out, err = await _hearth(*server, "stop", task_id, env=person)
     assert code == 0 and out == (f"Stopped: task {task_id} no longer waits for an answer; the next message starts "
@@ -245,3 +250,29 @@ async def test_a_dropped_server_is_reconnected_and_the_turn_read_to_its_stored_e
     finally:
         cluster.stop()
         postgres_server.drop_database(database)
+
+
+async def test_a_single_box_killed_mid_turn_ends_the_command_interrupted_once_it_is_back(tmp_path, model, person):
+    """The single box runs its turns itself: killed, its turn is gone, and started again it has nothing buffered
+    (204). The command reconnects, reads how the server stored the turn's end, and exits as a local turn
+    interrupted by a closing Hearth does."""
+    cluster = Cluster(tmp_path / "box", model.base_url)
+    try:
+        port = free_port()
+        api = cluster.launch_api(port)
+        await api.started()
+        server = ["--server", api.base_url, "--token", await cluster.user("hal")]
+        model.script(Reply.counting(3000, delay=0.01))
+        proc = await _start(*server, "run", "count", env=person)
+        assert await asyncio.wait_for(proc.stdout.read(20), 30)
+        api.kill()
+        await api.stopped()
+        await cluster.launch_api(port).started()
+        _, err = await asyncio.wait_for(proc.communicate(), 60)
+        assert proc.returncode == 130, err.decode()
+        assert "[reconnecting: the server does not answer]" in err.decode() and "[reconnected]" in err.decode()
+        code, out, _ = await _hearth(*server, "show", _task_of(err.decode()), env=person)
+        assert code == 0 and out.startswith("# count  [interrupted]")
+        assert "[interrupted: Hearth closed while it ran]" in out
+    finally:
+        cluster.stop()
