@@ -53,48 +53,63 @@ class ServerClient:
         """The events a request answers with (after the event whose id is `after`), to the turn's end
         (`turn_ended`), resumed from the task's stream after a drop. Ends without `turn_ended` when the server has
         nothing more buffered (204: a restarted single box; the task's messages and state hold how the turn
-        ended), and at once when a queued input was accepted (202)."""
+        ended) or nothing after `after` (an ended turn read to its end), and at once when a queued input was
+        accepted (202)."""
         last_id = after
-        down_since: float | None = None
-        delay = FIRST_DELAY
+        backoff = _Backoff(self)
         while True:
             try:
                 async with aconnect_sse(self._http, method, path, json=body,
                                         headers={"Last-Event-ID": last_id} if last_id else {}) as source:
+                    backoff.answered()
                     response = source.response
-                    if down_since is not None:
-                        down_since, delay = None, FIRST_DELAY
-                        self._tell("connected")
                     if not response.headers.get("content-type", "").startswith("text/event-stream"):
                         await response.aread()
                         self._check(response)
                         return  # 204: nothing buffered
+                    got = False
                     async for message in source.aiter_sse():
                         if not message.data:  # a keep-alive
                             continue
                         event = event_adapter.validate_json(message.data)
-                        last_id = message.id or last_id
+                        last_id, got = message.id or last_id, True
                         yield event
                         if event.type == "turn_ended":
                             return
+                    if not got:
+                        return  # nothing after `after`: that turn has given all it had
             except httpx.TransportError:
                 pass
             # Dropped, or ended before the turn did (the server shut down): go on from the last event seen.
             if last_id is not None:
                 method, path, body = "GET", f"/api/tasks/{task_id}/stream", None
-            if down_since is None:
-                down_since = time.monotonic()
-                self._tell("reconnecting")
-            elif self.give_up is not None and time.monotonic() - down_since > self.give_up:
-                raise ServerUnreachable(self.url)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, MAX_DELAY)
+            await backoff.failed()
+
+    async def feed(self) -> AsyncGenerator[Event, None]:
+        """The caller's tasks' `turn_started`, `turn_ended` and `title` events (`GET /api/events`), for as long as it
+        is read; reconnected after a drop. Events sent while it was down are not replayed: "connected" says when to
+        read again what they would have changed."""
+        backoff = _Backoff(self)
+        while True:
+            try:
+                async with aconnect_sse(self._http, "GET", "/api/events") as source:
+                    backoff.answered()
+                    if not source.response.headers.get("content-type", "").startswith("text/event-stream"):
+                        await source.response.aread()
+                        self._check(source.response)
+                    async for message in source.aiter_sse():
+                        if message.data:
+                            yield event_adapter.validate_json(message.data)
+            except httpx.TransportError:
+                pass
+            await backoff.failed()
 
     def _tell(self, state: str) -> None:
         if self._on_state is not None:
             self._on_state(state)
 
     def _check(self, response: httpx.Response) -> None:
+        """Raise the typed error of an error answer."""
         status = response.status_code
         if status < 400:
             return
@@ -108,3 +123,28 @@ class ServerClient:
             said = None
         raise ServerRefused(said if isinstance(said, str) and said else
                             f"The server answered {status} {response.reason_phrase}.", status)
+
+
+class _Backoff:
+    """A stream's reconnection: "reconnecting" at the first failure, "connected" at the next answer, waits that
+    double up to MAX_DELAY, and ServerUnreachable after the client's `give_up` seconds of failing."""
+
+    def __init__(self, client: ServerClient):
+        self._client = client
+        self._down_since: float | None = None
+        self._delay = FIRST_DELAY
+
+    def answered(self) -> None:
+        if self._down_since is not None:
+            self._down_since, self._delay = None, FIRST_DELAY
+            self._client._tell("connected")
+
+    async def failed(self) -> None:
+        give_up = self._client.give_up
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+            self._client._tell("reconnecting")
+        elif give_up is not None and time.monotonic() - self._down_since > give_up:
+            raise ServerUnreachable(self._client.url)
+        await asyncio.sleep(self._delay)
+        self._delay = min(self._delay * 2, MAX_DELAY)

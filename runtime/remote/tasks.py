@@ -94,6 +94,12 @@ class RemoteTasks:
     async def stop(self, task_id: str) -> None:
         await self.client.request("POST", self._path(task_id, "/abort"))
 
+    async def drop_opened(self, turn_id: str) -> None:
+        """Close the stream a send or an answer opened for `turn_id`, when nothing will `follow` it."""
+        opened = self._opened.pop(turn_id, None)
+        if opened is not None:
+            await opened[1].aclose()
+
     async def _start(self, task_id: str, path: str, body: dict[str, Any]) -> Started:
         events = self.client.events(task_id, "POST", path, body)
         try:
