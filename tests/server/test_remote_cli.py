@@ -151,6 +151,10 @@ async def test_login_checks_the_token_and_keeps_it_in_the_keyring_only(box, pers
 
     code, out, err = await _hearth("tasks", env={**person, "HEARTH_SERVER": api.base_url})
     assert code == 0 and out.startswith("No tasks yet."), err
+    code, _, err = await _hearth("tasks", env={**person, "HEARTH_SERVER": api.base_url, "HEARTH_TOKEN": "revoked"})
+    assert code == 2 and "The server refused this token" in err  # $HEARTH_TOKEN before the keyring's
+    code, out, err = await _hearth("models", "list", env={**person, "HEARTH_SERVER": api.base_url})
+    assert code == 0 and out.startswith("Installed (use with --model):"), err  # the others stay on this computer
 
     no_keyring = {**person, "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"}
     code, out, err = await _hearth("login", api.base_url, "--token", token, env=no_keyring)

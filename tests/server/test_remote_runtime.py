@@ -112,23 +112,33 @@ async def test_a_panel_follows_every_turn_and_the_feed_tells_the_list(box, model
             assert time.monotonic() < deadline, feed
             await asyncio.sleep(0.05)
 
-        # Stop reaches the running turn; an approval is answered in place; the same panel sees both.
-        model.script(Reply.counting(5000, delay=0.01))
-        await rt.send(task.id, "long")
+        # A panel opened mid-turn gets the turn from its start; an input queued meanwhile runs next, in the same
+        # panels; Stop reaches the running turn; an approval is answered in place.
+        model.script(Reply.counting(5000, delay=0.01), Reply(["queued answer"]))
+        long = await rt.send(task.id, "long")
         await panel.until(lambda events: sum(e.type == "text_delta" for e in events) > 4)
+        reopened = Follower(rt, task.id)
+        queued = await rt.send(task.id, "after it", queue=True)
+        assert queued.turn_id is None
+        await reopened.until(lambda events: sum(e.type == "text_delta" for e in events) > 1)
+        assert (reopened.events[0].type, reopened.events[0].turn_id) == ("turn_started", long.turn_id)
         await rt.stop(task.id)
-        await panel.until(panel.ended(3))
-        assert [e.type for e in panel.events][-2:] == ["aborted", "turn_ended"]
-        assert panel.events[-1].reason == "aborted"
+        await panel.until(panel.ended(4))
+        assert [e.type for e in panel.events if e.turn_id == long.turn_id][-2:] == ["aborted", "turn_ended"]
+        assert panel.text(panel.events[-1].turn_id) == "queued answer"
+        await reopened.until(reopened.ended(2))
+        assert reopened.text(long.turn_id) == panel.text(long.turn_id) != ""
+        assert [(e.turn_id, e.seq) for e in reopened.events][-1] == [(e.turn_id, e.seq) for e in panel.events][-1]
+        await reopened.close()
         await rt.wait_idle(task.id)
         model.script(Reply(chunks=[], tool_calls=[("c1", "run_shell", {"command": "echo hi"})], finish="tool_calls"),
                      Reply(["It said hi."]))
         await rt.send(task.id, "say hi")
-        await panel.until(panel.ended(4))
+        await panel.until(panel.ended(5))
         assert panel.events[-1].reason == "waiting"
         request = (await rt.get_task(task.id)).pending_request
         answered = await rt.answer(task.id, request["request_id"], "approve")
-        await panel.until(panel.ended(5))
+        await panel.until(panel.ended(6))
         assert panel.text(answered.turn_id) == "It said hi." and panel.events[-1].reason == "completed"
         await panel.close()
     finally:
