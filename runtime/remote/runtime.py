@@ -83,6 +83,7 @@ class RemoteRuntime:
 
     async def _read_feed(self) -> None:
         async for event in self.tasks.client.feed():
+            self.tasks.note(event)
             pulse = self._pulses.pop(event.task_id, None)
             if pulse is not None:
                 pulse.set()

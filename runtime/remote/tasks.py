@@ -3,8 +3,8 @@
 events and those of the turns queued after it, until the task is idle.
 
 A send or an answer returns when its turn started (`Started`); its open stream is what `follow` reads first, so a
-turn is one request. No turn ever runs in this process: `is_running` is False and `running()` empty, and a task's
-`state` (from the server) says whether it runs.
+turn is one request. `is_running` and `running()` say what the server said last: a task read (`get`, `list`), or an
+event `note`d (a window's feed: `turn_started`, `turn_ended`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class RemoteTasks:
     def __init__(self, client: ServerClient):
         self.client = client
         self._opened: dict[str, tuple[Event, AsyncGenerator[Event, None]]] = {}
+        self._running: set[str] = set()
 
     async def aclose(self) -> None:
         for _, events in self._opened.values():
@@ -56,10 +57,27 @@ class RemoteTasks:
         return TaskInfo.model_validate(await self.client.request("POST", "/api/tasks", body))
 
     async def get(self, task_id: str) -> TaskInfo:
-        return TaskInfo.model_validate(await self.client.request("GET", self._path(task_id)))
+        task = TaskInfo.model_validate(await self.client.request("GET", self._path(task_id)))
+        self._seen(task)
+        return task
 
     async def list(self) -> builtins.list[TaskInfo]:
-        return [TaskInfo.model_validate(t) for t in await self.client.request("GET", "/api/tasks")]
+        tasks = [TaskInfo.model_validate(t) for t in await self.client.request("GET", "/api/tasks")]
+        self._running = {t.id for t in tasks if t.state == "running"}
+        return tasks
+
+    def _seen(self, task: TaskInfo) -> None:
+        if task.state == "running":
+            self._running.add(task.id)
+        else:
+            self._running.discard(task.id)
+
+    def note(self, event: Event) -> None:
+        """A turn started or ended, as a feed told it."""
+        if event.type == "turn_started":
+            self._running.add(event.task_id)
+        elif event.type == "turn_ended":
+            self._running.discard(event.task_id)
 
     async def messages(self, task_id: str) -> builtins.list[MessageInfo]:
         found = await self.client.request("GET", self._path(task_id, "/messages"))
@@ -74,10 +92,10 @@ class RemoteTasks:
         return found
 
     def is_running(self, task_id: str) -> bool:
-        return False
+        return task_id in self._running
 
     def running(self) -> builtins.list[str]:
-        return []
+        return sorted(self._running)
 
     # -- turns --
 

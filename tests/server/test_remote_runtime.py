@@ -117,6 +117,11 @@ async def test_a_panel_follows_every_turn_and_the_feed_tells_the_list(box, model
         model.script(Reply.counting(5000, delay=0.01), Reply(["queued answer"]))
         long = await rt.send(task.id, "long")
         await panel.until(lambda events: sum(e.type == "text_delta" for e in events) > 4)
+        deadline = time.monotonic() + 5
+        while not rt.tasks.is_running(task.id):  # the feed tells it
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert rt.tasks.running() == [task.id]
         reopened = Follower(rt, task.id)
         queued = await rt.send(task.id, "after it", queue=True)
         assert queued.turn_id is None
@@ -131,6 +136,7 @@ async def test_a_panel_follows_every_turn_and_the_feed_tells_the_list(box, model
         assert [(e.turn_id, e.seq) for e in reopened.events][-1] == [(e.turn_id, e.seq) for e in panel.events][-1]
         await reopened.close()
         await rt.wait_idle(task.id)
+        assert not rt.tasks.is_running(task.id) and rt.tasks.running() == []
         model.script(Reply(chunks=[], tool_calls=[("c1", "run_shell", {"command": "echo hi"})], finish="tool_calls"),
                      Reply(["It said hi."]))
         await rt.send(task.id, "say hi")
