@@ -167,6 +167,12 @@ async def test_ctrl_c_stops_the_servers_turn_and_exits_130(box, model, person):
     model.script(Reply.counting(5000, delay=0.01))
     proc = await _start(*server, "run", "long", env=person)
     assert await asyncio.wait_for(proc.stdout.read(1), 30) == b"0"
+    code, out, err = await _hearth(*server, "tasks", env=person)
+    assert code == 0 and " running " in out.splitlines()[1], err
+    running = out.splitlines()[1].split()[0]
+    code, out, err = await _hearth(*server, "run", "--task", running, "more", env=person)
+    assert (code, out) == (3, "") and err == (f"hearth: Task {running!r} is already working on a turn. Wait for it, "
+                                              "stop it, or queue the input.\n")
     proc.send_signal(signal.SIGINT)
     out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 130, err.decode()
