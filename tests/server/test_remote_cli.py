@@ -5,7 +5,9 @@ exit codes are the local command's (tests/runtime/test_cli.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import pty
 import signal
 import sys
 from collections.abc import Iterator
@@ -161,7 +163,7 @@ async def test_login_checks_the_token_and_keeps_it_in_the_keyring_only(box, pers
     assert (code, out) == (2, "") and "no system keyring" in err and "--token or $HEARTH_TOKEN" in err
 
 
-async def test_ctrl_c_stops_the_servers_turn_and_exits_130(box, model, person):
+async def test_ctrl_c_and_stop_end_the_servers_turn_and_the_command_exits_130(box, model, person):
     cluster, api = box
     server = ["--server", api.base_url, "--token", await cluster.user("dee")]
     model.script(Reply.counting(5000, delay=0.01))
@@ -179,6 +181,15 @@ async def test_ctrl_c_stops_the_servers_turn_and_exits_130(box, model, person):
     task_id = _task_of(err.decode())
     code, out, _ = await _hearth(*server, "show", task_id, env=person)
     assert code == 0 and "[stopped]" in out and out.startswith("# long  [idle]")
+
+    # On a server, `hearth stop` also stops a running turn (the server runs it, not the command that sent it).
+    model.script(Reply.counting(5000, delay=0.01))
+    proc = await _start(*server, "run", "--task", task_id, "again", env=person)
+    assert await asyncio.wait_for(proc.stdout.read(1), 30) == b"0"
+    code, out, err = await _hearth(*server, "stop", task_id, env=person)
+    assert code == 0 and out == f"Stopped: task {task_id}'s turn ends stopped; the next message starts afresh.\n"
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 130, err.decode()
 
 
 async def test_an_approval_waits_exit_4_then_answer_and_stop_go_to_the_server(box, model, person):
@@ -286,3 +297,24 @@ async def test_a_single_box_killed_mid_turn_ends_the_command_interrupted_once_it
         assert "[interrupted: Hearth closed while it ran]" in out
     finally:
         cluster.stop()
+
+
+async def test_login_in_a_terminal_asks_for_the_token_without_showing_it(box, person):
+    cluster, api = box
+    token = await cluster.user("ivy")
+    leader, follower = pty.openpty()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "runtime.cli", "login", api.base_url, cwd=ROOT, env=person, stdin=follower,
+        stdout=asyncio.subprocess.PIPE, stderr=follower, start_new_session=True)  # no other terminal to ask on
+    os.close(follower)
+    seen = b""
+    while b"API token for" not in seen:
+        seen += await asyncio.wait_for(asyncio.to_thread(os.read, leader, 1024), 30)
+    os.write(leader, f"{token}\n".encode())
+    out, _ = await asyncio.wait_for(proc.communicate(), 60)
+    with contextlib.suppress(OSError):  # EIO once the child closed its end
+        seen += os.read(leader, 4096)
+    os.close(leader)
+    assert proc.returncode == 0 and out.decode().startswith(f"Logged in to {api.base_url};")
+    assert f"API token for {api.base_url}: ".encode() in seen and token.encode() not in seen
+    assert keyring_file.read(Path(person[keyring_file.ENV])) == {f"hearth/server:{api.base_url}": token}
