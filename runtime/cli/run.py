@@ -117,7 +117,7 @@ async def run_command(rt: Runtime, args: argparse.Namespace) -> int:
             raise ConfigError("--retry answers a task's last input again: give --task ID and no text.")
         handle = await rt.tasks.retry(args.task)
     else:
-        text_to_send(args)  # before a task is made for it
+        text_to_send(args)
         task = await rt.get_task(args.task) if args.task else await rt.create_task(
             model=args.model, approval=args.approval, planning=args.plan, knowledge=args.doc,
             memory=not args.no_memory, network=args.network)
@@ -126,6 +126,7 @@ async def run_command(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 def text_to_send(args: argparse.Namespace) -> str:
+    """The text of `hearth run TEXT`; a usage error, before any task is made, when it has none."""
     if not args.text or not args.text.strip():
         raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
     text: str = args.text
