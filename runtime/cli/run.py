@@ -15,7 +15,8 @@ import sys
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Protocol
 
-from ..errors import ConfigError, RequestNotFound
+from ..errors import ConfigError, HearthError, RequestNotFound
+from ..redact import redact
 from .exits import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_WAITING
 from .status import StatusLine
 from .tasks import resolve_task
@@ -138,13 +139,23 @@ async def follow(turns: Turns, task_id: str, turn_id: str | None) -> int:
     from ..events import EndReason
 
     loop = asyncio.get_running_loop()
+    following = asyncio.current_task()
     stopped = False
     stopping: set[asyncio.Task] = set()
+    ended: TurnEnded | None = None
+
+    async def stop() -> None:
+        try:
+            await turns.stop(task_id)
+        except HearthError as exc:  # a server that cannot be reached cannot be told: stop waiting for it
+            print(f"\nhearth: {redact(str(exc))}", file=sys.stderr)
+            if following is not None:
+                following.cancel()
 
     def on_sigint() -> None:
         nonlocal stopped
         stopped = True
-        stopping.add(loop.create_task(turns.stop(task_id)))
+        stopping.add(loop.create_task(stop()))
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
@@ -161,12 +172,15 @@ async def follow(turns: Turns, task_id: str, turn_id: str | None) -> int:
             if handle is None:
                 break
             turn_id = handle.turn_id
+    except asyncio.CancelledError:
+        if not stopped or following is None or following.uncancel():
+            raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     print()
     print(f"task {task_id}", file=sys.stderr)
     if ended is None:
-        return EXIT_PROVIDER
+        return EXIT_STOPPED if stopped else EXIT_PROVIDER
     if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
         return EXIT_STOPPED
     if ended.reason == EndReason.error:

@@ -318,3 +318,28 @@ async def test_login_in_a_terminal_asks_for_the_token_without_showing_it(box, pe
     assert proc.returncode == 0 and out.decode().startswith(f"Logged in to {api.base_url};")
     assert f"API token for {api.base_url}: ".encode() in seen and token.encode() not in seen
     assert keyring_file.read(Path(person[keyring_file.ENV])) == {f"hearth/server:{api.base_url}": token}
+
+
+async def test_ctrl_c_while_the_server_is_unreachable_exits_130_at_once_and_says_so(tmp_path, model, person):
+    """Stop cannot reach a server that is gone: the command says so and stops waiting for it, instead of going on
+    reconnecting for a minute."""
+    cluster = Cluster(tmp_path / "box", model.base_url)
+    try:
+        api = await cluster.api()
+        model.script(Reply.counting(3000, delay=0.01))
+        proc = await _start("--server", api.base_url, "--token", await cluster.user("jo"), "run", "count",
+                            env=person)
+        assert await asyncio.wait_for(proc.stdout.read(20), 30)
+        api.kill()
+        await api.stopped()
+        await asyncio.sleep(0.5)  # reconnecting by now
+        proc.send_signal(signal.SIGINT)
+        _, err = await asyncio.wait_for(proc.communicate(), 10)
+        assert proc.returncode == 130, err.decode()
+        lines = err.decode().strip().splitlines()
+        assert "[reconnecting: the server does not answer]" in lines and "Traceback" not in err.decode()
+        assert f"hearth: Cannot reach the Hearth server at {api.base_url}. Check that it runs and that the address " \
+               "is right." in lines
+        assert lines[-1].startswith("task ")
+    finally:
+        cluster.stop()
