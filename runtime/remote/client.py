@@ -2,10 +2,12 @@
 with httpx-sse that resume after a dropped connection.
 
 An error answer becomes a typed error with the server's sentence (`TokenRefused` for 401, `QuotaExhausted` for 402,
-`ServerRefused` for the rest); a server that cannot be reached is `ServerUnreachable`. A plain request fails at once;
-a stream is a state: it reconnects with backoff (`on_state("reconnecting")`, then `"connected"`) and goes on from the
-last event it read (`Last-Event-ID`), so nothing is missed or repeated, until `give_up` seconds of failing (None:
-never). A send that dropped before its first event is sent again: its `client_msg_id` makes that the same input.
+`ServerRefused` for the rest); a server that cannot be reached is `ServerUnreachable` (also a proxy's 502-504), and
+one that answers what no Hearth server does (a page, other JSON, a redirect) is a `ConfigError`: a wrong address. A
+plain request fails at once; a stream is a state: it reconnects with backoff (`on_state("reconnecting")`, then
+`"connected"`) and goes on from the last event it read (`Last-Event-ID`), so nothing is missed or repeated, until
+`give_up` seconds of failing (None: never). A send that dropped before its first event is sent again: its
+`client_msg_id` makes that the same input.
 """
 
 from __future__ import annotations
@@ -13,18 +15,20 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from httpx_sse import aconnect_sse
+from pydantic import TypeAdapter, ValidationError
 
 from .. import redact
-from ..errors import QuotaExhausted, ServerRefused, ServerUnreachable, TokenRefused
+from ..errors import ConfigError, QuotaExhausted, ServerRefused, ServerUnreachable, TokenRefused
 from ..events import Event, event_adapter
 
 # The server pings an idle stream every 15 s: a read that waits longer than this is a dead connection.
 TIMEOUT = httpx.Timeout(10.0, read=45.0)
 FIRST_DELAY, MAX_DELAY = 0.25, 5.0  # between reconnection attempts, doubling
+T = TypeVar("T")
 
 
 class ServerClient:
@@ -39,14 +43,21 @@ class ServerClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
-        """The JSON the server answers (None for an empty body)."""
+    async def request(self, method: str, path: str, answer: TypeAdapter[T], body: dict[str, Any] | None = None) -> T:
+        """What the server answers, as `answer` reads its JSON."""
         try:
             response = await self._http.request(method, path, json=body)
         except httpx.TransportError:
             raise ServerUnreachable(self.url) from None
         self._check(response)
-        return response.json() if response.content else None
+        try:
+            return answer.validate_json(response.content)
+        except ValidationError:
+            raise self.foreign() from None
+
+    def foreign(self) -> ConfigError:
+        """What an answer no Hearth server gives says: the address is another server's."""
+        return ConfigError(f"{self.url} does not answer as a Hearth server does: check the address.")
 
     async def events(self, task_id: str, method: str, path: str, body: dict[str, Any] | None = None,
                      after: str | None = None) -> AsyncGenerator[Event, None]:
@@ -66,12 +77,14 @@ class ServerClient:
                     if not response.headers.get("content-type", "").startswith("text/event-stream"):
                         await response.aread()
                         self._check(response)
-                        return  # 204: nothing buffered
+                        if response.status_code not in (202, 204):
+                            raise self.foreign()
+                        return  # 204: nothing buffered; 202: queued
                     got = False
                     async for message in source.aiter_sse():
                         if not message.data:  # a keep-alive
                             continue
-                        event = event_adapter.validate_json(message.data)
+                        event = self._event(message.data)
                         last_id, got = message.id or last_id, True
                         yield event
                         if event.type == "turn_ended":
@@ -99,7 +112,7 @@ class ServerClient:
                         self._check(source.response)
                     async for message in source.aiter_sse():
                         if message.data:
-                            yield event_adapter.validate_json(message.data)
+                            yield self._event(message.data)
             except httpx.TransportError:
                 pass
             await backoff.failed()
@@ -108,21 +121,30 @@ class ServerClient:
         if self._on_state is not None:
             self._on_state(state)
 
+    def _event(self, data: str) -> Event:
+        try:
+            return event_adapter.validate_json(data)
+        except ValidationError:
+            raise self.foreign() from None
+
     def _check(self, response: httpx.Response) -> None:
-        """Raise the typed error of an error answer."""
+        """Raise the typed error of an error answer (a Hearth server's says `{"error": sentence}`)."""
         status = response.status_code
-        if status < 400:
+        if status < 300:
             return
+        try:
+            said = response.json().get("error") if status >= 400 else None
+        except (ValueError, AttributeError):
+            said = None
+        if not isinstance(said, str) or not said:
+            if status in (502, 503, 504):  # a proxy in front of a server that is down
+                raise ServerUnreachable(self.url)
+            raise self.foreign()
         if status == 401:
             raise TokenRefused(self.url)
         if status == 402:
             raise QuotaExhausted()
-        try:
-            said = response.json().get("error")
-        except (ValueError, AttributeError):
-            said = None
-        raise ServerRefused(said if isinstance(said, str) and said else
-                            f"The server answered {status} {response.reason_phrase}.", status)
+        raise ServerRefused(said, status)
 
 
 class _Backoff:

@@ -18,11 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from pydantic import TypeAdapter
+
 from ..events import EndReason, Event, TurnEnded
 from ..infos import MessageInfo, TaskInfo
 from .client import ServerClient
 
 NEXT_TURN_POLL = 0.2  # the task still runs but its next turn's stream has not begun
+# How the server's answers read.
+TASK, TASKS = TypeAdapter(TaskInfo), TypeAdapter(list[TaskInfo])
+MESSAGES, ROWS, ROW = TypeAdapter(list[MessageInfo]), TypeAdapter(list[dict]), TypeAdapter(dict)
 
 
 @dataclass
@@ -54,15 +59,15 @@ class RemoteTasks:
     async def create(self, title: str, model: str | None = None, approval: str = "ask") -> TaskInfo:
         """A new task; `title` is the server's `goal`."""
         body: dict[str, Any] = {"goal": title, "approval": approval, **({"model": model} if model else {})}
-        return TaskInfo.model_validate(await self.client.request("POST", "/api/tasks", body))
+        return await self.client.request("POST", "/api/tasks", TASK, body)
 
     async def get(self, task_id: str) -> TaskInfo:
-        task = TaskInfo.model_validate(await self.client.request("GET", self._path(task_id)))
+        task = await self.client.request("GET", self._path(task_id), TASK)
         self._seen(task)
         return task
 
     async def list(self) -> builtins.list[TaskInfo]:
-        tasks = [TaskInfo.model_validate(t) for t in await self.client.request("GET", "/api/tasks")]
+        tasks = await self.client.request("GET", "/api/tasks", TASKS)
         self._running = {t.id for t in tasks if t.state == "running"}
         return tasks
 
@@ -80,16 +85,13 @@ class RemoteTasks:
             self._running.discard(event.task_id)
 
     async def messages(self, task_id: str) -> builtins.list[MessageInfo]:
-        found = await self.client.request("GET", self._path(task_id, "/messages"))
-        return [MessageInfo.model_validate(m) for m in found]
+        return await self.client.request("GET", self._path(task_id, "/messages"), MESSAGES)
 
     async def turns(self, task_id: str) -> builtins.list[dict]:
-        found: builtins.list[dict] = await self.client.request("GET", self._path(task_id, "/turns"))
-        return found
+        return await self.client.request("GET", self._path(task_id, "/turns"), ROWS)
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
-        found: dict = await self.client.request("GET", self._path(task_id, f"/turns/{quote(turn_id, safe='')}"))
-        return found
+        return await self.client.request("GET", self._path(task_id, f"/turns/{quote(turn_id, safe='')}"), ROW)
 
     def is_running(self, task_id: str) -> bool:
         return task_id in self._running
@@ -110,7 +112,7 @@ class RemoteTasks:
         return await self._start(task_id, self._path(task_id, "/answer"), body)
 
     async def stop(self, task_id: str) -> None:
-        await self.client.request("POST", self._path(task_id, "/abort"))
+        await self.client.request("POST", self._path(task_id, "/abort"), ROW)
 
     async def drop_opened(self, turn_id: str) -> None:
         """Close the stream a send or an answer opened for `turn_id`, when nothing will `follow` it."""

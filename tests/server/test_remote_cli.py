@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import http.server
 import os
 import pty
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -343,3 +346,21 @@ async def test_ctrl_c_while_the_server_is_unreachable_exits_130_at_once_and_says
         assert lines[-1].startswith("task ")
     finally:
         cluster.stop()
+
+
+async def test_an_address_that_is_not_a_hearth_server_is_one_sentence(tmp_path, person):
+    """A web server that answers something else at the same paths (a page, a wrong JSON) is a wrong address."""
+    (tmp_path / "site" / "api" / "tasks").mkdir(parents=True)
+    (tmp_path / "site" / "api" / "tasks" / "index.html").write_text("<html>my router</html>")
+    (tmp_path / "site" / "api" / "events").write_text('[{"id": 1}]')
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path / "site"))
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{site.server_address[1]}"
+    try:
+        for args in (("tasks",), ("show", "x"), ("run", "hi")):
+            code, out, err = await _hearth("--server", url, "--token", "t", *args, env=person)
+            assert (code, out) == (2, ""), (args, err)
+            assert err == f"hearth: {url} does not answer as a Hearth server does: check the address.\n", args
+    finally:
+        site.shutdown()
