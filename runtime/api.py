@@ -35,6 +35,7 @@ import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import ProviderConfig, Settings, load_settings, resolve_home, set_aside_settings
 from .engine.locks import DataFolderLock
@@ -47,8 +48,11 @@ from .errors import (
     HearthError,
     ModelError,
     ProviderError,
+    QuotaExhausted,
     ReadOnlyRuntime,
     RequestNotFound,
+    ServerRefused,
+    ServerUnreachable,
     SettingsError,
     StorageCorrupt,
     StorageError,
@@ -58,6 +62,7 @@ from .errors import (
     TaskBusy,
     TaskNotFound,
     TeamNotFound,
+    TokenRefused,
 )
 from .events import EndReason, Event
 from .infos import AssignmentInfo, ChatInfo, DeliveryInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
@@ -91,6 +96,9 @@ from .store.repo import Store
 from .store.teams import TeamStore
 from .tools.base import Tool
 
+if TYPE_CHECKING:
+    from .remote.runtime import RemoteRuntime
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -100,11 +108,21 @@ __all__ = [
     "KnowledgeLibrary",
     "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo", "Memories", "MessageInfo", "ModelError",
     "PausedDownload", "PermissionRule", "Permissions", "Preset", "ProviderConfig", "ProviderError", "Providers",
-    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError",
-    "Skills", "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TurnHandle", "format_progress",
+    "QuotaExhausted", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
+    "ServerRefused", "ServerUnreachable", "Settings", "SettingsError", "Skills", "StorageCorrupt", "StorageError",
+    "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "Tasks",
+    "TeamInfo", "TeamNotFound", "Teams", "TokenRefused", "TurnHandle", "connect_server", "format_progress",
     "resolve_home",
 ]
+
+
+async def connect_server(url: str, token: str, on_state: Callable[[str], None] | None = None) -> RemoteRuntime:
+    """The tasks of the Hearth server at `url` under this facade's task names (runtime/remote/runtime.py), the
+    token checked: `TokenRefused`, `ServerUnreachable` now rather than later. Imported when first used: a window
+    on this computer's data folder never loads the HTTP client."""
+    from .remote.runtime import RemoteRuntime
+
+    return await RemoteRuntime.connect(url, token, on_state)
 
 
 class Runtime:

@@ -140,3 +140,31 @@ class StorageReadOnly(StorageError):
 
 class StorageUnavailable(StorageError):
     """The database cannot be reached (disk error, disconnected drive, busy, written by a newer Hearth)."""
+
+
+class ServerUnreachable(HearthError):
+    """A Hearth server (`hearth --server`, a window connected to one) cannot be reached: not running, a wrong
+    address, or the network is down. A state to wait out, not a fault of the request."""
+
+    def __init__(self, url: str, why: str = ""):
+        super().__init__(f"Cannot reach the Hearth server at {url}{f' ({why})' if why else ''}. Check that it runs and "
+                         "that the address is right.")
+        self.url = url
+
+
+class ServerRefused(HearthError):
+    """A Hearth server answered a request with an error (DESIGN.md §11): `status` is its HTTP status, the message
+    the server's own sentence."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+class TokenRefused(ServerRefused):
+    """The server refused the API token (401): revoked, never issued, or none given."""
+
+    def __init__(self, url: str):
+        super().__init__(f"The server refused this token (revoked, or never issued by {url}). Log in again with: "
+                         f"hearth login {url}", 401)
+        self.url = url

@@ -20,7 +20,7 @@ SERVICE = "hearth"
 FALLBACK_FILE = "secrets.json"
 
 
-def _keyring_usable() -> bool:
+def keyring_usable() -> bool:
     try:
         import keyring
         from keyring.backends import fail
@@ -40,7 +40,7 @@ class SecretStore:
     @property
     def uses_keyring(self) -> bool:
         if self._uses_keyring is None:
-            self._uses_keyring = _keyring_usable()
+            self._uses_keyring = keyring_usable()
             if not self._uses_keyring:
                 log.warning(
                     "No OS keyring is available; API keys are kept in %s (readable only by you).", self._fallback

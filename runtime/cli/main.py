@@ -1,7 +1,8 @@
 """Headless CLI: `hearth run | answer | stop | tasks | show | deliveries | models | mcp | backup | check | restore |
-team | server | serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`:
-runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`: runtime/cli/deliveries.py; `hearth server
-init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py).
+team | server | serve | worker | login`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth
+mcp …`: runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`: runtime/cli/deliveries.py; `hearth
+server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py; `hearth
+--server URL run | tasks | show | answer | stop` and `hearth login URL`, on a Hearth server: runtime/cli/remote.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -34,6 +35,8 @@ from ..errors import (
     HearthError,
     ReadOnlyRuntime,
     RequestNotFound,
+    ServerRefused,
+    ServerUnreachable,
     StorageCorrupt,
     StorageError,
     StorageFull,
@@ -44,6 +47,7 @@ from ..redact import redact
 from . import deliveries as cli_deliveries
 from . import mcp as cli_mcp
 from . import memory as cli_memory
+from . import remote as cli_remote
 from . import serve as cli_serve
 from . import server as cli_server
 from . import team as cli_team
@@ -51,7 +55,7 @@ from .chat import add_chat_parser, chat_command
 from .exits import EXIT_BUSY, EXIT_CORRUPT, EXIT_DISK_FULL, EXIT_OK, EXIT_PROVIDER, EXIT_STORAGE, EXIT_USAGE
 from .models import add_models_parser, models_command
 from .preload import start_preload
-from .run import add_run_parsers, answer_command, run_command
+from .run import LocalTurns, add_run_parsers, answer_command, run_command
 from .storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
 from .tasks import add_task_parsers, show_command, skills_command, stop_command, tasks_command
 
@@ -65,6 +69,7 @@ READ_COMMANDS = ("tasks", "show", *cli_deliveries.COMMANDS)
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hearth", description="Hearth, an offline-first personal agent.")
     p.add_argument("--home", help="data folder (default: $HEARTH_HOME or the user data folder)")
+    cli_remote.add_global_options(p)
     sub = p.add_subparsers(dest="command", required=True)
     add_run_parsers(sub)
     add_task_parsers(sub)
@@ -77,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
     cli_team.add_team_parser(sub)
     cli_server.add_server_parser(sub)
     cli_serve.add_parsers(sub)
+    cli_remote.add_parsers(sub)
     return p
 
 
@@ -95,6 +101,11 @@ async def _open(args: argparse.Namespace) -> Runtime:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    if args.command == "login":
+        return await cli_remote.login(args)
+    server = cli_remote.server_of(args)
+    if server is not None:  # the command goes to a Hearth server
+        return await cli_remote.run(args, server)
     if args.command in STORAGE_COMMANDS:  # on the database file itself, without opening the runtime
         return await storage_command(args)
     if args.command in cli_server.COMMANDS:  # the server host's database, without a runtime
@@ -106,11 +117,11 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "run":
             return await run_command(rt, args)
         if args.command == "answer":
-            return await answer_command(rt, args)
+            return await answer_command(LocalTurns(rt.tasks), args)
         if args.command == "tasks":
-            return await tasks_command(rt)
+            return await tasks_command(rt.tasks)
         if args.command == "stop":
-            return await stop_command(rt, args)
+            return await stop_command(rt.tasks, args)
         if args.command == "skills":
             return await skills_command(rt, args)
         if args.command == "models":
@@ -127,7 +138,7 @@ async def _main(args: argparse.Namespace) -> int:
             return await cli_deliveries.run(rt, args)
         if args.deliveries:
             return await cli_deliveries.show(rt, args)
-        return await show_command(rt, args)
+        return await show_command(rt.tasks, args)
     finally:
         await rt.aclose()
 
@@ -140,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv[:cut])
     args.argv = argv[cut + 1 :]
     preload = None
-    if args.command == "run" and args.text and not args.task and not args.queued:
+    if args.command == "run" and args.text and not args.task and not args.queued and cli_remote.server_of(args) is None:
         preload = start_preload(args.home, args.model, args.text)  # the model loads while Hearth imports
     _plain_logging()
     try:
@@ -156,6 +167,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exit_code(exc: HearthError) -> int:
+    if isinstance(exc, ServerRefused):  # a Hearth server's answer (cli/remote.py)
+        return {400: EXIT_USAGE, 401: EXIT_USAGE, 404: EXIT_USAGE, 503: EXIT_STORAGE}.get(exc.status, EXIT_PROVIDER)
+    if isinstance(exc, ServerUnreachable):
+        return EXIT_STORAGE
     from ..api import BackupNotFound
 
     if isinstance(exc, (ConfigError, TaskNotFound, TeamNotFound, RequestNotFound, BackupNotFound)):

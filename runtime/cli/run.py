@@ -1,6 +1,9 @@
 """`hearth run` and `hearth answer`: send an input (or an answer) and stream the task's turns to the terminal until
 it is idle; in a terminal, approvals (y / n / always) and questions are asked on the way. Ctrl-C stops the turn,
-waits for its finalize, then exits 130. The exit codes are cli/exits.py's."""
+waits for its finalize, then exits 130. The exit codes are cli/exits.py's.
+
+The streaming, asking and answering are written against `Turns`: this computer's tasks (`LocalTurns` over
+`rt.tasks`) or a server's (runtime/remote, `hearth --server`), so both print the same."""
 
 from __future__ import annotations
 
@@ -9,17 +12,69 @@ import asyncio
 import json
 import signal
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Protocol
 
-from ..errors import ConfigError, RequestNotFound
+from ..errors import ConfigError, HearthError, RequestNotFound
+from ..redact import redact
 from .exits import EXIT_OK, EXIT_PROVIDER, EXIT_STOPPED, EXIT_WAITING
 from .status import StatusLine
 from .tasks import resolve_task
 
 if TYPE_CHECKING:
-    from ..api import Runtime
+    from ..api import Runtime, Tasks
     from ..events import Event, TurnEnded
-    from ..infos import TurnHandle
+    from ..infos import TaskInfo, TurnHandle
+
+
+class Started(Protocol):
+    @property
+    def turn_id(self) -> str | None: ...
+
+
+class Turns(Protocol):
+    """What following a task's turns needs of its tasks, here or on a server."""
+
+    async def list(self) -> list[TaskInfo]: ...
+
+    async def get(self, task_id: str) -> TaskInfo: ...
+
+    async def answer(self, task_id: str, request_id: str, answer: str, *, remember: bool = False,
+                     rule_command: str | None = None) -> Started: ...
+
+    async def stop(self, task_id: str) -> None: ...
+
+    def follow(self, task_id: str, turn_id: str | None) -> AsyncIterator[Event]: ...
+
+
+class LocalTurns:
+    """`rt.tasks` as `Turns`: a turn's events and its queued successors' until the task is idle."""
+
+    def __init__(self, tasks: Tasks):
+        self._tasks = tasks
+        self.list, self.get, self.stop = tasks.list, tasks.get, tasks.stop
+
+    async def answer(self, task_id: str, request_id: str, answer: str, *, remember: bool = False,
+                     rule_command: str | None = None) -> TurnHandle:
+        return await self._tasks.answer(task_id, request_id, answer, remember, rule_command=rule_command)
+
+    async def follow(self, task_id: str, turn_id: str | None) -> AsyncIterator[Event]:
+        events = self._tasks.subscribe(task_id, turn_id=turn_id, follow=True)
+        idle = asyncio.ensure_future(self._tasks.wait_idle(task_id))
+        try:
+            while True:
+                nxt = asyncio.ensure_future(anext(events))
+                await asyncio.wait({nxt, idle}, return_when=asyncio.FIRST_COMPLETED)
+                if not nxt.done():
+                    nxt.cancel()
+                    await asyncio.gather(nxt, return_exceptions=True)
+                    return
+                yield nxt.result()
+        except StopAsyncIteration:
+            return
+        finally:
+            idle.cancel()
+            await events.aclose()
 
 
 def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,7 +105,7 @@ def add_run_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 async def run_command(rt: Runtime, args: argparse.Namespace) -> int:
     if args.task:
-        args.task = await resolve_task(rt, args.task)
+        args.task = await resolve_task(rt.tasks, args.task)
     if args.queued:
         if not args.task or args.text:
             raise ConfigError("--queued runs a task's queued inputs: give --task ID and no text.")
@@ -63,36 +118,53 @@ async def run_command(rt: Runtime, args: argparse.Namespace) -> int:
             raise ConfigError("--retry answers a task's last input again: give --task ID and no text.")
         handle = await rt.tasks.retry(args.task)
     else:
-        if not args.text or not args.text.strip():  # before a task is made for it
-            raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
+        text_to_send(args)
         task = await rt.get_task(args.task) if args.task else await rt.create_task(
             model=args.model, approval=args.approval, planning=args.plan, knowledge=args.doc,
             memory=not args.no_memory, network=args.network)
         handle = await rt.send(task.id, args.text)
-    return await _follow(rt, handle.task_id, handle.turn_id)
+    return await follow(LocalTurns(rt.tasks), handle.task_id, handle.turn_id)
 
 
-async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
+def text_to_send(args: argparse.Namespace) -> str:
+    """The text of `hearth run TEXT`; a usage error, before any task is made, when it has none."""
+    if not args.text or not args.text.strip():
+        raise ConfigError("Give the text to send, e.g. hearth run \"hello\".")
+    text: str = args.text
+    return text
+
+
+async def follow(turns: Turns, task_id: str, turn_id: str | None) -> int:
     """Stream the task's turns until it is idle; in a terminal, answer what it asks on the way."""
     from ..events import EndReason
 
     loop = asyncio.get_running_loop()
+    following = asyncio.current_task()
     stopped = False
     stopping: set[asyncio.Task] = set()
+    ended: TurnEnded | None = None
+
+    async def stop() -> None:
+        try:
+            await turns.stop(task_id)
+        except HearthError as exc:  # a server that cannot be reached cannot be told: stop waiting for it
+            print(f"\nhearth: {redact(str(exc))}", file=sys.stderr)
+            if following is not None:
+                following.cancel()
 
     def on_sigint() -> None:
         nonlocal stopped
         stopped = True
-        stopping.add(loop.create_task(rt.stop(task_id)))
+        stopping.add(loop.create_task(stop()))
 
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     try:
         while True:
-            ended = await _stream_until_idle(rt, task_id, turn_id)
+            ended = await _stream_until_idle(turns, task_id, turn_id)
             if stopped or ended is None or ended.reason != EndReason.waiting or not sys.stdin.isatty():
                 break
             try:
-                handle = await _ask_in_terminal(rt, task_id)
+                handle = await _ask_in_terminal(turns, task_id)
             except RequestNotFound:
                 if not stopped:
                     raise
@@ -100,19 +172,22 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
             if handle is None:
                 break
             turn_id = handle.turn_id
+    except asyncio.CancelledError:
+        if not stopped or following is None or following.uncancel():
+            raise
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     print()
     print(f"task {task_id}", file=sys.stderr)
     if ended is None:
-        return EXIT_PROVIDER
+        return EXIT_STOPPED if stopped else EXIT_PROVIDER
     if ended.reason in (EndReason.aborted, EndReason.interrupted) or stopped:
         return EXIT_STOPPED
     if ended.reason == EndReason.error:
         print(f"error: {ended.error}", file=sys.stderr)  # redacted by finalize
         return EXIT_PROVIDER
     if ended.reason == EndReason.waiting:
-        req = (await rt.get_task(task_id)).pending_request or {}
+        req = (await turns.get(task_id)).pending_request or {}
         how = {"approval": "--approve or --deny", "plan": '--approve, or --text "what to change"'}.get(
             req.get("kind", ""), '--text "..."')
         if req.get("network_offer"):
@@ -122,30 +197,16 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     return EXIT_OK
 
 
-async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None) -> TurnEnded | None:
+async def _stream_until_idle(turns: Turns, task_id: str, turn_id: str | None) -> TurnEnded | None:
     """Print the task's events across its queued turns; the last `turn_ended`, once the task is idle."""
-    events = rt.subscribe(task_id, turn_id=turn_id, follow=True)
     ended: TurnEnded | None = None
     status = StatusLine()
-    idle = asyncio.ensure_future(rt.wait_idle(task_id))
-    try:
-        while True:
-            nxt = asyncio.ensure_future(anext(events))
-            await asyncio.wait({nxt, idle}, return_when=asyncio.FIRST_COMPLETED)
-            if not nxt.done():
-                nxt.cancel()
-                await asyncio.gather(nxt, return_exceptions=True)
-                return ended
-            ev = nxt.result()
-            status.event(ev)
-            status.printed(_print_event(ev))
-            if ev.type == "turn_ended":
-                ended = ev
-    except StopAsyncIteration:
-        return ended
-    finally:
-        idle.cancel()
-        await events.aclose()
+    async for ev in turns.follow(task_id, turn_id):
+        status.event(ev)
+        status.printed(_print_event(ev))
+        if ev.type == "turn_ended":
+            ended = ev
+    return ended
 
 
 def _print_event(ev: Event) -> str:
@@ -168,9 +229,9 @@ def _print_event(ev: Event) -> str:
     return line
 
 
-async def _ask_in_terminal(rt: Runtime, task_id: str) -> TurnHandle | None:
+async def _ask_in_terminal(turns: Turns, task_id: str) -> Started | None:
     """Ask the task's approval, plan or question on the terminal and answer it; None when it waits for none."""
-    req = (await rt.get_task(task_id)).pending_request
+    req = (await turns.get(task_id)).pending_request
     if not req:
         return None
     if req["kind"] == "approval":
@@ -186,21 +247,21 @@ async def _ask_in_terminal(rt: Runtime, task_id: str) -> TurnHandle | None:
         if network and reply.lower() in ("w", "with network"):
             answer = "approve_network"
         remember = reply.lower() in ("a", "always") or reply == "N" or reply.lower() == "never"
-        return await rt.answer(task_id, req["request_id"], answer, remember=remember,
-                               rule_command=rule if remember else None)
+        return await turns.answer(task_id, req["request_id"], answer, remember=remember,
+                                  rule_command=rule if remember else None)
     if req["kind"] == "plan":
         steps = "\n".join(f"  {i}. {step}" for i, step in enumerate(req.get("plan") or [], 1))
         print(f"Plan: {req['prompt']}\n{steps}", file=sys.stderr)
         reply = (await asyncio.to_thread(input, "Approve? [y]es, or say what to change: ")).strip()
         answer = "approve" if reply.lower() in ("y", "yes") else (reply or "Not this plan.")
-        return await rt.answer(task_id, req["request_id"], answer)
+        return await turns.answer(task_id, req["request_id"], answer)
     text = await asyncio.to_thread(input, f"{req['prompt']}\n> ")
-    return await rt.answer(task_id, req["request_id"], text)
+    return await turns.answer(task_id, req["request_id"], text)
 
 
-async def answer_command(rt: Runtime, args: argparse.Namespace) -> int:
-    args.task_id = await resolve_task(rt, args.task_id)
-    req = (await rt.get_task(args.task_id)).pending_request
+async def answer_command(turns: Turns, args: argparse.Namespace) -> int:
+    args.task_id = await resolve_task(turns, args.task_id)
+    req = (await turns.get(args.task_id)).pending_request
     if not req:
         raise ConfigError(f"Task {args.task_id} is not waiting for an answer.")
     if args.network and not (req["kind"] == "approval" and args.approve and req.get("network_offer")):
@@ -217,5 +278,5 @@ async def answer_command(rt: Runtime, args: argparse.Namespace) -> int:
         if args.text is None:
             raise ConfigError(f"This task asks: {req['prompt']} Answer with --text \"...\".")
         answer = args.text
-    handle = await rt.answer(args.task_id, req["request_id"], answer, remember=args.always, rule_command=rule)
-    return await _follow(rt, args.task_id, handle.turn_id)
+    handle = await turns.answer(args.task_id, req["request_id"], answer, remember=args.always, rule_command=rule)
+    return await follow(turns, args.task_id, handle.turn_id)

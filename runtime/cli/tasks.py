@@ -12,8 +12,9 @@ run`), which owns the data folder, so there it is stopped (Stop, Ctrl-C).
 from __future__ import annotations
 
 import argparse
+import builtins
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError, TaskNotFound
 from ..events import STATE_WORDS, state_key
@@ -22,7 +23,29 @@ from .exits import EXIT_OK
 
 if TYPE_CHECKING:
     from ..api import Runtime
-    from ..infos import MessageInfo
+    from ..infos import MessageInfo, TaskInfo
+
+
+
+class TaskReader(Protocol):
+    """What listing and showing tasks reads: `rt.tasks`, or a server's tasks (runtime/remote)."""
+
+    async def list(self) -> builtins.list[TaskInfo]: ...
+
+    async def get(self, task_id: str) -> TaskInfo: ...
+
+    async def messages(self, task_id: str) -> builtins.list[MessageInfo]: ...
+
+    async def turns(self, task_id: str) -> builtins.list[dict]: ...
+
+    async def turn_details(self, task_id: str, turn_id: str) -> dict: ...
+
+    def is_running(self, task_id: str) -> bool: ...
+
+    def running(self) -> builtins.list[str]: ...
+
+    async def stop(self, task_id: str) -> None: ...
+
 
 ENDINGS = {"aborted": "stopped", "interrupted": "interrupted: Hearth closed while it ran", "error": "failed"}
 
@@ -42,10 +65,14 @@ def add_task_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     add.add_argument("folder")
 
 
-async def resolve_task(rt: Runtime, ref: str) -> str:
+class _Lister(Protocol):
+    async def list(self) -> list[TaskInfo]: ...
+
+
+async def resolve_task(tasks: _Lister, ref: str) -> str:
     """The id of the task `ref` names: its id, or the one task whose id starts with it."""
     ref = ref.strip()
-    matches = [t.id for t in await rt.list_tasks() if t.id.startswith(ref)] if ref else []
+    matches = [t.id for t in await tasks.list() if t.id.startswith(ref)] if ref else []
     if ref in matches or len(matches) == 1:
         return ref if ref in matches else matches[0]
     if not matches:
@@ -57,12 +84,12 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
-async def tasks_command(rt: Runtime) -> int:
-    tasks = await rt.list_tasks()
+async def tasks_command(reader: TaskReader) -> int:
+    tasks = await reader.list()
     if not tasks:
         print("No tasks yet. Start one with: hearth run \"what to do\"")
         return EXIT_OK
-    running = set(rt.tasks.running())
+    running = set(reader.running())
     print(f"{'ID':<32}  {'STATE':<15}  {'LAST ACTIVITY':<16}  {'MODEL':<28}  TITLE")
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
@@ -70,23 +97,29 @@ async def tasks_command(rt: Runtime) -> int:
     return EXIT_OK
 
 
-async def stop_command(rt: Runtime, args: argparse.Namespace) -> int:
-    task_id = await resolve_task(rt, args.task_id)
-    if (await rt.get_task(task_id)).state != "waiting":
+async def stop_command(reader: TaskReader, args: argparse.Namespace, *, running_too: bool = False) -> int:
+    """End a task's wait for an answer; `running_too` (a server, which runs the turn): also stop a running turn."""
+    task_id = await resolve_task(reader, args.task_id)
+    state = (await reader.get(task_id)).state
+    if state == "running" and running_too:
+        await reader.stop(task_id)
+        print(f"Stopped: task {task_id}'s turn ends stopped; the next message starts afresh.")
+        return EXIT_OK
+    if state != "waiting":
         print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
         return EXIT_OK
-    await rt.stop(task_id)
+    await reader.stop(task_id)
     print(f"Stopped: task {task_id} no longer waits for an answer; the next message starts afresh.")
     return EXIT_OK
 
 
-async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
-    task_id = await resolve_task(rt, args.task_id)
-    task = await rt.get_task(task_id)
-    state = STATE_WORDS[state_key(task.state, task.last_reason, rt.tasks.is_running(task_id))]
+async def show_command(reader: TaskReader, args: argparse.Namespace) -> int:
+    task_id = await resolve_task(reader, args.task_id)
+    task = await reader.get(task_id)
+    state = STATE_WORDS[state_key(task.state, task.last_reason, reader.is_running(task_id))]
     print(f"# {task.title or '(untitled)'}  [{state}]")
-    turns = {t["id"]: t for t in await rt.tasks.turns(task_id)}
-    for m in await rt.messages(task_id):
+    turns = {t["id"]: t for t in await reader.turns(task_id)}
+    for m in await reader.messages(task_id):
         print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else ""))
         for line in _part_lines(m.parts):
             print(line)
@@ -94,7 +127,7 @@ async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
         for note in _endings(m, turn):
             print(f"[{note}]")
         if args.steps and turn is not None:
-            for line in _step_lines(await rt.tasks.turn_details(task_id, turn["id"])):
+            for line in _step_lines(await reader.turn_details(task_id, turn["id"])):
                 print(line)
     return EXIT_OK
 

@@ -9,6 +9,10 @@ the input stored; the turn started). It answers by reading the turn's stream wit
 the event as JSON. Errors are `{"error": "<one plain sentence>"}`: 400, 401, 402, 404, 409, and 503 when the
 database or Redis cannot be reached.
 
+Beyond the design's table, for `hearth --server … show` and `answer --always`: `GET …/turns` (the turns' rows:
+reason, error, tokens, times), `GET …/turns/{turn_id}` (its model steps and helpers), and an answer's optional
+`remember` (keep the approval as a rule of the task) and `rule_command` (for commands starting with it).
+
 Decisions where the design is silent: a task's `goal` is its title; `memory` (false unless asked) because one memory
 folder would be shared by every user of the server; a repeated send of a queued input answers 202 again; an
 answer to a request the task does not wait for is 404; `POST …/abort` answers 202 `{}`.
@@ -232,11 +236,28 @@ async def answer(request: Request) -> Response:
     user, task_id = await _owned(request)
     body = await _body(request)
     request_id, said = _text(body, "request_id", required=True), _text(body, "answer", required=True)
+    remember, rule_command = _flag(body, "remember"), _text(body, "rule_command")
     tasks = _backend(request).rt.tasks
     await tasks.clear_stop(task_id)
     _fresh_turn(user)
-    handle = await tasks.answer(task_id, request_id or "", said or "")
+    handle = await tasks.answer(task_id, request_id or "", said or "", remember, rule_command=rule_command)
     return _stream(tasks.subscribe(task_id, 0, handle.turn_id), handle.turn_id)
+
+
+@route
+async def turns(request: Request) -> Response:
+    _, task_id = await _owned(request)
+    return JSONResponse(await _backend(request).rt.tasks.turns(task_id))
+
+
+@route
+async def turn_details(request: Request) -> Response:
+    _, task_id = await _owned(request)
+    turn_id = request.path_params["turn_id"]
+    tasks = _backend(request).rt.tasks
+    if not await tasks.turns(task_id, [turn_id]):
+        raise Problem(404, f"Task {task_id!r} has no turn {turn_id!r}.")
+    return JSONResponse(await tasks.turn_details(task_id, turn_id))
 
 
 @route
@@ -281,6 +302,8 @@ ROUTES = [
     Route("/api/tasks/{task_id}", get_task, methods=["GET"]),
     Route("/api/tasks/{task_id}/messages", messages, methods=["GET"]),
     Route("/api/tasks/{task_id}/messages", send, methods=["POST"]),
+    Route("/api/tasks/{task_id}/turns", turns, methods=["GET"]),
+    Route("/api/tasks/{task_id}/turns/{turn_id}", turn_details, methods=["GET"]),
     Route("/api/tasks/{task_id}/stream", stream, methods=["GET"]),
     Route("/api/tasks/{task_id}/abort", abort, methods=["POST"]),
     Route("/api/tasks/{task_id}/answer", answer, methods=["POST"]),

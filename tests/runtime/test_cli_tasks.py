@@ -162,10 +162,10 @@ async def test_an_ambiguous_prefix_asks_for_more_of_the_id(home):
         ids = [(await rt.create_task(model=MODEL)).id for _ in range(17)]  # 17 ids: two share a first digit
         first = next(c for c in "0123456789abcdef" if sum(i.startswith(c) for i in ids) > 1)
         with pytest.raises(ConfigError, match="give more of it"):
-            await resolve_task(rt, first)
-        assert await resolve_task(rt, ids[0]) == ids[0]
+            await resolve_task(rt.tasks, first)
+        assert await resolve_task(rt.tasks, ids[0]) == ids[0]
         with pytest.raises(TaskNotFound):
-            await resolve_task(rt, "")
+            await resolve_task(rt.tasks, "")
     finally:
         await rt.aclose()
 

@@ -143,9 +143,10 @@ class Cluster:
         self._count += 1
         return self.folder / f"{kind}-{self._count}.log"
 
-    def launch_api(self) -> Api:
-        """An API instance starting (`started()` / `wait_started()` for when it listens)."""
-        child = Api(self._argv("serve", "--port", "0"), self.env, self._log("api"), "hearth serve: listening")
+    def launch_api(self, port: int = 0) -> Api:
+        """An API instance starting (`started()` / `wait_started()` for when it listens), on `port` (0: any free
+        one; a given one to start an instance again where its clients reconnect)."""
+        child = Api(self._argv("serve", "--port", str(port)), self.env, self._log("api"), "hearth serve: listening")
         self.children.append(child)
         return child
 
