@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 async def show(rt: Runtime, args: argparse.Namespace) -> int:
     """`hearth show TASK --deliveries`."""
-    task_id = await resolve_task(rt, args.task_id)
+    task_id = await resolve_task(rt.tasks, args.task_id)
     task = await rt.get_task(task_id)
     delivered = await rt.deliveries.list(task_id)
     title = task.title or "(untitled)"
@@ -53,7 +53,7 @@ async def show(rt: Runtime, args: argparse.Namespace) -> int:
 
 
 async def run(rt: Runtime, args: argparse.Namespace) -> int:
-    task_id = await resolve_task(rt, args.task_id)
+    task_id = await resolve_task(rt.tasks, args.task_id)
     delivery = await rt.deliveries.get(task_id, args.name, args.version)
     target = Path(args.output).expanduser() if args.output else Path.cwd() / delivery.name
     if not args.output and target.exists():
