@@ -19,7 +19,7 @@ import redis.asyncio
 
 from runtime.parts import text_of
 from tests.support.cluster import MODEL, Api, Cluster, events_of, read_sse
-from tests.support.openai_server import OpenAIServer, Reply, run_in_thread
+from tests.support.openai_server import OpenAIServer, Reply
 
 
 @dataclass
@@ -34,12 +34,6 @@ class Server:
 
     def lock(self, task_id: str) -> str:
         return f"hearth:lock:{task_id}"
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[OpenAIServer]:
-    with run_in_thread() as server:
-        yield server
 
 
 @pytest.fixture(scope="module", params=["distributed", "single"])

@@ -13,30 +13,14 @@ import pty
 import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import keyring_file
-from tests.support.cluster import ROOT, Api, Cluster
-from tests.support.openai_server import OpenAIServer, Reply, run_in_thread
+from tests.support.cluster import ROOT, Cluster
+from tests.support.openai_server import Reply
 from tests.support.services import free_port
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[OpenAIServer]:
-    with run_in_thread() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory, model) -> Iterator[tuple[Cluster, Api]]:
-    cluster = Cluster(tmp_path_factory.mktemp("box"), model.base_url)
-    api = cluster.launch_api()
-    api.wait_started()
-    yield cluster, api
-    cluster.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,24 +17,9 @@ from runtime.api import (
     connect_server,
 )
 from runtime.parts import text_of
-from tests.support.cluster import Api, Cluster
-from tests.support.openai_server import OpenAIServer, Reply, run_in_thread
+from tests.support.cluster import Cluster
+from tests.support.openai_server import Reply
 from tests.support.services import free_port
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[OpenAIServer]:
-    with run_in_thread() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory, model) -> Iterator[tuple[Cluster, Api]]:
-    cluster = Cluster(tmp_path_factory.mktemp("box"), model.base_url)
-    api = cluster.launch_api()
-    api.wait_started()
-    yield cluster, api
-    cluster.stop()
 
 
 @pytest.fixture(autouse=True)
