@@ -58,6 +58,7 @@ from .errors import (
     TaskBusy,
     TaskNotFound,
     TeamNotFound,
+    UndoRefused,
 )
 from .events import EndReason, Event
 from .infos import AssignmentInfo, ChatInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
@@ -69,6 +70,7 @@ from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
 from .services.backups import Backups
+from .services.changes import Changes, FileChange, TurnChanges
 from .services.chats import Chats
 from .services.core import Core, HostFactory
 from .services.jobs import Jobs
@@ -94,14 +96,14 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PRESETS", "Added", "AssignmentInfo", "BackupInfo", "BackupNotFound", "Backups", "BufferState", "CatalogModel",
-    "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled",
-    "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel", "Jobs", "KnowledgeLibrary",
+    "Changes", "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "DownloadCancelled",
+    "DownloadProgress", "EndReason", "Event", "FileChange", "HearthError", "InstalledModel", "Jobs", "KnowledgeLibrary",
     "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo", "Memories", "MessageInfo", "ModelError",
     "PausedDownload", "PermissionRule", "Permissions", "Preset", "ProviderConfig", "ProviderError", "Providers",
-    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError",
-    "Skills", "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy",
-    "TaskInfo", "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TurnHandle", "format_progress",
-    "resolve_home",
+    "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo", "Settings", "SettingsError", "Skills",
+    "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo",
+    "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TurnChanges", "TurnHandle", "UndoRefused",
+    "format_progress", "resolve_home",
 ]
 
 
@@ -132,6 +134,8 @@ class Runtime:
         self.backups = Backups(core)
         self.jobs = Jobs(core, memory_repo)
         self.skills = Skills(core)
+        self.changes = Changes(core)
+        self.kit.record_changes = self.changes.recorder
         self._folder_lock = folder_lock
 
     async def _window_told(self, provider_id: str) -> None:

@@ -76,6 +76,14 @@ class ToolError(HearthError):
     """A tool refused or failed; the text goes back to the model and is shown to the person."""
 
 
+class UndoRefused(HearthError):
+    """A turn's changes were not undone: files changed since (or cannot be put back); `paths` names them."""
+
+    def __init__(self, message: str, paths: list[str]):
+        super().__init__(message)
+        self.paths = paths
+
+
 class RequestNotFound(HearthError):
     def __init__(self, task_id: str, request_id: str, noun: str = "Task"):
         super().__init__(f"{noun} {task_id!r} is not waiting for an answer to request {request_id!r}.")

@@ -281,6 +281,8 @@ def ask(ctx: TurnContext, part: ToolPart, kind: Literal["question", "approval", 
 async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -> None:
     """Run the call; `extra` reaches the tool (ToolContext.extra): what the person approved it with."""
     tool = ctx.tools[part["name"]]
+    if part.get("effect", "read_only") != Effect.read_only and ctx.changes is not None:
+        await ctx.changes.watch()  # the workspace as it was before this turn changed anything
     part["state"] = ToolState.running.value
     if getattr(tool, "records_intent", False):
         part["intent"] = {}  # nothing written yet: the write records what it means to write before it writes

@@ -1,0 +1,131 @@
+"""A turn's changes to its workspace, by file tools and by a real shell command: listed, diffed, undone, refused
+where a file changed since, and the size cap of what is kept to undo them."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from runtime.api import ConfigError, UndoRefused
+from runtime.providers.scripted import Call, ScriptedModel
+from tests.support.helpers import MODEL, open_runtime
+
+
+@pytest.fixture
+async def model():
+    return ScriptedModel()
+
+
+@pytest.fixture
+async def rt(home, model):
+    rt = await open_runtime(home, model)
+    yield rt
+    await rt.aclose()
+
+
+async def _task_with_files(rt):
+    task = await rt.create_task(model=MODEL, approval="full_auto")
+    return task, Path((await rt.core.store.get_task(task.id))["workspace"])
+
+
+async def _turn(rt, task_id: str, text: str) -> None:
+    await rt.send(task_id, text)
+    await rt.wait_idle(task_id)
+
+
+async def _two_writes_and_an_rm(rt, model):
+    """Turn 1 makes notes.txt and old.txt; turn 2 rewrites notes.txt, writes new.txt and `rm`s old.txt in the
+    sandboxed shell."""
+    task, ws = await _task_with_files(rt)
+    model.add_steps([Call("write_file", {"path": "notes.txt", "content": "one\ntwo\nthree\n"})],
+                    [Call("write_file", {"path": "old.txt", "content": "keep me\n"})], ["made them"])
+    await _turn(rt, task.id, "make the files")
+    model.add_steps([Call("write_file", {"path": "notes.txt", "content": "one\n2\nthree\n"})],
+                    [Call("write_file", {"path": "sub/new.txt", "content": "brand new\n"})],
+                    [Call("run_shell", {"command": "rm old.txt"})], ["done"])
+    await _turn(rt, task.id, "change them")
+    return task, ws
+
+
+async def test_a_turns_tool_writes_and_shell_rm_are_listed_diffed_and_undone(rt, model):
+    task, ws = await _two_writes_and_an_rm(rt, model)
+    shell = [p for m in await rt.messages(task.id) for p in m.parts if p.get("name") == "run_shell"]
+    assert shell and shell[0]["state"] == "done", shell  # the rm really ran, as a child process
+    assert not (ws / "old.txt").exists()
+
+    first, second = await rt.changes.list(task.id)
+    assert first.number == 1 and [(f.path, f.kind) for f in first.files] == [
+        ("notes.txt", "created"), ("old.txt", "created")]
+    assert second.number == 2 and [(f.path, f.kind) for f in second.files] == [
+        ("notes.txt", "modified"), ("old.txt", "deleted"), ("sub/new.txt", "created")]
+    assert all(f.cannot_undo is None for f in second.files)
+    assert (await rt.changes.list(task.id, turn=2)) == [second]
+
+    diff = await rt.changes.diff(task.id, second.turn_id, "notes.txt")
+    assert "-two\n" in diff and "+2\n" in diff and diff.startswith("--- a/notes.txt")
+
+    put_back = await rt.changes.undo(task.id, 2)
+    assert sorted(put_back) == ["notes.txt", "old.txt", "sub/new.txt"]
+    assert (ws / "notes.txt").read_text() == "one\ntwo\nthree\n"
+    assert (ws / "old.txt").read_text() == "keep me\n"
+    assert not (ws / "sub/new.txt").exists()
+    assert (await rt.changes.list(task.id, turn=2))[0].undone
+    with pytest.raises(ConfigError, match="already undone"):
+        await rt.changes.undo(task.id, 2)
+
+
+async def test_undo_is_refused_naming_the_file_the_person_changed_unless_forced(rt, model):
+    task, ws = await _two_writes_and_an_rm(rt, model)
+    (ws / "sub/new.txt").write_text("the person's own words\n")
+    with pytest.raises(UndoRefused) as refused:
+        await rt.changes.undo(task.id, 2)
+    assert refused.value.paths == ["sub/new.txt"] and "sub/new.txt" in str(refused.value)
+    assert "changed since turn 2" in str(refused.value)
+    assert (ws / "notes.txt").read_text() == "one\n2\nthree\n"  # nothing was undone
+    assert not (ws / "old.txt").exists()
+
+    assert sorted(await rt.changes.undo(task.id, 2, force=True)) == ["notes.txt", "old.txt", "sub/new.txt"]
+    assert (ws / "old.txt").read_text() == "keep me\n" and not (ws / "sub/new.txt").exists()
+
+
+async def test_a_later_turns_change_refuses_the_earlier_turns_undo(rt, model):
+    task, _ = await _two_writes_and_an_rm(rt, model)
+    with pytest.raises(UndoRefused, match=r"notes\.txt"):
+        await rt.changes.undo(task.id, 1)  # turn 2 changed notes.txt and removed old.txt since
+    with pytest.raises(ConfigError, match="has no turn 9"):
+        await rt.changes.list(task.id, turn=9)
+
+
+async def test_a_command_that_rewrites_a_file_in_place_is_listed_as_not_undoable(rt, model):
+    task, ws = await _task_with_files(rt)
+    (ws / "data.txt").write_text("before\n")
+    model.add_steps([Call("run_shell", {"command": "echo after > data.txt"})], ["rewrote it"])
+    await _turn(rt, task.id, "rewrite")
+    (turn,) = await rt.changes.list(task.id)
+    (change,) = turn.files
+    assert change.kind == "modified" and "in place" in change.cannot_undo
+    with pytest.raises(UndoRefused, match=r"cannot be put back: data\.txt"):
+        await rt.changes.undo(task.id, 1)
+
+
+async def test_over_the_size_cap_the_oldest_turns_restore_data_goes(rt, model):
+    task, ws = await _task_with_files(rt)
+    (ws / "big.txt").write_text("a" * 5000)
+    for n in range(3):
+        model.add_steps([Call("write_file", {"path": "big.txt", "content": str(n) * 5000})], ["ok"])
+        await _turn(rt, task.id, f"rewrite {n}")
+    # Contents a, 0, 1 and 2 (each turn's before and after), each kept once though turns share them.
+    assert await rt.changes.usage() == (20_000, 2 * 1024**3)
+    await rt.changes.set_cap(12_000)
+    # Turn 1 goes (frees a; 0 is still turn 2's), then turn 2 (frees 0; 1 is still turn 3's): 10,000 left.
+    assert await rt.changes.usage() == (10_000, 12_000)
+    first, second, third = await rt.changes.list(task.id)
+    assert [t.files[0].cannot_undo for t in (first, second, third)] == [
+        "restore data dropped by the size cap", "restore data dropped by the size cap", None]
+    with pytest.raises(UndoRefused, match=r"cannot be put back: big\.txt"):
+        await rt.changes.undo(task.id, 1)
+    assert sorted(p.name for p in (rt.home / "changes").rglob("*") if p.is_file()) == sorted(
+        hashlib.sha256(c.encode() * 5000).hexdigest() for c in "12")
+    assert rt.settings.changes_max_bytes == 12_000  # kept in settings.json
