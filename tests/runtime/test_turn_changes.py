@@ -1,5 +1,6 @@
-"""A turn's changes to its workspace, by file tools and by a real shell command: listed, diffed, undone, refused
-where a file changed since, and the size cap of what is kept to undo them."""
+"""A turn's changes to its workspace, by file tools and by a real shell command (`rm` in the sandbox): listed,
+diffed, undone, refused where a file changed since, the size cap of what is kept to undo them, and the same in the
+CLI (real child processes)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from runtime.api import ConfigError, UndoRefused
+from runtime.cli.exits import EXIT_USAGE
 from runtime.providers.scripted import Call, ScriptedModel
+from tests.runtime.test_cli import _cli, _result
 from tests.support.helpers import MODEL, open_runtime
 
 
@@ -129,3 +132,38 @@ async def test_over_the_size_cap_the_oldest_turns_restore_data_goes(rt, model):
     assert sorted(p.name for p in (rt.home / "changes").rglob("*") if p.is_file()) == sorted(
         hashlib.sha256(c.encode() * 5000).hexdigest() for c in "12")
     assert rt.settings.changes_max_bytes == 12_000  # kept in settings.json
+
+
+async def test_the_cli_lists_diffs_refuses_and_undoes_a_turns_changes(home, model):
+    rt = await open_runtime(home, model)
+    try:
+        task, ws = await _two_writes_and_an_rm(rt, model)
+    finally:
+        await rt.aclose()
+    (ws / "notes.txt").write_text("the person's edit\n")
+
+    code, out, err = await _result(await _cli("changes", task.id[:8], "--turn", "2", "--diff", home=home))
+    assert code == 0, err
+    assert out.splitlines()[:4] == ["Turn 2: 3 file(s) changed", "  modified  notes.txt", "    --- a/notes.txt",
+                                    "    +++ b/notes.txt"]
+    assert "  deleted   old.txt" in out and "  created   sub/new.txt" in out and "    -two" in out
+
+    code, out, err = await _result(await _cli("undo", task.id, "--turn", "2", home=home))
+    assert code == EXIT_USAGE and out == ""
+    assert err.strip() == (f"hearth: Not undone: changed since turn 2: notes.txt. Undo anyway to overwrite them "
+                           f"(hearth undo {task.id} --turn 2 --force).")
+    assert not (ws / "old.txt").exists()
+
+    code, out, err = await _result(await _cli("undo", task.id, "--turn", "2", "--force", home=home))
+    assert code == 0, err
+    assert out.splitlines() == ["Turn 2's changes undone: 3 file(s) put back.", "  notes.txt", "  old.txt",
+                                "  sub/new.txt"]
+    assert (ws / "old.txt").read_text() == "keep me\n" and (ws / "notes.txt").read_text() == "one\ntwo\nthree\n"
+
+    code, out, err = await _result(await _cli("undo", task.id, "--turn", "7", home=home))
+    assert code == EXIT_USAGE and err.strip() == f"hearth: Task {task.id} has no turn 7 (it has 2)."
+    code, out, err = await _result(await _cli("changes", "--cap", "a lot", home=home))
+    assert code == EXIT_USAGE and "is not a size" in err
+    code, out, err = await _result(await _cli("changes", "--cap", "500MB", home=home))
+    assert code == 0 and out.startswith("Kept to undo changes: ") and out.strip().endswith(
+        "of at most 500.0 MB (change it: hearth changes --cap SIZE).")
