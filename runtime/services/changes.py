@@ -112,7 +112,7 @@ class Changes:
         if task is None:
             raise TaskNotFound(task_id)
         if task_id in self._core.aborts:
-            raise UndoRefused("The task is running; undo its changes once the turn has ended.", [])
+            raise UndoRefused("The task is running; undo its changes once the turn has ended.")
         listed = await self.list(task_id, turn)
         if not listed:
             raise ConfigError(f"Turn {turn} of task {task_id} changed no files.")
@@ -130,7 +130,7 @@ class Changes:
             if cannot:
                 said.append(f"cannot be put back: {', '.join(cannot)}")
             raise UndoRefused(f"Not undone: {'; '.join(said)}. Undo anyway to overwrite them "
-                              f"(hearth undo {task_id} --turn {turn} --force).", changed + cannot)
+                              f"(hearth undo {task_id} --turn {turn} --force).", changed, cannot)
         todo = [r for r in rows if r["path"] not in cannot]
         skipped = await asyncio.to_thread(restore, workspace, todo, self.blobs)
         await self._core.store.mark_undone(changes.turn_id)

@@ -112,9 +112,12 @@ class Tasks:
         return [MessageInfo.model_validate(r) for r in rows]
 
     async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
-        """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
+        """Turn rows (reason, error, usage, times, `changed_files`: how many workspace files the turn changed);
+        only those in `turn_ids` when given."""
         await self._row(task_id)
-        return await self._core.store.turns(task_id, None if turn_ids is None else list(turn_ids))
+        rows = await self._core.store.turns(task_id, None if turn_ids is None else list(turn_ids))
+        counts = await self._core.store.change_counts(row["id"] for row in rows)
+        return [{**row, "changed_files": counts.get(row["id"], 0)} for row in rows]
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
         """A turn's records: its model steps (times, tokens, finish reason, tool calls) and the helpers it ran."""
