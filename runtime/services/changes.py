@@ -58,6 +58,10 @@ class TurnRecorder:
         if self._watch is None or self._taking is None:
             return  # nothing in this turn could change the workspace
         await asyncio.wait({self._taking})
+        if self._taking.cancelled() or self._taking.exception() is not None:
+            self._watch.close()
+            log.error("the workspace of turn %s could not be looked at; its changes are not recorded", turn_id)
+            return
         await self._changes.save(self._task_id, turn_id, self._watch)
 
 
