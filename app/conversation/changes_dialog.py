@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -75,6 +76,15 @@ class ChangesDialog(QDialog):
         self.undo.clicked.connect(lambda: self._undo(force=False))
         row.addWidget(self.undo)
         row.addStretch(1)
+        # The cap of what is kept to undo changes (every task's): seen and changed here, where it matters.
+        self.kept = QLabel()
+        self.kept.setObjectName("Muted")
+        row.addWidget(self.kept)
+        self.cap = QSpinBox()
+        self.cap.setRange(0, 1024 * 1024)
+        self.cap.setSuffix(" MB")
+        self.cap.setToolTip("Earlier contents kept to undo changes, at most; over it the oldest turns' go first")
+        row.addWidget(self.cap)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         buttons.rejected.connect(self.close)
         row.addWidget(buttons)
@@ -83,6 +93,22 @@ class ChangesDialog(QDialog):
         self._show_state()
         if turn.files:
             self.files.setCurrentRow(0)
+        self.bridge.run(self._show_kept(), owner=self)
+        self.cap.editingFinished.connect(self._set_cap)
+
+    async def _show_kept(self) -> None:
+        used, cap = await self.bridge.changes.usage()
+        self.kept.setText(f"Kept to undo changes: {_size(used)} of at most")
+        self.cap.blockSignals(True)
+        self.cap.setValue(cap // 1_000_000)
+        self.cap.blockSignals(False)
+
+    def _set_cap(self) -> None:
+        async def save() -> None:
+            await self.bridge.changes.set_cap(self.cap.value() * 1_000_000)
+            await self._show_kept()
+
+        self.bridge.run(save(), owner=self)
 
     def _show_state(self) -> None:
         turn = self.turn
@@ -150,6 +176,13 @@ class ChangesDialog(QDialog):
             self, "Undo this turn's changes?", "\n".join(lines), "Undo anyway", lambda: self._undo(force=True),
             informative="Undoing anyway overwrites them with how they were before this turn"
                         + (" (a file that cannot be put back stays as it is)." if cannot else "."), danger=True)
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
 
 
 def _tint(color: str) -> QColor:

@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from ..local_models.machine import human_bytes
 from .exits import EXIT_OK
 from .tasks import resolve_task
 
@@ -48,7 +49,8 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
         await rt.changes.set_cap(parse_size(args.cap))
     if args.task_id is None:
         used, cap = await rt.changes.usage()
-        print(f"Kept to undo changes: {human(used)} of at most {human(cap)} (change it: hearth changes --cap SIZE).")
+        print(f"Kept to undo changes: {human_bytes(used)} of at most {human_bytes(cap)} "
+              f"(change it: hearth changes --cap SIZE).")
         return EXIT_OK
     task_id = await resolve_task(rt, args.task_id)
     turns = await rt.changes.list(task_id, args.turn)
@@ -71,9 +73,3 @@ def parse_size(text: str) -> int:
         raise ConfigError(f"{text!r} is not a size: give a number of bytes, or one like 500MB or 2GB.")
     return int(float(found.group(1)) * _UNITS[unit])
 
-
-def human(n: int) -> str:
-    for unit, size in (("GB", 1000**3), ("MB", 1000**2), ("kB", 1000)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import QMessageBox
 
 from runtime.providers.scripted import ScriptedModel
-from tests.support.changes_shots import PLAN, changed_turn, open_changes
+from tests.support.changes_shots import NEW_PLAN, PLAN, changed_turn, open_changes
 from tests.support.qt_helpers import until
 
 
@@ -37,3 +37,17 @@ async def test_a_turns_changes_show_a_diff_and_undo_asks_before_overwriting_an_e
     assert (ws / "plan.md").read_text() == PLAN and (ws / "draft.txt").read_text() == "old notes\n"
     assert not (ws / "packing.md").exists()
     assert dialog.summary.text().endswith("Undone.") and not dialog.undo.isEnabled()
+
+
+async def test_the_cap_of_what_is_kept_to_undo_is_seen_and_changed_in_the_dialog(launch):
+    model = ScriptedModel()
+    ctl = await launch(model)
+    _task, _ws, panel = await changed_turn(ctl, model)
+    dialog = await open_changes(panel)
+    await until(lambda: dialog.kept.text(), what="what is kept")
+    # draft.txt's and plan.md's earlier contents, and plan.md's and packing.md's new ones (for their diffs)
+    kept = sum(len(t.encode()) for t in ("old notes\n", PLAN, NEW_PLAN, "- rain jacket\n- walking shoes\n"))
+    assert dialog.kept.text() == f"Kept to undo changes: {kept} bytes of at most" and dialog.cap.value() == 2000
+    dialog.cap.setValue(500)
+    dialog.cap.editingFinished.emit()
+    await until(lambda: ctl.rt.settings.changes_max_bytes == 500_000_000, what="the cap saved")

@@ -120,7 +120,7 @@ async def test_over_the_size_cap_the_oldest_turns_restore_data_goes(rt, model):
         model.add_steps([Call("write_file", {"path": "big.txt", "content": str(n) * 5000})], ["ok"])
         await _turn(rt, task.id, f"rewrite {n}")
     # Contents a, 0, 1 and 2 (each turn's before and after), each kept once though turns share them.
-    assert await rt.changes.usage() == (20_000, 2 * 1024**3)
+    assert await rt.changes.usage() == (20_000, 2_000_000_000)
     await rt.changes.set_cap(12_000)
     # Turn 1 goes (frees a; 0 is still turn 2's), then turn 2 (frees 0; 1 is still turn 3's): 10,000 left.
     assert await rt.changes.usage() == (10_000, 12_000)
@@ -166,4 +166,4 @@ async def test_the_cli_lists_diffs_refuses_and_undoes_a_turns_changes(home, mode
     assert code == EXIT_USAGE and "is not a size" in err
     code, out, err = await _result(await _cli("changes", "--cap", "500MB", home=home))
     assert code == 0 and out.startswith("Kept to undo changes: ") and out.strip().endswith(
-        "of at most 500.0 MB (change it: hearth changes --cap SIZE).")
+        "of at most 500 MB (change it: hearth changes --cap SIZE).")
