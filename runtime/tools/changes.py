@@ -236,33 +236,33 @@ def conflicts(root: Path, changes: list[dict[str, Any]]) -> list[str]:
 
 def restore(root: Path, changes: list[dict[str, Any]], blobs: BlobStore) -> list[str]:
     """Put each file back as it was before the turn: a created one removed, a modified or deleted one written
-    from its kept content. Returns the paths that could not be put back (no content kept), changing nothing
-    there."""
+    from its kept content. Returns the paths that could not be put back (no content kept, or the file system
+    refused), changing nothing there."""
     skipped = []
     for change in changes:
         try:
-            path = resolve_in_workspace(root, change["path"], for_write=True)
-        except ToolError:
+            _put_back(root, change, blobs)
+        except (ToolError, OSError, LookupError):
             skipped.append(change["path"])
-            continue
-        if change["kind"] == "created":
-            path.unlink(missing_ok=True)
-            continue
-        blob = blobs.path(change["before_sha"]) if change["before_sha"] else None
-        if blob is None or not blob.exists():
-            skipped.append(change["path"])
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temp = path.parent / f".hearth-undo-{os.getpid()}.tmp"
-        shutil.copyfile(blob, temp)
-        try:
-            mode = os.lstat(path).st_mode
-            if stat.S_ISREG(mode):
-                os.chmod(temp, stat.S_IMODE(mode))
-        except FileNotFoundError:
-            pass
-        os.replace(temp, path)
     return skipped
+
+
+def _put_back(root: Path, change: dict[str, Any], blobs: BlobStore) -> None:
+    path = resolve_in_workspace(root, change["path"], for_write=True)
+    if change["kind"] == "created":
+        path.unlink(missing_ok=True)
+        return
+    blob = blobs.path(change["before_sha"]) if change["before_sha"] else None
+    if blob is None or not blob.exists():
+        raise LookupError(change["path"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.parent / f".hearth-undo-{os.getpid()}.tmp"
+    shutil.copyfile(blob, temp)
+    with contextlib.suppress(FileNotFoundError):
+        mode = os.lstat(path).st_mode
+        if stat.S_ISREG(mode):
+            os.chmod(temp, stat.S_IMODE(mode))
+    os.replace(temp, path)
 
 
 def text_diff(change: dict[str, Any], blobs: BlobStore) -> str | None:
