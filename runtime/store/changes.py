@@ -7,7 +7,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, func, select, update
+from sqlalchemy import BigInteger, Boolean, Float, ForeignKey, Integer, String, Text, func, select, update
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -23,9 +23,9 @@ class TurnChangeRow(Base):
     path: Mapped[str] = mapped_column(Text)  # relative to the workspace, '/'-separated
     kind: Mapped[str] = mapped_column(String(16))  # created | modified | deleted
     before_sha: Mapped[str | None] = mapped_column(String(64))  # the kept earlier content; None: none, or lost
-    before_size: Mapped[int | None] = mapped_column(Integer)
+    before_size: Mapped[int | None] = mapped_column(BigInteger)  # a file may pass PostgreSQL's 4-byte integer
     after_sha: Mapped[str | None] = mapped_column(String(64))  # None: deleted
-    after_size: Mapped[int | None] = mapped_column(Integer)
+    after_size: Mapped[int | None] = mapped_column(BigInteger)
     after_kept: Mapped[bool] = mapped_column(Boolean, server_default="0")  # the new content is a blob (the diff)
     lost: Mapped[str | None] = mapped_column(Text)  # why the earlier content could not be kept
     dropped: Mapped[bool] = mapped_column(Boolean, server_default="0")  # its blobs went to the size cap
