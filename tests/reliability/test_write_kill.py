@@ -116,3 +116,35 @@ async def test_an_interrupted_write_file_is_checked_on_disk_after_kill_9(tmp_pat
           f"not applied {claims[WRITE_NOT_APPLIED]}")
     # Most kills land inside a write (each turn is little else); a run where none did proves nothing.
     assert sum(claims.values()) >= ROUNDS // 2
+
+
+async def test_an_edit_file_cut_after_its_intent_reads_not_applied_and_one_that_wrote_reads_applied(tmp_path):
+    from runtime.parts import settle_parts
+    from runtime.tools.base import ToolContext
+    from runtime.tools.files import EditFile
+
+    (tmp_path / "notes.md").write_text("Day 1: Lyon\n")
+    parts: dict[str, dict] = {}
+
+    async def cut(intent):  # the process dies right after the intent is committed
+        parts["cut"] = {"type": "tool_call", "state": "running", "effect": "workspace_write", "intent": intent}
+        raise asyncio.CancelledError
+
+    async def keep(intent):
+        parts["kept"] = {"type": "tool_call", "state": "running", "effect": "workspace_write", "intent": intent}
+
+    edit = {"path": "notes.md", "old_string": "Lyon", "new_string": "Annecy"}
+    try:
+        await EditFile().run(edit, ToolContext("t", "u", tmp_path, "call_a", intend=cut))
+    except asyncio.CancelledError:
+        pass
+    settle_parts([parts["cut"]])
+    assert parts["cut"]["note"] == WRITE_NOT_APPLIED and (tmp_path / "notes.md").read_text() == "Day 1: Lyon\n"
+
+    await EditFile().run(edit, ToolContext("t", "u", tmp_path, "call_b", intend=keep))
+    settle_parts([parts["kept"]])
+    assert parts["kept"]["note"] == WRITE_APPLIED and (tmp_path / "notes.md").read_text() == "Day 1: Annecy\n"
+    # A call stopped before it knew what to write (its intent still empty) wrote nothing.
+    empty = {"type": "tool_call", "state": "running", "effect": "workspace_write", "intent": {}}
+    settle_parts([empty])
+    assert empty["note"] == WRITE_NOT_APPLIED
