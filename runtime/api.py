@@ -136,6 +136,7 @@ class Runtime:
         self.skills = Skills(core)
         self.changes = Changes(core)
         self.kit.record_changes = self.changes.recorder
+        self.tasks.after_delete = self.changes.sweep
         self._folder_lock = folder_lock
 
     async def _window_told(self, provider_id: str) -> None:

@@ -154,6 +154,12 @@ class Changes:
         async with self._saving:
             await self._keep_under_cap()
 
+    async def sweep(self) -> None:
+        """Remove the kept contents no change refers to any more (a deleted task's)."""
+        async with self._saving:
+            wanted = {sha for _, sha, _ in await self._core.store.kept_blobs()}
+            await asyncio.to_thread(self.blobs.keep_only, wanted)
+
     async def _keep_under_cap(self) -> None:
         """Drop the oldest turns' kept contents until the rest fit the cap, then remove unreferenced blobs."""
         store = self._core.store

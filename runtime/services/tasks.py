@@ -10,7 +10,7 @@ import asyncio
 import builtins  # `Tasks.list` hides the builtin in the annotations below it
 import os
 import uuid
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
 
 from ..attachments import excerpt
@@ -34,6 +34,8 @@ class Tasks:
         self._library = library  # a new task's documents are added to it
         self._permissions = permissions  # an approval answered with "remember" becomes a rule
         self._turns = core.host(core.store, kit, self._row, factory=core.task_hosts)
+        # What else goes with a deleted task (rt.changes.sweep: its turns' kept contents), set once built.
+        self.after_delete: Callable[[], Awaitable[None]] | None = None
 
     async def _row(self, task_id: str) -> dict:
         row = await self._core.store.get_task(task_id)
@@ -90,6 +92,8 @@ class Tasks:
             await self.stop(task_id)
         await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
         await self._core.store.delete_task(task_id)
+        if self.after_delete is not None:
+            await self.after_delete()
 
     async def fork(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
         """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files

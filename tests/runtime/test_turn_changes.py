@@ -167,3 +167,12 @@ async def test_the_cli_lists_diffs_refuses_and_undoes_a_turns_changes(home, mode
     code, out, err = await _result(await _cli("changes", "--cap", "500MB", home=home))
     assert code == 0 and out.startswith("Kept to undo changes: ") and out.strip().endswith(
         "of at most 500 MB (change it: hearth changes --cap SIZE).")
+
+
+async def test_deleting_a_task_forgets_its_changes_and_their_kept_contents(rt, model):
+    task, _ = await _two_writes_and_an_rm(rt, model)
+    blobs = [p for p in (rt.home / "changes").rglob("*") if p.is_file()]
+    assert blobs
+    await rt.tasks.delete(task.id)
+    assert await rt.core.store.changes(task.id) == []
+    assert [p for p in (rt.home / "changes").rglob("*") if p.is_file()] == []
