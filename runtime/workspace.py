@@ -209,9 +209,9 @@ def write_intent(p: Path, data: bytes, call_id: str) -> dict[str, str]:
             "temp": str(p.parent / f".hearth-{call_id}.tmp")}
 
 
-def write_atomically(p: Path, data: bytes, temp: Path | str) -> None:
-    """Write `data` to `p` through `temp` and a rename. The file keeps its permission bits; a symlink that
-    appeared at `p` since it was resolved is replaced, never followed."""
+def write_atomically(p: Path, data: bytes | Path, temp: Path | str) -> None:
+    """Write `data` (bytes, or a file's content) to `p` through `temp` and a rename. The file keeps its permission
+    bits; a symlink that appeared at `p` since it was resolved is replaced, never followed."""
     try:
         mode: int | None = os.lstat(p).st_mode & 0o7777
     except FileNotFoundError:
@@ -219,7 +219,11 @@ def write_atomically(p: Path, data: bytes, temp: Path | str) -> None:
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, Path):
+                with open(data, "rb") as source:
+                    shutil.copyfileobj(source, f, 1024 * 1024)
+            else:
+                f.write(data)
             if mode is not None:
                 os.fchmod(f.fileno(), mode)
         os.replace(temp, p)

@@ -21,15 +21,13 @@ import contextlib
 import difflib
 import hashlib
 import os
-import shutil
-import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime.errors import ToolError
-from runtime.workspace import file_sha256, resolve_in_workspace
+from runtime.workspace import file_sha256, resolve_in_workspace, write_atomically
 
 DIFF_MAX = 1024 * 1024  # a changed file's new content is kept for the diff view up to this size
 _RESERVE_FDS = 1024  # left for everything else the process opens
@@ -256,13 +254,7 @@ def _put_back(root: Path, change: dict[str, Any], blobs: BlobStore) -> None:
     if blob is None or not blob.exists():
         raise LookupError(change["path"])
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.parent / f".hearth-undo-{os.getpid()}.tmp"
-    shutil.copyfile(blob, temp)
-    with contextlib.suppress(FileNotFoundError):
-        mode = os.lstat(path).st_mode
-        if stat.S_ISREG(mode):
-            os.chmod(temp, stat.S_IMODE(mode))
-    os.replace(temp, path)
+    write_atomically(path, blob, path.parent / f".hearth-undo-{os.getpid()}.tmp")
 
 
 def text_diff(change: dict[str, Any], blobs: BlobStore) -> str | None:
