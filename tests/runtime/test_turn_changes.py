@@ -176,3 +176,26 @@ async def test_deleting_a_task_forgets_its_changes_and_their_kept_contents(rt, m
     await rt.tasks.delete(task.id)
     assert await rt.core.store.changes(task.id) == []
     assert [p for p in (rt.home / "changes").rglob("*") if p.is_file()] == []
+
+
+def test_files_beyond_the_open_file_budget_are_watched_by_stat_and_say_why_they_cannot_be_undone(tmp_path,
+                                                                                               monkeypatch):
+    from runtime.tools import changes
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (ws / name).write_text(name)
+    monkeypatch.setattr(changes, "_fd_budget", lambda: 1)  # the process could keep one file open
+    watch = changes.Watch(ws)
+    watch.take()
+    kept = [rel for rel, seen in watch.seen.items() if seen.fd is not None]
+    assert len(kept) == 1
+    for name in ("a.txt", "b.txt", "c.txt"):
+        (ws / name).unlink()
+    found = {c["path"]: c for c in watch.changes(changes.BlobStore(tmp_path / "blobs"))}
+    assert sorted(found) == ["a.txt", "b.txt", "c.txt"] and all(c["kind"] == "deleted" for c in found.values())
+    assert found[kept[0]]["lost"] is None and found[kept[0]]["before_sha"] is not None
+    assert [c["lost"] for p, c in found.items() if p != kept[0]] == [
+        "the workspace had more files than Hearth could keep open"] * 2
+    assert changes._held == 0  # every descriptor given back
