@@ -89,8 +89,8 @@ def settle_parts(parts: list[dict]) -> int:
                 part["note"] = NEVER_RAN
             elif part.get("effect", "read_only") == "read_only":
                 part["note"] = READ_ONLY_INTERRUPTED
-            elif "intent" in part:
-                part["note"] = WRITE_APPLIED if intent_applied(part["intent"]) else WRITE_NOT_APPLIED
+            elif "intent" in part and (applied := intent_applied(part["intent"])) is not None:
+                part["note"] = WRITE_APPLIED if applied else WRITE_NOT_APPLIED
             else:
                 part["note"] = OUTCOME_UNKNOWN
             part["state"] = ToolState.interrupted.value

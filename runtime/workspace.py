@@ -233,12 +233,15 @@ def write_atomically(p: Path, data: bytes | Path, temp: Path | str) -> None:
         raise
 
 
-def intent_applied(intent: dict[str, str]) -> bool:
+def intent_applied(intent: dict[str, str]) -> bool | None:
     """Whether an interrupted write was applied: the file holds exactly the content it meant to write. A
     temporary file the write left behind is removed. An empty intent is a call stopped before it knew what to
-    write, so before it wrote anything."""
+    write, so before it wrote anything. None when the file's folder cannot be seen from here (a server's reaper
+    on another machine than the worker that ran the call): then nobody here can tell."""
     if not intent:
         return False
+    if not os.path.isdir(os.path.dirname(intent["path"])):
+        return None
     with contextlib.suppress(OSError):
         os.unlink(intent["temp"])
     return file_sha256(intent["path"]) == intent["sha256"]

@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 
 from runtime.engine.agent.context import tool_message
-from runtime.parts import WRITE_APPLIED, WRITE_NOT_APPLIED
+from runtime.parts import OUTCOME_UNKNOWN, WRITE_APPLIED, WRITE_NOT_APPLIED
 from runtime.store.repo import DB_NAME
 from tests.support.helpers import open_runtime
 
@@ -148,3 +148,8 @@ async def test_an_edit_file_cut_after_its_intent_reads_not_applied_and_one_that_
     empty = {"type": "tool_call", "state": "running", "effect": "workspace_write", "intent": {}}
     settle_parts([empty])
     assert empty["note"] == WRITE_NOT_APPLIED
+    # A server's reaper on another machine than the worker that wrote it cannot look: the outcome stays unknown.
+    elsewhere = {**parts["kept"], "state": "running", "intent": {**parts["kept"]["intent"],
+                                                                 "path": "/nonexistent/ws/notes.md"}}
+    settle_parts([elsewhere])
+    assert elsewhere["note"] == OUTCOME_UNKNOWN
