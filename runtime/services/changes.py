@@ -125,18 +125,18 @@ class Changes:
             raise ConfigError(f"Turn {turn}'s changes were already undone.")
         rows = [r for r in await self._core.store.changes(task_id) if r["turn_id"] == changes.turn_id]
         workspace = Path(task["workspace"])
-        changed = await asyncio.to_thread(conflicts, workspace, rows)
-        cannot = [f.path for f in changes.files if f.cannot_undo]
-        if (changed or cannot) and not force:
-            said = []
-            if changed:
-                said.append(f"changed since turn {turn}: {', '.join(changed)}")
-            if cannot:
-                said.append(f"cannot be put back: {', '.join(cannot)}")
-            raise UndoRefused(f"Not undone: {'; '.join(said)}. Undo anyway to overwrite them "
-                              f"(hearth undo {task_id} --turn {turn} --force).", changed, cannot)
-        todo = [r for r in rows if r["path"] not in cannot]
-        skipped = await asyncio.to_thread(restore, workspace, todo, self.blobs)
+        async with self._core.locks.hold(task_id):  # a turn sent meanwhile waits until the files are back
+            changed = await asyncio.to_thread(conflicts, workspace, rows)
+            cannot = [f.path for f in changes.files if f.cannot_undo]
+            if (changed or cannot) and not force:
+                said = [f"changed since turn {turn}: {', '.join(changed)}"] if changed else []
+                if cannot:
+                    said.append(f"cannot be put back: {', '.join(cannot)}")
+                anyway = "overwrite them" if changed else "put back the others"
+                raise UndoRefused(f"Not undone: {'; '.join(said)}. Undo anyway to {anyway} "
+                                  f"(hearth undo {task_id} --turn {turn} --force).", changed, cannot)
+            todo = [r for r in rows if r["path"] not in cannot]
+            skipped = await asyncio.to_thread(restore, workspace, todo, self.blobs)
         await self._core.store.mark_undone(changes.turn_id)
         return [r["path"] for r in todo if r["path"] not in skipped]
 
