@@ -22,6 +22,7 @@ import difflib
 import hashlib
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ DIFF_MAX = 1024 * 1024  # a changed file's new content is kept for the diff view
 _RESERVE_FDS = 1024  # left for everything else the process opens
 _held_lock = threading.Lock()
 _held = 0  # descriptors all watches hold together
+_FOLDER = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _fd_budget() -> int:
@@ -60,27 +63,43 @@ class _Seen:
     fd: int | None  # keeps the content readable after a delete or a rename over it
 
 
+def _scan(root: Path, look: Callable[[int, str, str], None]) -> None:
+    """Call `look(folder_fd, name, path)` for every regular file under `root` (its path relative to it,
+    '/'-separated), without following symlinks, the temporary files of file tools' writes left out. Each folder is
+    opened once and its files are looked at relative to it: no full path lookup per file, which is what makes
+    10,000 files cost tens of milliseconds."""
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            try:
+                folder = os.open(rel or ".", _FOLDER, dir_fd=top)
+            except OSError:
+                continue
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        name = f"{rel}/{entry.name}" if rel else entry.name
+                        with contextlib.suppress(OSError):
+                            if entry.is_dir(follow_symlinks=False):
+                                stack.append(name)
+                            elif entry.is_file(follow_symlinks=False) and not _is_temp(entry.name):
+                                look(folder, entry.name, name)
+            finally:
+                os.close(folder)
+    finally:
+        os.close(top)
+
+
 def _walk(root: Path) -> dict[str, os.stat_result]:
-    """Every regular file under `root` by its path relative to it ('/'-separated), without following symlinks; the
-    temporary files of file tools' writes are left out."""
+    """Every regular file under `root` (see _scan) and its stat."""
     found: dict[str, os.stat_result] = {}
-    stack = [""]
-    while stack:
-        rel = stack.pop()
-        try:
-            entries = os.scandir(root / rel if rel else root)
-        except OSError:
-            continue
-        with entries:
-            for entry in entries:
-                name = f"{rel}/{entry.name}" if rel else entry.name
-                try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(name)
-                    elif entry.is_file(follow_symlinks=False) and not _is_temp(entry.name):
-                        found[name] = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
+
+    def look(folder: int, name: str, path: str) -> None:
+        found[path] = os.stat(name, dir_fd=folder, follow_symlinks=False)
+
+    _scan(root, look)
     return found
 
 
@@ -155,15 +174,22 @@ class Watch:
     def take(self) -> None:
         global _held
         budget = _fd_budget()
-        for rel, st in _walk(self.root).items():
+
+        def look(folder: int, name: str, path: str) -> None:
             fd = None
             if self._fds < budget:
-                with contextlib.suppress(OSError):
-                    fd = os.open(self.root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-                    self._fds += 1
-            self.seen[rel] = _Seen(st.st_size, st.st_mtime_ns, st.st_ino, fd)
-        with _held_lock:
-            _held += self._fds
+                fd = os.open(name, _FILE, dir_fd=folder)
+                self._fds += 1
+                st = os.fstat(fd)
+            else:
+                st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            self.seen[path] = _Seen(st.st_size, st.st_mtime_ns, st.st_ino, fd)
+
+        try:
+            _scan(self.root, look)
+        finally:
+            with _held_lock:
+                _held += self._fds
 
     def close(self) -> None:
         global _held
