@@ -112,11 +112,12 @@ class ChangesDialog(QDialog):
 
     def _show_state(self) -> None:
         turn = self.turn
-        kinds = [sum(f.kind == k for f in turn.files) for k in ("created", "modified", "deleted")]
+        files = [f for f in turn.files if not f.path.endswith("/")]
+        kinds = [sum(f.kind == k for f in files) for k in ("created", "modified", "deleted")]
         said = ", ".join(f"{n} {k}" for n, k in zip(kinds, ("created", "modified", "deleted"), strict=True) if n)
         lost = [f for f in turn.files if f.cannot_undo]
-        self.summary.setText(f"Turn {turn.number} changed {len(turn.files)} file{'' if len(turn.files) == 1 else 's'} "
-                             f"in the task's folder: {said}." + (" Undone." if turn.undone else ""))
+        self.summary.setText(f"Turn {turn.number} changed {files_line(len(files)).removesuffix(' changed')} in the "
+                             f"task's folder: {said}." + (" Undone." if turn.undone else ""))
         self.undo.setEnabled(not turn.undone)
         if lost and not turn.undone:
             self.status.setText("Cannot be undone: " + "; ".join(f"{f.path} ({f.cannot_undo})" for f in lost))
@@ -192,6 +193,8 @@ def _tint(color: str) -> QColor:
 
 
 def _no_diff(change: FileChange) -> str:
+    if change.path.endswith("/"):
+        return f"A folder the turn {change.kind}: nothing to compare."
     if change.cannot_undo:
         return f"No diff: {change.cannot_undo}."
     return "No diff to show: not a text file, or too big to have been kept (over 1 MiB)."

@@ -41,7 +41,8 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
     if args.command == "undo":
         task_id = await resolve_task(rt, args.task_id)
         put_back = await rt.changes.undo(task_id, args.turn, force=args.force)
-        print(f"Turn {args.turn}'s changes undone: {len(put_back)} file(s) put back.")
+        print(f"Turn {args.turn}'s changes undone; put back:" if put_back
+              else f"Turn {args.turn}: nothing could be put back.")
         for path in put_back:
             print(f"  {path}")
         return EXIT_OK
@@ -57,7 +58,7 @@ async def run(rt: Runtime, args: argparse.Namespace) -> int:
     if not turns:
         print("No files changed." if args.turn is None else f"Turn {args.turn} changed no files.")
     for turn in turns:
-        print(f"Turn {turn.number}: {len(turn.files)} file(s) changed" + (" (undone)" if turn.undone else ""))
+        print(f"Turn {turn.number}: {turn.file_count} file(s) changed" + (" (undone)" if turn.undone else ""))
         for change in turn.files:
             print(f"  {change.kind:<9} {change.path}" + (f"  — cannot be undone: {change.cannot_undo}"
                                                         if change.cannot_undo else ""))

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import Settings
 from ..errors import ConfigError, TaskNotFound, UndoRefused
-from ..tools.changes import BlobStore, Watch, conflicts, restore, text_diff
+from ..tools.changes import BlobStore, Watch, conflicts, is_folder, restore, text_diff
 from .core import Core
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ DROPPED = "restore data dropped by the size cap"
 
 @dataclass(frozen=True, slots=True)
 class FileChange:
-    path: str
+    path: str  # a folder's ends with '/'
     kind: str  # created | modified | deleted
     before_size: int | None
     after_size: int | None
@@ -34,8 +34,13 @@ class FileChange:
 class TurnChanges:
     number: int  # the turn's place in its task, from 1, as the person sees it
     turn_id: str
-    files: list[FileChange]
+    files: list[FileChange]  # the folders it created or deleted too
     undone: bool
+
+    @property
+    def file_count(self) -> int:
+        """How many files it changed, folders aside."""
+        return sum(not f.path.endswith("/") for f in self.files)
 
 
 class TurnRecorder:
@@ -193,6 +198,6 @@ class Changes:
 
 def _file(row: dict[str, Any]) -> FileChange:
     cannot = None
-    if row["kind"] != "created":
+    if row["kind"] != "created" and not is_folder(row):  # a folder needs no kept content
         cannot = DROPPED if row["dropped"] else row["lost"]
     return FileChange(row["path"], row["kind"], row["before_size"], row["after_size"], cannot)

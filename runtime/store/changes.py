@@ -54,10 +54,10 @@ class ChangesRepo:
             return [dict(r._mapping) for r in rows]
 
     async def change_counts(self, turn_ids: Iterable[str]) -> dict[str, int]:
-        """How many files each of these turns changed (turns that changed none are left out)."""
+        """How many files each of these turns changed, folders aside (turns that changed none are left out)."""
         async with self.engine.connect() as conn:
-            rows = await conn.execute(select(_T.turn_id, func.count()).where(_T.turn_id.in_(list(turn_ids)))
-                                      .group_by(_T.turn_id))
+            rows = await conn.execute(select(_T.turn_id, func.count()).where(
+                _T.turn_id.in_(list(turn_ids)), ~_T.path.endswith("/")).group_by(_T.turn_id))
             return {turn_id: n for turn_id, n in rows}
 
     async def mark_undone(self, turn_id: str) -> None:

@@ -62,7 +62,8 @@ async def test_a_turns_tool_writes_and_shell_rm_are_listed_diffed_and_undone(rt,
     assert first.number == 1 and [(f.path, f.kind) for f in first.files] == [
         ("notes.txt", "created"), ("old.txt", "created")]
     assert second.number == 2 and [(f.path, f.kind) for f in second.files] == [
-        ("notes.txt", "modified"), ("old.txt", "deleted"), ("sub/new.txt", "created")]
+        ("notes.txt", "modified"), ("old.txt", "deleted"), ("sub/", "created"), ("sub/new.txt", "created")]
+    assert second.file_count == 3
     assert all(f.cannot_undo is None for f in second.files)
     assert (await rt.changes.list(task.id, turn=2)) == [second]
 
@@ -70,10 +71,10 @@ async def test_a_turns_tool_writes_and_shell_rm_are_listed_diffed_and_undone(rt,
     assert "-two\n" in diff and "+2\n" in diff and diff.startswith("--- a/notes.txt")
 
     put_back = await rt.changes.undo(task.id, 2)
-    assert sorted(put_back) == ["notes.txt", "old.txt", "sub/new.txt"]
+    assert sorted(put_back) == ["notes.txt", "old.txt", "sub/", "sub/new.txt"]
     assert (ws / "notes.txt").read_text() == "one\ntwo\nthree\n"
     assert (ws / "old.txt").read_text() == "keep me\n"
-    assert not (ws / "sub/new.txt").exists()
+    assert not (ws / "sub").exists()  # the folder the turn made goes with the file
     assert (await rt.changes.list(task.id, turn=2))[0].undone
     with pytest.raises(ConfigError, match="already undone"):
         await rt.changes.undo(task.id, 2)
@@ -89,7 +90,7 @@ async def test_undo_is_refused_naming_the_file_the_person_changed_unless_forced(
     assert (ws / "notes.txt").read_text() == "one\n2\nthree\n"  # nothing was undone
     assert not (ws / "old.txt").exists()
 
-    assert sorted(await rt.changes.undo(task.id, 2, force=True)) == ["notes.txt", "old.txt", "sub/new.txt"]
+    assert sorted(await rt.changes.undo(task.id, 2, force=True)) == ["notes.txt", "old.txt", "sub/", "sub/new.txt"]
     assert (ws / "old.txt").read_text() == "keep me\n" and not (ws / "sub/new.txt").exists()
 
 
@@ -146,7 +147,7 @@ async def test_the_cli_lists_diffs_refuses_and_undoes_a_turns_changes(home, mode
     assert code == 0, err
     assert out.splitlines()[:4] == ["Turn 2: 3 file(s) changed", "  modified  notes.txt", "    --- a/notes.txt",
                                     "    +++ b/notes.txt"]
-    assert "  deleted   old.txt" in out and "  created   sub/new.txt" in out and "    -two" in out
+    assert "  deleted   old.txt" in out and "  created   sub/\n  created   sub/new.txt" in out and "    -two" in out
 
     code, out, err = await _result(await _cli("undo", task.id, "--turn", "2", home=home))
     assert code == EXIT_USAGE and out == ""
@@ -156,7 +157,7 @@ async def test_the_cli_lists_diffs_refuses_and_undoes_a_turns_changes(home, mode
 
     code, out, err = await _result(await _cli("undo", task.id, "--turn", "2", "--force", home=home))
     assert code == 0, err
-    assert out.splitlines() == ["Turn 2's changes undone: 3 file(s) put back.", "  notes.txt", "  old.txt",
+    assert out.splitlines() == ["Turn 2's changes undone; put back:", "  notes.txt", "  old.txt", "  sub/",
                                 "  sub/new.txt"]
     assert (ws / "old.txt").read_text() == "keep me\n" and (ws / "notes.txt").read_text() == "one\ntwo\nthree\n"
 
