@@ -63,6 +63,7 @@ from .errors import (
     TaskNotFound,
     TeamNotFound,
     TokenRefused,
+    UndoRefused,
 )
 from .events import EndReason, Event
 from .infos import AssignmentInfo, ChatInfo, DeliveryInfo, MemberInfo, MessageInfo, TaskInfo, TeamInfo, TurnHandle
@@ -74,6 +75,7 @@ from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
 from .services.backups import Backups
+from .services.changes import Changes, FileChange, TurnChanges
 from .services.chats import Chats
 from .services.core import Core, HostFactory
 from .services.deliveries import Deliveries
@@ -103,16 +105,15 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "PRESETS", "Added", "AssignmentInfo", "BackupInfo", "BackupNotFound", "Backups", "BufferState", "CatalogModel",
-    "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "Deliveries", "DeliveryInfo",
-    "DownloadCancelled", "DownloadProgress", "EndReason", "Event", "HearthError", "InstalledModel", "Jobs",
-    "KnowledgeLibrary",
-    "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo", "Memories", "MessageInfo", "ModelError",
-    "PausedDownload", "PermissionRule", "Permissions", "Preset", "ProviderConfig", "ProviderError", "Providers",
-    "QuotaExhausted", "ReadOnlyRuntime", "RequestNotFound", "Restored", "Runtime", "SandboxInfo",
-    "ServerRefused", "ServerUnreachable", "Settings", "SettingsError", "Skills", "StorageCorrupt", "StorageError",
-    "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo", "TaskNotFound", "Tasks",
-    "TeamInfo", "TeamNotFound", "Teams", "TokenRefused", "TurnHandle", "connect_server", "format_progress",
-    "resolve_home",
+    "Changes", "ChatInfo", "ChatNotFound", "Chats", "CheckReport", "ConfigError", "DataFolderBusy", "Deliveries",
+    "DeliveryInfo", "DownloadCancelled", "DownloadProgress", "EndReason", "Event", "FileChange", "HearthError",
+    "InstalledModel", "Jobs", "KnowledgeLibrary", "LocalModels", "MCPServers", "MCPToolChange", "MemberInfo",
+    "Memories", "MessageInfo", "ModelError", "PausedDownload", "PermissionRule", "Permissions", "Preset",
+    "ProviderConfig", "ProviderError", "Providers", "QuotaExhausted", "ReadOnlyRuntime", "RequestNotFound", "Restored",
+    "Runtime", "SandboxInfo", "ServerRefused", "ServerUnreachable", "Settings", "SettingsError", "Skills",
+    "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo",
+    "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TokenRefused", "TurnChanges", "TurnHandle",
+    "UndoRefused", "connect_server", "format_progress", "resolve_home",
 ]
 
 
@@ -154,6 +155,9 @@ class Runtime:
         self.backups = Backups(core)
         self.jobs = Jobs(core, memory_repo)
         self.skills = Skills(core)
+        self.changes = Changes(core)
+        self.kit.record_changes = self.changes.recorder
+        self.tasks.after_delete = self.changes.sweep
         self._folder_lock = folder_lock
 
     async def _window_told(self, provider_id: str) -> None:

@@ -95,6 +95,10 @@ class Settings(BaseModel):
     sandbox_bwrap: str = "bwrap"
     sandbox_max_processes: int = Field(default=256, ge=0)
 
+    # The earlier contents kept to undo turns' workspace changes (services/changes.py): at most this many bytes;
+    # over it, the oldest turns' go first.
+    changes_max_bytes: int = Field(default=2_000_000_000, ge=0)
+
     memory: bool = True  # the person's saved memories are used and saved (Settings ▸ Memory, `hearth memory off`)
     # Providers whose person was told, once, that their context window is assumed (kit.AgentKit.context_window).
     context_window_told: list[str] = Field(default_factory=list)

@@ -1,5 +1,6 @@
 """Typed errors of the runtime facade. Each carries a message a person can read."""
 
+from collections.abc import Sequence
 from pathlib import Path
 
 
@@ -74,6 +75,15 @@ class SettingsError(ConfigError):
 
 class ToolError(HearthError):
     """A tool refused or failed; the text goes back to the model and is shown to the person."""
+
+
+class UndoRefused(HearthError):
+    """A turn's changes were not undone: files `changed` since, or that `cannot` be put back (`paths`: both)."""
+
+    def __init__(self, message: str, changed: Sequence[str] = (), cannot: Sequence[str] = ()):
+        super().__init__(message)
+        self.changed, self.cannot = list(changed), list(cannot)
+        self.paths = self.changed + self.cannot
 
 
 class RequestNotFound(HearthError):

@@ -13,10 +13,14 @@ from __future__ import annotations
 from typing import Any, Literal, NotRequired, TypedDict
 
 from .events import FINAL_TOOL_STATES, ToolCall, ToolState, Usage
+from .workspace import intent_applied
 
 OUTCOME_UNKNOWN = "outcome unknown — verify before retrying"
 NEVER_RAN = "interrupted before it ran"
 READ_ONLY_INTERRUPTED = "interrupted while running; it changes nothing"
+# A file tool's write, checked against the file when it was interrupted (workspace.intent_applied).
+WRITE_APPLIED = "interrupted, but its write was applied: the file holds the content it meant to write"
+WRITE_NOT_APPLIED = "interrupted before its write was applied: the file does not hold that content"
 
 
 class TextPart(TypedDict):
@@ -45,6 +49,7 @@ class ToolPart(TypedDict):
     awaiting: NotRequired[bool]  # the call waits for the person's answer (its turn ended `waiting`)
     mcp_server: NotRequired[str]  # an MCP tool's server: its result is framed as an outside program's data
     progress: NotRequired[list[str]]  # a delegated helper's steps, as they were shown live
+    intent: NotRequired[dict[str, str]]  # a file tool's write about to happen (workspace.write_intent)
 
 
 class MarkerPart(TypedDict):
@@ -75,7 +80,8 @@ class FinalRecord(TypedDict):
 
 def settle_parts(parts: list[dict]) -> int:
     """Mark every tool part not in a final state `interrupted` with a note saying what that means;
-    return how many changed. A side-effecting call that was running has an unknown outcome."""
+    return how many changed. A side-effecting call that was running has an unknown outcome, unless it is a file
+    tool's write whose intent was recorded: then the file on disk says whether it was applied."""
     changed = 0
     for part in parts:
         if part.get("type") == "tool_call" and part.get("state") not in FINAL_TOOL_STATES:
@@ -83,6 +89,8 @@ def settle_parts(parts: list[dict]) -> int:
                 part["note"] = NEVER_RAN
             elif part.get("effect", "read_only") == "read_only":
                 part["note"] = READ_ONLY_INTERRUPTED
+            elif "intent" in part and (applied := intent_applied(part["intent"])) is not None:
+                part["note"] = WRITE_APPLIED if applied else WRITE_NOT_APPLIED
             else:
                 part["note"] = OUTCOME_UNKNOWN
             part["state"] = ToolState.interrupted.value

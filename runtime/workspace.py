@@ -14,12 +14,17 @@ Decisions:
   normalisation turns into `.`/`..` or that contain look-alike slashes, components over 255 bytes and paths
   over 4096 bytes (ENAMETOOLONG), and text that cannot be encoded as a file name.
 - If resolution leaves a symlink in place (a loop), the path is refused rather than guessed at.
+- A file tool writes atomically (a temporary file beside the target, then a rename): after a kill the file holds
+  either what was there or what was meant, never half of it. Before the rename the tool records its intent (the
+  path and the SHA-256 of the new content), so recovery can say whether an interrupted write was applied.
 - Attachments are copied into the workspace root before a run; all are checked (exists, regular file, size)
   before any is copied, so a bad one leaves nothing half-done. Clashes become `name (1).ext`, `name (2).ext`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import unicodedata
@@ -186,3 +191,57 @@ def copy_attachments(
             shutil.copyfileobj(fin, fout, 1024 * 1024)
         names.append(name)
     return names
+
+
+def file_sha256(p: Path | str) -> str | None:
+    """The SHA-256 (hex) of the regular file at `p`; None when there is none (missing, a folder, unreadable)."""
+    try:
+        with open(p, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def write_intent(p: Path, data: bytes, call_id: str) -> dict[str, str]:
+    """What a write is about to do, recorded before it does it: the file, its new content's hash, the temporary
+    file the new content goes through (named by the call, so recovery can remove one a kill left)."""
+    return {"path": str(p), "sha256": hashlib.sha256(data).hexdigest(),
+            "temp": str(p.parent / f".hearth-{call_id}.tmp")}
+
+
+def write_atomically(p: Path, data: bytes | Path, temp: Path | str) -> None:
+    """Write `data` (bytes, or a file's content) to `p` through `temp` and a rename. The file keeps its permission
+    bits; a symlink that appeared at `p` since it was resolved is replaced, never followed."""
+    try:
+        mode: int | None = os.lstat(p).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            if isinstance(data, Path):
+                with open(data, "rb") as source:
+                    shutil.copyfileobj(source, f, 1024 * 1024)
+            else:
+                f.write(data)
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+        os.replace(temp, p)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def intent_applied(intent: dict[str, str]) -> bool | None:
+    """Whether an interrupted write was applied: the file holds exactly the content it meant to write. A
+    temporary file the write left behind is removed. An empty intent is a call stopped before it knew what to
+    write, so before it wrote anything. None when the file's folder cannot be seen from here (a server's reaper
+    on another machine than the worker that ran the call): then nobody here can tell."""
+    if not intent:
+        return False
+    if not os.path.isdir(os.path.dirname(intent["path"])):
+        return None
+    with contextlib.suppress(OSError):
+        os.unlink(intent["temp"])
+    return file_sha256(intent["path"]) == intent["sha256"]

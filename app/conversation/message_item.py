@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
+from .changes_dialog import files_line
 from .message_widgets import REPEATED, TEXT_KINDS, AssistantBlock, Banner, footer_text, link_button
 from .tool_card import ToolCard
 
@@ -108,6 +109,7 @@ class AssistantItem(QWidget):
     settings_clicked = Signal(str)  # the Settings page to show, "" for the first
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
+    changes_clicked = Signal(str)  # turn id: the files it changed
 
     def __init__(self, message: Message, marker: str = "", foreign: Callable[[str], ToolCard | None] | None = None,
                  parent: QWidget | None = None, chat: bool = False,
@@ -139,6 +141,9 @@ class AssistantItem(QWidget):
         self.details = link_button("Details", lambda: self.details_clicked.emit(self.message.turn_id or ""),
                                    "Model steps, tokens, times and helpers of this turn")
         self.go_on = link_button("Continue", self.continue_clicked, "Let the model go on from where you stopped it")
+        self.changes = link_button("", lambda: self.changes_clicked.emit(self.message.turn_id or ""),
+                                   "What this turn created, modified and deleted in the task's folder; undo it")
+        row.addWidget(self.changes)
         row.addWidget(self.go_on)
         row.addWidget(self.details)
         row.addWidget(self.copy)
@@ -219,6 +224,9 @@ class AssistantItem(QWidget):
                               and not self.waiting_now and not m.repeating)
         self.copy.setVisible(not m.live and not self.goes_on and bool(m.text or self.earlier))
         self.details.setVisible(not m.live and m.turn is not None and not self.goes_on)
+        changed = (m.turn or {}).get("changed_files", 0)
+        self.changes.setText(files_line(changed))
+        self.changes.setVisible(bool(changed) and not m.live and not self.goes_on)
         stopped = (m.turn or {}).get("reason") == "aborted" and not m.truncated
         self.go_on.setVisible(stopped and can_continue and not m.live and not self.goes_on)
         if self.goes_on:

@@ -36,6 +36,7 @@ class ConversationView(QScrollArea):
     settings_clicked = Signal(str)  # the Settings page to show, "" for the first
     fork_clicked = Signal()
     details_clicked = Signal(str)  # turn id
+    changes_clicked = Signal(str)  # turn id: the files it changed (a task's answer)
     edit_clicked = Signal(int, str)  # message id, its text
     older_wanted = Signal()
     newer_wanted = Signal()
@@ -207,6 +208,7 @@ class ConversationView(QScrollArea):
             item.settings_clicked.connect(self.settings_clicked)
             item.fork_clicked.connect(self.fork_clicked)
             item.details_clicked.connect(self.details_clicked)
+            item.changes_clicked.connect(self.changes_clicked)
         self.items[m.id] = item
         self.lay.insertWidget(index + 1, item)  # after the "loading earlier" note
         if not (m.role == "user" and m.rewind):

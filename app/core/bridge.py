@@ -5,8 +5,8 @@ will stand behind this same client: the app uses only what the bridge offers. No
 - Tasks: the bridge's own methods (reads, `create_task`, `send`, `answer`, `stop`, `rename`, `delete`, …); every
   action emits `task_changed` or `tasks_changed`, so the sidebar, tray and notifications hear of it.
 - Every other capability is the runtime's service as a typed attribute: `chats`, `deliveries`, `teams`, `memory`,
-  `knowledge`, `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups` (runtime.api names their
-  types). The bridge has a method of its own only where it adds something: `list_chats`, `create_chat`,
+  `knowledge`, `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups`, `changes` (runtime.api names
+  their types). The bridge has a method of its own only where it adds something: `list_chats`, `create_chat`,
   `rename_chat`, `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids are chats' and
   assignments'; a chat's turns go through `sources.ChatSource`, which emits the same signals); `set_api_key`,
   `test_provider` (a typed key stored first) and `approve_mcp_server` keep the keyring and files off the loop.
@@ -38,6 +38,7 @@ from .util import error_text, pending_tasks, spawn
 if TYPE_CHECKING:
     from runtime.api import (
         Backups,
+        Changes,
         Chats,
         Deliveries,
         Jobs,
@@ -172,6 +173,7 @@ class RuntimeBridge(QObject):
         self.permissions: Permissions = rt.permissions
         self.skills: Skills = rt.skills
         self.backups: Backups = rt.backups
+        self.changes: Changes = rt.changes
         self._closing = False
         self._settling: set[str] = set()
         self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'

@@ -19,6 +19,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from ..conversation.bottom import PanelBottom
+from ..conversation.changes_dialog import ChangesDialog
 from ..conversation.feed import ConversationFeed, FeedPanel
 from ..conversation.view import ConversationView
 from ..conversation.waiting import WaitingBox, swap_box
@@ -99,6 +100,8 @@ class TaskPanel(FeedPanel, QWidget):
         self.conversation.settings_clicked.connect(self.settings_requested)
         self.conversation.fork_clicked.connect(self.choose_other_model)
         self.conversation.details_clicked.connect(self.show_details)
+        self.conversation.changes_clicked.connect(self.show_changes)
+        self.changes_dialog: ChangesDialog | None = None
         self.conversation.edit_clicked.connect(self._start_edit)
         lay.addWidget(self.conversation, 1)
 
@@ -111,6 +114,18 @@ class TaskPanel(FeedPanel, QWidget):
         self._set_title(info)
         self.feed = ConversationFeed(bridge, TaskSource(bridge, self.task_id), self.conversation, self, view_state)
         self.bridge.run(self.feed.start())
+
+    def show_changes(self, turn_id: str) -> None:
+        """The files an answer's turn changed, with their diffs and its Undo."""
+
+        async def go() -> None:
+            turns = await self.bridge.changes.list(self.task_id)
+            turn = next((t for t in turns if t.turn_id == turn_id), None)
+            if turn is not None and not self._closed:
+                self.changes_dialog = ChangesDialog(self.bridge, self.task_id, turn, self)
+                self.changes_dialog.show()
+
+        self.bridge.run(go(), owner=self)
 
     # -- what the feed reads and follows --
 

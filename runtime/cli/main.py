@@ -1,23 +1,27 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | deliveries | models | mcp | backup | check | restore |
-team | server | serve | worker | login`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth
-mcp …`: runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`: runtime/cli/deliveries.py; `hearth
-server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py; `hearth
---server URL run | tasks | show | answer | stop` and `hearth login URL`, on a Hearth server: runtime/cli/remote.py).
+"""Headless CLI: `hearth run | answer | stop | tasks | show | deliveries | changes | undo | models | mcp | backup |
+check | restore | team | server | serve | worker | login`, also `python -m runtime.cli` (`hearth team …`:
+runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`:
+runtime/cli/deliveries.py; `hearth changes`, `hearth undo`: runtime/cli/changes.py; `hearth server init | user …`:
+runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py; `hearth --server URL run | tasks |
+show | answer | stop` and `hearth login URL`, on a Hearth server: runtime/cli/remote.py).
 
-`hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
-memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
-(Ctrl-C pauses it; the same command resumes), `hearth models rm NAME` removes one.
+`hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's memory)
+and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line (Ctrl-C pauses
+it; the same command resumes), `hearth models rm NAME` removes one.
 
-Exit codes: 0 completed, 2 usage or config error (also: no backup to restore), 3 provider error, 4 the task
-waits for an answer (printed, with the `hearth answer` line that gives it), 5 another Hearth process owns the data
-folder, 6 the disk is full, 7 the database is damaged (`hearth check` found it so, or it cannot be read: `hearth
-restore --latest`), 8 the data folder is read-only or the database cannot be reached, 130 stopped (Ctrl-C stops
-the turn, waits for finalize, then exits). Errors are one plain line on stderr, never a traceback.
+`hearth changes TASK [--turn N] [--diff]` lists what a task's turns changed in its workspace and `hearth undo TASK
+--turn N [--force]` puts a turn's files back (runtime/cli/changes.py).
 
-In a terminal, `hearth run` asks approvals (y / n / always) and questions itself and goes on. One process owns
-a data folder: while the app runs, `tasks`, `show`, `backup` and `check` read beside it and every command that
-would change something exits 5 with a sentence saying so (we chose refusing over remote-controlling the app).
-`backup`, `check` and `restore` work on the database file itself, so they also run when it fails to open.
+Exit codes: 0 completed, 2 usage or config error (also: no backup to restore, an undo refused), 3 provider error, 4
+the task waits for an answer (printed, with the `hearth answer` line that gives it), 5 another Hearth process owns
+the data folder, 6 the disk is full, 7 the database is damaged (`hearth check` found it so, or it cannot be read:
+`hearth restore --latest`), 8 the data folder is read-only or the database cannot be reached, 130 stopped (Ctrl-C
+stops the turn, waits for finalize, then exits). Errors are one plain line on stderr, never a traceback.
+
+In a terminal, `hearth run` asks approvals (y / n / always) and questions itself and goes on. One process owns a data
+folder: while the app runs, `tasks`, `show`, `backup` and `check` read beside it and every command that would change
+something exits 5 with a sentence saying so (we chose refusing over remote-controlling the app). `backup`, `check`
+and `restore` work on the database file itself, so they also run when it fails to open.
 """
 
 from __future__ import annotations
@@ -42,8 +46,10 @@ from ..errors import (
     StorageFull,
     TaskNotFound,
     TeamNotFound,
+    UndoRefused,
 )
 from ..redact import redact
+from . import changes as cli_changes
 from . import deliveries as cli_deliveries
 from . import mcp as cli_mcp
 from . import memory as cli_memory
@@ -74,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     add_run_parsers(sub)
     add_task_parsers(sub)
     cli_deliveries.add_parser(sub)
+    cli_changes.add_parsers(sub)
     add_models_parser(sub)
     cli_mcp.add_parser(sub)
     add_storage_parsers(sub)
@@ -95,7 +102,7 @@ async def _open(args: argparse.Namespace) -> Runtime:
         reads = (args.command in READ_COMMANDS or (args.command == "models" and args.models_command in (None, "list"))
                  or (args.command == "chat" and (args.list or args.show))
                  or (args.command == "skills" and args.skills_command in (None, "list")))
-        if not reads and not cli_memory.reads_only(args) and not cli_team.reads_only(args):
+        if not (reads or cli_memory.reads_only(args) or cli_team.reads_only(args) or cli_changes.reads_only(args)):
             raise
         return await Runtime.open(args.home, read_only=True)
 
@@ -136,6 +143,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await cli_team.run(rt, args)
         if args.command in cli_deliveries.COMMANDS:
             return await cli_deliveries.run(rt, args)
+        if args.command in cli_changes.COMMANDS:
+            return await cli_changes.run(rt, args)
         if args.deliveries:
             return await cli_deliveries.show(rt, args)
         return await show_command(rt.tasks, args)
@@ -173,7 +182,7 @@ def _exit_code(exc: HearthError) -> int:
         return EXIT_STORAGE
     from ..api import BackupNotFound
 
-    if isinstance(exc, (ConfigError, TaskNotFound, TeamNotFound, RequestNotFound, BackupNotFound)):
+    if isinstance(exc, (ConfigError, TaskNotFound, TeamNotFound, RequestNotFound, BackupNotFound, UndoRefused)):
         return EXIT_USAGE
     if isinstance(exc, (DataFolderBusy, ReadOnlyRuntime)):
         return EXIT_BUSY

@@ -143,6 +143,16 @@ class JobPort(Protocol):
         (a quota counted once); a `disposable` job is cancelled, not waited for, at shutdown."""
 
 
+class ChangeRecorder(Protocol):
+    """What a task's turn changed in its workspace (services/changes.TurnRecorder)."""
+
+    async def watch(self) -> None:
+        """Before each call that may change something; the first one looks at the workspace as it is."""
+
+    async def record(self, turn_id: str) -> None:
+        """After the turn: what changed since `watch`, written down with what it takes to undo it."""
+
+
 class TurnSetup(Protocol):
     """What the agent port prepares for a turn (kits.task.Prepared)."""
 
@@ -160,6 +170,10 @@ class TurnSetup(Protocol):
     @property
     def notice(self) -> str | None:
         """A sentence for the person, given once (a model that can only talk, asked for files or commands)."""
+
+    @property
+    def changes(self) -> ChangeRecorder | None:
+        """Records this turn's workspace changes (a task's turn), or None."""
 
 
 class TurnMCP(Protocol):

@@ -56,6 +56,7 @@ async def run_turn(services: TurnServices, slot: TurnSlot, task: dict[str, Any],
                 slot.bind(work)
                 await _await_work(ctx, work)
                 del work
+                await _record_changes(ctx)
                 await ctx.checkpoints.close()
                 await finalize(services, ctx)
             except Exception as exc:
@@ -74,6 +75,16 @@ async def run_turn(services: TurnServices, slot: TurnSlot, task: dict[str, Any],
     finally:
         services.aborts.release(slot)
         services.on_turn_done(task_id)
+
+
+async def _record_changes(ctx: TurnContext) -> None:
+    """Before the turn ends: what it changed in the workspace (a failure costs the record, never the turn)."""
+    if ctx.changes is None:
+        return
+    try:
+        await ctx.changes.record(ctx.turn_id)
+    except Exception:
+        log.exception("could not record the workspace changes of turn %s", ctx.turn_id)
 
 
 async def _await_work(ctx: TurnContext, work: asyncio.Task[None]) -> None:
@@ -119,6 +130,7 @@ async def _work(services: TurnServices, ctx: TurnContext) -> None:
         await asyncio.gather(*beside, return_exceptions=True)
         del beside, inputs_read, rules_read, window_read
     ctx.tools, ctx.notes = dict(prepared.tools), prepared.notes
+    ctx.changes = prepared.changes
     ctx.save_todos = services.storage.set_todos
     ctx.rules = [r for row in rules if (r := rule_from_row(row))]
     if prepared.notice and not said_before([m["parts"] for m in inputs.messages]):

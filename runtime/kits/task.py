@@ -53,6 +53,7 @@ from ..tools.skills import SkillTool, activated, instructions, load_skills, skil
 from ..tools.team_lead import PlanAssignments
 
 if TYPE_CHECKING:
+    from ..engine.ports import ChangeRecorder
     from ..tools.mcp.sessions import MCPTurnSessions
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,7 @@ class Prepared:
     notes: list[str] = field(default_factory=list)
     system: str = SYSTEM_PROMPT
     notice: str | None = None  # for a model that can only talk: the input asks for what it cannot do
+    changes: ChangeRecorder | None = None  # a task's turn's workspace changes
 
 
 class AgentKit:
@@ -101,6 +103,8 @@ class AgentKit:
         self._told = told  # keeps in settings that a provider's person was told about its assumed window
         self._defaulted: set[str] = set()  # providers told in this process (also when keeping it failed)
         self._library = library  # installed local models, served by a llama_cpp provider without model_path
+        # A task turn's change recorder (rt.changes.recorder), set once that service is built.
+        self.record_changes: Callable[[dict[str, Any]], ChangeRecorder] | None = None
 
     @property
     def max_steps(self) -> int:
@@ -154,7 +158,8 @@ class AgentKit:
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
-        return Prepared({t.name: t for t in tools}, [n for n in notes if n])
+        changes = self.record_changes(task) if self.record_changes is not None else None
+        return Prepared({t.name: t for t in tools}, [n for n in notes if n], changes=changes)
 
     async def _talk_only(self, owner: dict[str, Any], input_parts: list[dict], told: str | None) -> Prepared:
         """A model that can only talk: no tools, a prompt without them, the memories' note when memory is on.

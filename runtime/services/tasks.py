@@ -11,7 +11,7 @@ import builtins  # `Tasks.list` hides the builtin in the annotations below it
 import os
 import shutil
 import uuid
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from pathlib import Path
 
 from ..attachments import excerpt
@@ -36,6 +36,8 @@ class Tasks:
         self._library = library  # a new task's documents are added to it
         self._permissions = permissions  # an approval answered with "remember" becomes a rule
         self._turns = core.host(core.store, kit, self._row, factory=core.task_hosts)
+        # What else goes with a deleted task (rt.changes.sweep: its turns' kept contents), set once built.
+        self.after_delete: Callable[[], Awaitable[None]] | None = None
 
     async def _row(self, task_id: str) -> dict:
         row = await self._core.store.get_task(task_id)
@@ -95,6 +97,8 @@ class Tasks:
         await self._core.store.delete_task(task_id)
         # Its deliverables go with it (the window's and the CLI's confirmation say how many); its workspace stays.
         await asyncio.to_thread(shutil.rmtree, delivery_folder(self._core.home, task_id), ignore_errors=True)
+        if self.after_delete is not None:
+            await self.after_delete()
 
     async def fork(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:
         """A new task bound to `model` that starts with a copy of this task's conversation (its workspace files
@@ -117,9 +121,12 @@ class Tasks:
         return [MessageInfo.model_validate(r) for r in rows]
 
     async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
-        """Turn rows (reason, error, usage, times); only those in `turn_ids` when given."""
+        """Turn rows (reason, error, usage, times, `changed_files`: how many workspace files the turn changed);
+        only those in `turn_ids` when given."""
         await self._row(task_id)
-        return await self._core.store.turns(task_id, None if turn_ids is None else list(turn_ids))
+        rows = await self._core.store.turns(task_id, None if turn_ids is None else list(turn_ids))
+        counts = await self._core.store.change_counts(row["id"] for row in rows)
+        return [{**row, "changed_files": counts.get(row["id"], 0)} for row in rows]
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
         """A turn's records: its model steps (times, tokens, finish reason, tool calls) and the helpers it ran."""

@@ -15,6 +15,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord
+from .changes import ChangesRepo
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
 from .db import database_url, make_engine, migrate_url, server_engine
 from .db import migrate as migrate_db
@@ -44,9 +45,10 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo):
+class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo, ChangesRepo):
     """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; what their turns
-    delivered (`DeliveriesRepo`); the server host's users (`UsersRepo`)."""
+    delivered (`DeliveriesRepo`); their turns' workspace changes (`ChangesRepo`); the server host's users
+    (`UsersRepo`)."""
 
     def __init__(self, engine: AsyncEngine, path: Path | None):
         super().__init__(engine, TASK_TABLES)

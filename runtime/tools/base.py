@@ -27,6 +27,9 @@ class ToolContext:
     workspace: Path
     call_id: str
     extra: dict[str, Any] = field(default_factory=dict)
+    # Records what a write is about to do (workspace.write_intent), committed before it does it; None outside a
+    # turn's own calls (a helper's), where nothing is recovered.
+    intend: Callable[[dict[str, str]], Awaitable[None]] | None = None
 
 
 @dataclass(slots=True)

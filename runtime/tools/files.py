@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, ToolContext, ToolResult
-from runtime.workspace import resolve_in_workspace, show_path
+from runtime.workspace import resolve_in_workspace, show_path, write_atomically, write_intent
 
 T = TypeVar("T")
 
@@ -174,11 +174,18 @@ class ReadFile:
             return b"".join(out).decode("utf-8", errors="replace")
 
 
-def _write_bytes(p: Path, data: bytes) -> None:
-    # O_NOFOLLOW: p is already resolved; if a symlink appeared there since, refuse rather than follow it.
-    fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+async def _write(ctx: ToolContext, p: Path, data: bytes) -> None:
+    """Write a file tool's new content: its intent recorded first (so recovery can tell whether an interrupted
+    write was applied), then atomically (runtime/workspace.py)."""
+    intent = write_intent(p, data, ctx.call_id)
+    if ctx.intend is not None:
+        await ctx.intend(intent)
+    write = asyncio.ensure_future(asyncio.to_thread(write_atomically, p, data, intent["temp"]))
+    try:
+        await asyncio.shield(write)
+    except asyncio.CancelledError:  # a Stop: the rename is not undone, so the call ends once it is settled
+        await asyncio.wait({write})
+        raise
 
 
 class WriteFile:
@@ -196,6 +203,7 @@ class WriteFile:
         "additionalProperties": False,
     }
     effect = Effect.workspace_write
+    records_intent = True  # _write: recovery checks an interrupted call against the file
     touches = "It writes a file in this task's workspace folder (new, or replacing it), and nothing else."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -203,7 +211,7 @@ class WriteFile:
         p = resolve_in_workspace(ctx.workspace, path, for_write=True)
         rel = _rel(ctx, p)
 
-        def work(stop: threading.Event) -> str:
+        def prepare(stop: threading.Event) -> bool:
             if p.is_dir():
                 raise ToolError(f"'{show_path(path)}' is a folder; give a file path.")
             existed = p.exists()
@@ -211,14 +219,15 @@ class WriteFile:
                 p.parent.mkdir(parents=True, exist_ok=True)
             except (FileExistsError, NotADirectoryError):
                 raise ToolError(f"Cannot create '{show_path(path)}': a parent of it is a file.") from None
-            data = content.encode("utf-8")
-            _write_bytes(p, data)
-            return f"{'Overwrote' if existed else 'Created'} '{rel}' ({len(data)} bytes)."
+            return existed
 
+        data = content.encode("utf-8")
         try:
-            return ToolResult(await run_in_thread(work))
+            existed = await run_in_thread(prepare)
+            await _write(ctx, p, data)
         except OSError as e:
             raise ToolError(f"Could not write '{show_path(path)}': {e.strerror or e}.") from None
+        return ToolResult(f"{'Overwrote' if existed else 'Created'} '{rel}' ({len(data)} bytes).")
 
 
 class EditFile:
@@ -239,6 +248,7 @@ class EditFile:
         "additionalProperties": False,
     }
     effect = Effect.workspace_write
+    records_intent = True
     touches = "It changes a file in this task's workspace folder, and nothing else."
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
@@ -251,7 +261,7 @@ class EditFile:
         p = _existing_file(ctx, path)
         rel = _rel(ctx, p)
 
-        def work(stop: threading.Event) -> str:
+        def edited(stop: threading.Event) -> tuple[bytes, int]:
             size = p.stat().st_size
             if size > EDIT_MAX:
                 raise ToolError(f"File '{rel}' is {size} bytes; edit_file handles files up to {EDIT_MAX}.")
@@ -280,10 +290,11 @@ class EditFile:
                 )
             at = text.index(o)
             line = text.count("\n", 0, at) + 1
-            _write_bytes(p, text.replace(o, n, 1).encode("utf-8"))
-            return f"Edited '{rel}': replaced 1 occurrence at line {line}."
+            return text.replace(o, n, 1).encode("utf-8"), line
 
         try:
-            return ToolResult(await run_in_thread(work))
+            data, line = await run_in_thread(edited)
+            await _write(ctx, p, data)
         except OSError as e:
             raise ToolError(f"Could not edit '{show_path(path)}': {e.strerror or e}.") from None
+        return ToolResult(f"Edited '{rel}': replaced 1 occurrence at line {line}.")

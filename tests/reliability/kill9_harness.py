@@ -9,8 +9,9 @@ when a tool call started / finished, and `T <turn id> <chars> <time>` as its tex
 with SIGKILL at a random moment, reopens the folder and checks:
 - every acknowledged input is in the database (sent or still queued);
 - `PRAGMA integrity_check` is ok, no turn is left `running` and no tool call `pending` or `running`;
-- every side-effecting call that had started and not finished is `interrupted` with "outcome unknown", and the
-  next model request says "outcome unknown" for it — never "it had no effect", never missing;
+- every side-effecting call that had started and not finished is `interrupted` with "outcome unknown" (a
+  `write_file`: "applied" or "not applied", checked on disk), and the next model request says so for it — never
+  "it had no effect", never missing;
 - the text lost (streamed but not persisted) is at most ~0.5 s of stream;
 - one more input runs every input left queued first, in the order they were sent, and nothing stays queued.
 """
@@ -29,6 +30,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+from runtime.parts import OUTCOME_UNKNOWN, WRITE_APPLIED, WRITE_NOT_APPLIED
 
 CHILD = textwrap.dedent(
     """
@@ -155,7 +158,7 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
             part = parts.get(call_id)
             if part is None:
                 problems.append(f"call {call_id} started but is missing")
-            elif part["state"] == "interrupted" and "outcome unknown" not in part.get("note", ""):
+            elif part["state"] == "interrupted" and part.get("note") not in _expected_notes(part):
                 problems.append(f"call {call_id} started but reads {part.get('note')!r}")
         # The next request tells the model about every interrupted side effect.
         await rt.send(task_id, "continue", client_msg_id="after")
@@ -169,12 +172,25 @@ async def check(home: Path, lines: list[str], killed_at: float) -> dict:
         request = model.requests[0].messages
         told = {m["tool_call_id"]: m["content"] for m in request if m["role"] == "tool"}
         for call_id in open_calls:
-            if parts.get(call_id, {}).get("state") == "interrupted" and "outcome unknown" not in told.get(call_id, ""):
+            part = parts.get(call_id, {})
+            if part.get("state") == "interrupted" and _said(part) not in told.get(call_id, ""):
                 problems.append(f"call {call_id}: the model was told {told.get(call_id)!r}")
         lost = _text_lost_seconds(lines, db["messages"], killed_at)
         return {"problems": problems, "lost_seconds": lost, "open_calls": len(open_calls), "busy_seconds": busy_for}
     finally:
         await rt.aclose()
+
+
+def _expected_notes(part: dict) -> tuple[str, ...]:
+    """A file tool's interrupted write is checked on disk (test_write_kill.py checks the claim against the file);
+    every other side effect's outcome is unknown."""
+    if part["name"] == "write_file":
+        return WRITE_APPLIED, WRITE_NOT_APPLIED
+    return (OUTCOME_UNKNOWN,)
+
+
+def _said(part: dict) -> str:
+    return "checked on disk" if part["name"] == "write_file" else "outcome unknown"
 
 
 async def _reopen(home: Path, model, patience: float = 5.0):

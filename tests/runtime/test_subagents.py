@@ -275,3 +275,21 @@ async def test_a_helper_cannot_save_a_secret_it_read_to_memory(home):
         assert await rt.memory.list() == []
     finally:
         await rt.aclose()
+
+
+async def test_a_helpers_file_change_is_the_turns_change(home):
+    (home / "agents").mkdir()
+    (home / "agents" / "reader.md").write_text(HELPER)
+    model = ScriptedModel([[Call("delegate", {"agent": "reader", "task": "read notes.txt"})], ["Done."]])
+    rt = await open_runtime(home, model)
+    rt.core.providers["kid"] = Kid(delay=0)
+    try:
+        task = await rt.create_task(model=MODEL, approval="full_auto")  # the helper may write
+        Path(task.workspace, "notes.txt").write_text("notes")
+        await rt.send(task.id, "go")
+        await rt.wait_idle(task.id)
+        assert Path(task.workspace, "x").read_text() == "y"
+        (turn,) = await rt.changes.list(task.id)
+        assert [(f.path, f.kind) for f in turn.files] == [("x", "created")]
+    finally:
+        await rt.aclose()

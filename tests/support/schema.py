@@ -5,7 +5,7 @@ from __future__ import annotations
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from runtime.store import team_models  # noqa: F401  (its tables join Base.metadata)
+from runtime.store import changes, team_models  # noqa: F401  (their tables join Base.metadata)
 from runtime.store.models import Base, is_fts_table
 
 

@@ -34,7 +34,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ...parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED
+from ...parts import NEVER_RAN, OUTCOME_UNKNOWN, READ_ONLY_INTERRUPTED, WRITE_APPLIED, WRITE_NOT_APPLIED
 from ...providers.base import CONTINUE
 from ...tools.builtin import DEFAULT_WRAP_CAP, wrap_tool_output
 
@@ -89,6 +89,12 @@ def _tool_content(part: Mapping[str, Any], cap: int) -> str:
         note = part.get("note")
         if note == NEVER_RAN:
             return "Interrupted before it ran: it had no effect."
+        if note == WRITE_APPLIED:
+            return ("Interrupted, but the write was applied (checked on disk): the file holds the content this call "
+                    "meant to write. Do not repeat it.")
+        if note == WRITE_NOT_APPLIED:
+            return ("Interrupted before the write was applied (checked on disk): the file does not hold the content "
+                    "this call meant to write. Run it again if it is still needed.")
         reads_only = part.get("effect", "read_only") == "read_only"
         if note == READ_ONLY_INTERRUPTED or (note != OUTCOME_UNKNOWN and reads_only):
             return "Interrupted while running. It only reads, so it changed nothing; run it again if needed."

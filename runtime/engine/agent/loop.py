@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...errors import ToolError
@@ -280,7 +281,11 @@ def ask(ctx: TurnContext, part: ToolPart, kind: Literal["question", "approval", 
 async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -> None:
     """Run the call; `extra` reaches the tool (ToolContext.extra): what the person approved it with."""
     tool = ctx.tools[part["name"]]
+    if part.get("effect", "read_only") != Effect.read_only and ctx.changes is not None:
+        await ctx.changes.watch()  # the workspace as it was before this turn changed anything
     part["state"] = ToolState.running.value
+    if getattr(tool, "records_intent", False):
+        part["intent"] = {}  # nothing written yet: the write records what it means to write before it writes
     if part.get("effect", "read_only") != Effect.read_only and ctx.checkpoints is not None:
         # Committed before the call starts: after a crash this call reads "outcome unknown", never "no effect".
         try:
@@ -292,7 +297,8 @@ async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -
             return
     ctx.publish_tool(part)
     ctx.tool_state_changed()
-    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], {"turn": ctx, **(extra or {})})
+    tctx = ToolContext(ctx.task_id, ctx.turn_id, ctx.workspace, part["call_id"], {"turn": ctx, **(extra or {})},
+                       intend=_intend_for(ctx, part))
     try:
         result = await tool.run(part["args"], tctx)
     except ToolError as exc:
@@ -307,6 +313,20 @@ async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -
         ctx.offer_more(result.state["offer"])
     state = ToolState.error if result.is_error else ToolState.done
     finish_call(ctx, part, state, result.output)
+
+
+def _intend_for(ctx: TurnContext, part: ToolPart) -> Callable[[dict[str, str]], Awaitable[None]]:
+    async def intend(intent: dict[str, str]) -> None:
+        """Committed before the write: after a crash, recovery checks the file against it (parts.settle_parts)."""
+        part["intent"] = intent
+        if ctx.checkpoints is not None:
+            try:
+                await ctx.checkpoints.now()
+            except Exception as exc:
+                part["intent"] = {}
+                raise ToolError(f"Not written: Hearth could not save what it was about to write "
+                                f"({type(exc).__name__}).") from None
+    return intend
 
 
 def finish_call(ctx: TurnContext, part: ToolPart, state: ToolState, result: str) -> None:

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...tools.approvals import Rule
     from ...tools.base import Tool
     from ..abort import TurnSlot
-    from ..ports import TurnMCP, TurnStorage, TurnStream
+    from ..ports import ChangeRecorder, TurnMCP, TurnStorage, TurnStream
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ class TurnContext:
         self.tools: dict[str, Tool] = {}
         self.tool_specs: list[dict[str, Any]] = []
         self.mcp: TurnMCP | None = None  # closed in cleanup
+        self.changes: ChangeRecorder | None = None  # a task's turn: its workspace changes, recorded before it ends
 
     def append_chat(self, message: dict) -> None:
         self.chat.append(message)

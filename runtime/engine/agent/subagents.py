@@ -194,6 +194,8 @@ class Child:
         if self.turn.verdict(tool, call.args) != "allow":
             return "Not allowed for a helper: this task asks the person before such calls. Report it instead."
         self.progress(f"→ {call.name} {json.dumps(call.args, ensure_ascii=False)[:120]}")
+        if tool.effect != Effect.read_only and self.turn.changes is not None:
+            await self.turn.changes.watch()  # a helper's changes are the turn's too
         try:
             # The turn and the helper's own conversation: a tool checks what the helper read (the memory tool
             # refuses a secret hidden in it) as the loop's tools check the turn's conversation.

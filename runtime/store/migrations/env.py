@@ -7,7 +7,7 @@ with its version stamp (`transaction_per_migration`); `transactional_ddl` tells 
 
 from alembic import context
 
-from runtime.store import team_models  # noqa: F401  (its tables join Base.metadata)
+from runtime.store import changes, team_models  # noqa: F401  (their tables join Base.metadata)
 from runtime.store.models import Base
 
 connection = context.config.attributes["connection"]
