@@ -26,6 +26,9 @@ class TaskInfo(BaseModel):
     plan_status: str | None = None  # a task created with planning on: None, "approved" or "rejected"
     network: bool = False  # its shell commands may use the network
     unsandboxed_ok: bool = False  # in full_auto, its commands may run without a sandbox when none can start
+    # What it waits for before its next turn starts by itself (services/wakeups.py): `note`, and `due_at` (a time)
+    # or `command_id` (a background command finishing); None when it waits for nothing.
+    wake: dict | None = None
     input_tokens: int
     output_tokens: int
     created_at: float

@@ -31,7 +31,7 @@ class TeamKit:
         return self._kit.provider(provider_id)
 
     async def prepare(self, owner: dict[str, Any], input_parts: list[dict]) -> Prepared:
-        prepared = await self._kit.prepare(owner, input_parts)
+        prepared = await self._kit.prepare(owner, input_parts, background=False)
         allowed = owner["member_row"]["tools"]
         tools = prepared.tools if allowed == "all" else {n: t for n, t in prepared.tools.items() if n in allowed}
         if owner["kind"] == "plan":

@@ -15,11 +15,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord
+from .background import BackgroundRepo
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
 from .db import database_url, make_engine, migrate_url, server_engine
 from .db import migrate as migrate_db
 from .lengths import refuse_too_long
 from .models import (
+    BackgroundCommandRow,
     CheckpointRow,
     JobRow,
     MessageRow,
@@ -29,6 +31,7 @@ from .models import (
     TaskRow,
     TurnRow,
     UsageAnchorRow,
+    WakeupRow,
 )
 from .rules import RulesRepo
 from .users import UsersRepo
@@ -42,9 +45,9 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations, RulesRepo, UsersRepo):
-    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; the server host's
-    users (`UsersRepo`)."""
+class Store(Conversations, RulesRepo, UsersRepo, BackgroundRepo):
+    """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; their background
+    commands and wake-ups (`BackgroundRepo`); the server host's users (`UsersRepo`)."""
 
     def __init__(self, engine: AsyncEngine, path: Path | None):
         super().__init__(engine, TASK_TABLES)
@@ -124,7 +127,8 @@ class Store(Conversations, RulesRepo, UsersRepo):
             turn_ids = select(TurnRow.id).where(TurnRow.task_id == task_id)
             await conn.execute(delete(StepRow).where(StepRow.turn_id.in_(turn_ids)))
             await conn.execute(delete(SubagentRow).where(SubagentRow.turn_id.in_(turn_ids)))
-            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow):
+            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow, BackgroundCommandRow,
+                          WakeupRow):
                 await conn.execute(delete(table).where(table.task_id == task_id))
             await conn.execute(delete(TaskRow).where(TaskRow.id == task_id))
 

@@ -91,7 +91,9 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
                           | {"chat_steps"},
                           first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
-                          | {"chat_steps", "assignment_steps"}), k
+                          | {"chat_steps", "assignment_steps"},
+                          first | {"permission_rules", "context_checkpoints"} | FIFTH | SIXTH | SEVENTH
+                          | {"chat_steps", "assignment_steps", "users"}), k
         store = await Store.open(home)
         await store.aclose()
         assert _version(home / DB_NAME) == [head]

@@ -1,0 +1,246 @@
+"""Background commands and wake-ups on real processes: a command started in a turn outlives it and wakes the task
+when it ends, also after the process running Hearth was killed; no process outlives Stop or a quit; a timed
+wake-up fires once, across a restart too, says it is late when it came due while Hearth was down, and a person's
+input cancels it. The model is the scripted loopback server (tests/support/openai_server.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sqlite3
+import sys
+import textwrap
+import time
+
+import pytest
+
+from runtime.api import Runtime
+from runtime.store.repo import DB_NAME
+from runtime.tools.shell.process import group_alive
+from tests.support.helpers import write_settings
+from tests.support.openai_server import OpenAIServer, Reply
+
+NO_SANDBOX = {"sandbox_bwrap": "hearth-no-such-bwrap"}  # commands run as the person: the harder case to clean up
+
+
+def call(call_id: str, name: str, args) -> Reply:
+    return Reply(chunks=[], tool_calls=[(call_id, name, args)], finish="tool_calls")
+
+
+def started_id(body: dict) -> str:
+    """The id of the background command the conversation so far started (the model reads it from run_shell)."""
+    for message in reversed(body["messages"]):
+        if message["role"] == "tool" and (found := re.search(r"background with id (\w+)", message["content"])):
+            return found.group(1)
+    raise AssertionError("no background command was started")
+
+
+async def inputs(rt: Runtime, task_id: str) -> list[str]:
+    return [m.text for m in await rt.messages(task_id) if m.role == "user"]
+
+
+async def until(check, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def woken_inputs(rt: Runtime, task_id: str, count: int, timeout: float = 15.0) -> list[str]:
+    """The task's inputs once it has `count` of them and is idle again."""
+    async def enough() -> bool:
+        return len(await inputs(rt, task_id)) >= count and not rt.tasks.is_running(task_id)
+
+    await until(enough, timeout)
+    await rt.wait_idle(task_id)
+    return await inputs(rt, task_id)
+
+
+@pytest.fixture
+async def server():
+    async with OpenAIServer() as server:
+        yield server
+
+
+async def _open(home, server, **settings) -> Runtime:
+    write_settings(home, server.base_url, **settings)
+    rt = await Runtime.open(home)
+    rt.wakeups.start()
+    return rt
+
+
+async def test_a_background_command_outlives_its_turn_and_wakes_the_task_with_its_exit_code(home, server):
+    server.script(
+        call("c1", "run_shell", {"command": "sleep 1.5; echo built it; exit 3", "background": True}),
+        call("c2", "wait", lambda body: {"command": started_id(body), "note": "the build"}),
+        Reply(chunks=["The build failed with code 3."]),
+    )
+    rt = await _open(home, server)
+    try:
+        task = await rt.create_task(approval="full_auto")
+        await rt.send(task.id, "build it")
+        await rt.wait_idle(task.id)
+        (command,) = await rt.tasks.background(task.id)
+        assert command["status"] == "running" and group_alive(command["pgid"])  # the turn is over, it is not
+        info = await rt.get_task(task.id)
+        assert info.state == "idle" and info.wake is not None and info.wake["command_id"] == command["id"]
+
+        said = await woken_inputs(rt, task.id, 2)
+        assert len(said) == 2
+        assert "exited with code 3" in said[1] and "built it" in said[1] and "the build" in said[1]
+        assert "exited with code 3" in str(server.requests[-1]["messages"][-1]["content"])  # what the model read
+        assert (await rt.messages(task.id))[-1].text == "The build failed with code 3."
+        assert (await rt.get_task(task.id)).wake is None
+        (command,) = await rt.tasks.background(task.id)
+        assert (command["status"], command["exit_code"]) == ("exited", 3)
+        await asyncio.sleep(0.5)
+        assert len(await inputs(rt, task.id)) == 2  # once
+    finally:
+        await rt.aclose()
+
+
+CHILD = textwrap.dedent("""
+    import asyncio, sys
+    from runtime.api import Runtime
+
+    async def main():
+        rt = await Runtime.open(sys.argv[1])
+        rt.wakeups.start()
+        task = await rt.create_task(approval="full_auto")
+        await rt.permissions.set_task_sandbox(task.id, unsandboxed_ok=True)
+        await rt.send(task.id, "download it")
+        await rt.wait_idle(task.id)
+        (command,) = await rt.tasks.background(task.id)
+        print("STARTED", task.id, command["pgid"], flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+""")
+
+
+async def test_a_command_killed_with_hearth_wakes_the_task_after_the_restart_and_is_dead(home, server, tmp_path):
+    server.script(
+        call("c1", "run_shell", {"command": "echo fetching; sleep 60; echo never", "background": True}),
+        call("c2", "wait", lambda body: {"command": started_id(body), "note": "the download"}),
+    )
+    write_settings(home, server.base_url, **NO_SANDBOX)
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", CHILD, str(home), stdout=asyncio.subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert child.stdout is not None
+        line = (await asyncio.wait_for(child.stdout.readline(), 30)).decode().split()
+        assert line[0] == "STARTED", line
+        task_id, pgid = line[1], int(line[2])
+        assert group_alive(pgid)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        await child.wait()
+    assert group_alive(pgid)  # not tied to the process that died: the next start must end it
+
+    server.script(Reply(chunks=["It was cut off; I will start it again."]))
+    rt = await _open(home, server, **NO_SANDBOX)
+    try:
+        assert not group_alive(pgid)  # ended at the start, before anything else
+        (command,) = await rt.tasks.background(task_id)
+        assert command["status"] == "interrupted"
+        said = await woken_inputs(rt, task_id, 2)
+        assert "interrupted by the quit" in said[1] and "fetching" in said[1] and "the download" in said[1]
+    finally:
+        await rt.aclose()
+
+
+async def test_no_background_process_outlives_stop_or_quit(home, server):
+    server.script(
+        call("c1", "run_shell", {"command": "sleep 60 & sleep 60", "background": True}), Reply(chunks=["started"]),
+        call("c2", "run_shell", {"command": "sleep 60", "background": True}), Reply(chunks=["started"]),
+    )
+    rt = await _open(home, server)
+    try:
+        stopped = await rt.create_task(approval="full_auto")
+        await rt.send(stopped.id, "one")
+        await rt.wait_idle(stopped.id)
+        quit_ = await rt.create_task(approval="full_auto")
+        await rt.send(quit_.id, "two")
+        await rt.wait_idle(quit_.id)
+        (first,) = await rt.tasks.background(stopped.id)
+        (second,) = await rt.tasks.background(quit_.id)
+        assert group_alive(first["pgid"]) and group_alive(second["pgid"])
+        await rt.stop(stopped.id)
+        assert not group_alive(first["pgid"]) and group_alive(second["pgid"])
+        assert (await rt.tasks.background(stopped.id))[0]["status"] == "stopped"
+    finally:
+        await rt.aclose()
+    assert not group_alive(second["pgid"])
+    db = sqlite3.connect(home / DB_NAME)
+    try:
+        assert db.execute("select status from background_commands where id = ?", (second["id"],)).fetchone() == (
+            "interrupted",)
+    finally:
+        db.close()
+
+
+async def test_a_timed_wake_up_fires_once(home, server):
+    server.script(call("c1", "wait", {"seconds": 2, "note": "check the oven"}), Reply(chunks=["Done."]))
+    rt = await _open(home, server)
+    try:
+        task = await rt.create_task()
+        await rt.send(task.id, "bake")
+        await rt.wait_idle(task.id)
+        wake = (await rt.get_task(task.id)).wake
+        assert wake is not None and wake["note"] == "check the oven"
+        set_at = time.time()
+        said = await woken_inputs(rt, task.id, 2)
+        assert time.time() - set_at >= 1.5
+        assert "check the oven" in said[1] and "on time" in said[1]
+        await asyncio.sleep(2)
+        assert len(await inputs(rt, task.id)) == 2
+    finally:
+        await rt.aclose()
+
+
+async def test_a_wake_up_survives_a_restart_and_one_due_while_hearth_was_down_fires_late(home, server):
+    server.script(call("c1", "wait", {"seconds": 2, "note": "soon"}),
+                  call("c2", "wait", {"seconds": 1, "note": "while away"}))
+    rt = await _open(home, server)
+    try:
+        soon = await rt.create_task()
+        await rt.send(soon.id, "a")
+        await rt.wait_idle(soon.id)
+        away = await rt.create_task()
+        await rt.send(away.id, "b")
+        await rt.wait_idle(away.id)
+    finally:
+        await rt.aclose()
+    await asyncio.sleep(1.5)  # `away` comes due while nothing runs
+    server.script(Reply(chunks=["late one"]), Reply(chunks=["on time"]))
+    rt = await _open(home, server)
+    try:
+        said = await woken_inputs(rt, away.id, 2)
+        assert "late" in said[1] and "Hearth was not running" in said[1]
+        said = await woken_inputs(rt, soon.id, 2)
+        assert "on time" in said[1]
+        await asyncio.sleep(1)
+        assert len(await inputs(rt, soon.id)) == 2 and len(await inputs(rt, away.id)) == 2
+        assert [t.wake for t in await rt.list_tasks()] == [None, None]
+    finally:
+        await rt.aclose()
+
+
+async def test_the_persons_input_cancels_a_wake_up(home, server):
+    server.script(call("c1", "wait", {"seconds": 2, "note": "later"}), Reply(chunks=["Sure."]))
+    rt = await _open(home, server)
+    try:
+        task = await rt.create_task()
+        await rt.send(task.id, "a")
+        await rt.wait_idle(task.id)
+        assert (await rt.get_task(task.id)).wake is not None
+        await rt.send(task.id, "never mind")
+        await rt.wait_idle(task.id)
+        assert (await rt.get_task(task.id)).wake is None
+        await asyncio.sleep(3)
+        assert await inputs(rt, task.id) == ["a", "never mind"]
+    finally:
+        await rt.aclose()
