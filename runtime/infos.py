@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -33,6 +34,24 @@ class TaskInfo(BaseModel):
     output_tokens: int
     created_at: float
     updated_at: float
+
+
+    def waits_for(self) -> str | None:
+        """What the task waits for before it wakes, in a few words ("waiting until 14:20:00", "waiting for a
+        command to finish"); None when it waits for nothing."""
+        if self.wake is None:
+            return None
+        if self.wake.get("command_id"):
+            return "waiting for a command to finish"
+        return f"waiting until {clock(self.wake['due_at'])}"
+
+
+def clock(ts: float) -> str:
+    """A time as a person reads it: the time of day today, else with its date."""
+    local = time.localtime(ts)
+    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d"):
+        return time.strftime("%H:%M:%S", local)
+    return time.strftime("%Y-%m-%d %H:%M", local)
 
 
 class ChatInfo(BaseModel):

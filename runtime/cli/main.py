@@ -1,6 +1,7 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | models | mcp | backup | check | restore | team | server |
-serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py;
-`hearth server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py).
+"""Headless CLI: `hearth run | answer | stop | tasks | show | wake | models | mcp | backup | check | restore | team |
+server | serve | worker`, also `python -m runtime.cli` (`hearth team …`: runtime/cli/team.py; `hearth mcp …`:
+runtime/cli/mcp.py; `hearth server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`:
+runtime/cli/serve.py; `hearth wake`: runtime/cli/wake.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's
 memory) and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line
@@ -52,6 +53,7 @@ from .preload import start_preload
 from .run import add_run_parsers, answer_command, run_command
 from .storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
 from .tasks import add_task_parsers, show_command, skills_command, stop_command, tasks_command
+from .wake import wake_command
 
 if TYPE_CHECKING:
     from ..api import Runtime
@@ -107,6 +109,8 @@ async def _main(args: argparse.Namespace) -> int:
             return await tasks_command(rt)
         if args.command == "stop":
             return await stop_command(rt, args)
+        if args.command == "wake":
+            return await wake_command(rt)
         if args.command == "skills":
             return await skills_command(rt, args)
         if args.command == "models":

@@ -2,11 +2,13 @@
 `hearth skills list|add FOLDER`.
 
 A task is named by its id or any unique start of it. `hearth tasks` has a header, the time of the last activity
-and the app's state words (events.STATE_WORDS); `hearth show` marks each answer that did not simply complete
-(stopped, interrupted, failed with its error, cut off at the length limit) and with `--steps` lists every turn's
-model steps and helpers (times, tokens, tool calls, endings). `hearth stop` ends a task's wait for an answer (the
-turn ends stopped, its call is not run); a running turn belongs to the process that runs it (the app, a `hearth
-run`), which owns the data folder, so there it is stopped (Stop, Ctrl-C).
+and the app's state words (events.STATE_WORDS), or when it waits for a wake-up when it wakes; `hearth show` says
+what it waits for and lists its background commands (status, since when, the end of their output), marks each
+answer that did not simply complete (stopped, interrupted, failed with its error, cut off at the length limit)
+and with `--steps` lists every turn's model steps and helpers (times, tokens, tool calls, endings). `hearth stop`
+ends a task's wait for an answer (the turn ends stopped, its call is not run) or cancels its wait for a wake-up; a
+running turn and background commands belong to the process that runs them (the app, a `hearth run`, `hearth
+wake`), which owns the data folder, so there they are stopped (Stop, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING
 from ..errors import ConfigError, TaskNotFound
 from ..events import STATE_WORDS, state_key
 from ..parts import has_marker
+from ..tools.waiting import describe
 from .exits import EXIT_OK
 
 if TYPE_CHECKING:
@@ -32,8 +35,9 @@ def add_task_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     show = sub.add_parser("show", help="show a task's conversation")
     show.add_argument("task_id", help="the task's id or a unique start of it")
     show.add_argument("--steps", action="store_true", help="also each turn's model steps and helpers")
-    stop = sub.add_parser("stop", help="stop a task that waits for an approval or an answer")
+    stop = sub.add_parser("stop", help="stop a task that waits for an approval, an answer or a wake-up")
     stop.add_argument("task_id", help="the task's id or a unique start of it")
+    sub.add_parser("wake", help="run wake-ups (tasks waiting for a time or a command) until stopped, without the app")
     skills = sub.add_parser("skills", help="the skills the model can use").add_subparsers(dest="skills_command")
     skills.add_parser("list", help="installed skills (the default)")
     add = skills.add_parser("add", help="install a skill folder (one with a SKILL.md)")
@@ -64,6 +68,10 @@ async def tasks_command(rt: Runtime) -> int:
     print(f"{'ID':<32}  {'STATE':<15}  {'LAST ACTIVITY':<16}  {'MODEL':<28}  TITLE")
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
+        waits = t.waits_for() if t.id not in running else None
+        if waits is not None:
+            state = waits.replace("waiting until ", "wakes ").replace("waiting for a command to finish",
+                                                                      "wakes after cmd")
         print(f"{t.id:<32}  {state:<15}  {_when(t.updated_at):<16}  {t.model:<28}  {t.title or '(untitled)'}")
     return EXIT_OK
 
@@ -71,7 +79,10 @@ async def tasks_command(rt: Runtime) -> int:
 async def stop_command(rt: Runtime, args: argparse.Namespace) -> int:
     task_id = await resolve_task(rt, args.task_id)
     if (await rt.get_task(task_id)).state != "waiting":
-        print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
+        if await rt.wakeups.cancel(task_id):
+            print(f"Cancelled: task {task_id} no longer waits to wake up; the next message goes on from here.")
+        else:
+            print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
         return EXIT_OK
     await rt.stop(task_id)
     print(f"Stopped: task {task_id} no longer waits for an answer; the next message starts afresh.")
@@ -83,6 +94,10 @@ async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
     task = await rt.get_task(task_id)
     state = STATE_WORDS[state_key(task.state, task.last_reason, rt.tasks.is_running(task_id))]
     print(f"# {task.title or '(untitled)'}  [{state}]")
+    if task.wake is not None:
+        print(f"{(task.waits_for() or '').capitalize()}: {task.wake['note']}")
+    for line in await _background_lines(rt, task_id):
+        print(line)
     turns = {t["id"]: t for t in await rt.tasks.turns(task_id)}
     for m in await rt.messages(task_id):
         print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else ""))
@@ -95,6 +110,18 @@ async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
             for line in _step_lines(await rt.tasks.turn_details(task_id, turn["id"])):
                 print(line)
     return EXIT_OK
+
+
+async def _background_lines(rt: Runtime, task_id: str) -> list[str]:
+    """The task's background commands: id, how it stands, the command, and the last lines of a running one's output."""
+    rows = await rt.tasks.background(task_id)
+    lines = ["Background commands:"] if rows else []
+    for row in rows:
+        lines.append(f"  {describe(row, row['output_bytes'])}")
+        if row["status"] == "running":
+            tail = (await rt.tasks.background_output(task_id, row["id"], -400)).rstrip().splitlines()[-3:]
+            lines += [f"    | {line}" for line in tail]
+    return lines
 
 
 def _part_lines(parts: list[dict]) -> list[str]:

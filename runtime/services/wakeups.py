@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import TaskBusy, TaskNotFound
 from ..events import TaskActivity
+from ..infos import clock
 from ..tools.shell.background import read_log
 from .core import Core
 from .tasks import Tasks, cancel_wakeup
@@ -34,14 +35,6 @@ log = logging.getLogger(__name__)
 LATE_AFTER = 30.0  # seconds past its time after which a wake-up says it is late
 MAX_SLEEP = 300.0  # the scheduler looks again at least this often (a clock that jumped)
 TAIL_BYTES = 2000  # of a command's output, in the wake-up's input
-
-
-def clock(ts: float) -> str:
-    """A time as a person reads it: the time of day today, else with its date."""
-    local = time.localtime(ts)
-    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d"):
-        return time.strftime("%H:%M:%S", local)
-    return time.strftime("%Y-%m-%d %H:%M", local)
 
 
 def span(seconds: float) -> str:

@@ -18,6 +18,7 @@ import pytest
 
 from runtime.api import Runtime
 from runtime.store.repo import DB_NAME
+from runtime.tools.shell.background import CappedLog, read_log
 from runtime.tools.shell.process import group_alive
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -244,3 +245,46 @@ async def test_the_persons_input_cancels_a_wake_up(home, server):
         assert await inputs(rt, task.id) == ["a", "never mind"]
     finally:
         await rt.aclose()
+
+
+async def test_a_background_command_is_approved_as_a_foreground_one_and_read_in_pieces(home, server):
+    """In `ask` mode the call waits for the person's approval, with the sandbox's sentence; approved, it starts in
+    the background, and background_command reads its output by offset and from the end."""
+    server.script(
+        call("c1", "run_shell", {"command": "seq 1 3000", "background": True}),
+        call("c2", "background_command", lambda body: {"action": "read", "id": started_id(body), "offset": -20}),
+        Reply(chunks=["Read it."]),
+    )
+    rt = await _open(home, server)
+    try:
+        task = await rt.create_task(approval="ask")
+        await rt.send(task.id, "count")
+        await rt.wait_idle(task.id)
+        request = (await rt.get_task(task.id)).pending_request
+        assert request is not None and request["tool_name"] == "run_shell" and "sandbox" in request["touches"]
+        assert await rt.tasks.background(task.id) == []  # nothing runs before the approval
+
+        async def ended() -> bool:
+            rows = await rt.tasks.background(task.id)
+            return bool(rows) and rows[0]["status"] == "exited"
+
+        await rt.answer(task.id, request["request_id"], "approve")
+        await until(ended)  # (the read may come first: it says what there is so far)
+        await rt.wait_idle(task.id)
+        (command,) = await rt.tasks.background(task.id)
+        whole = "\n".join(str(i) for i in range(1, 3001)) + "\n"
+        assert command["output_bytes"] == len(whole)
+        assert await rt.tasks.background_output(task.id, command["id"], 0, 10) == whole[:10]
+        assert await rt.tasks.background_output(task.id, command["id"], -15) == whole[-15:]
+    finally:
+        await rt.aclose()
+
+
+def test_a_log_past_its_cap_keeps_its_newest_half_and_says_what_it_dropped(tmp_path):
+    log = CappedLog(tmp_path / "c.log", cap=1000)
+    for i in range(300):
+        log.write(f"line {i:04}\n".encode())
+    log.close()
+    text, _, size = read_log(tmp_path / "c.log", 0, 5000)
+    assert size <= 1100 and text.startswith("[... ") and "earlier bytes of output dropped" in text
+    assert text.endswith("line 0299\n") and "line 0000" not in text
