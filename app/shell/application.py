@@ -133,6 +133,7 @@ class HearthApp(StartupProblems, QObject):
         self.startup_error = None
         self._problem = None
         self.bridge = RuntimeBridge(self.rt, api)
+        self.rt.wakeups.start()  # the app owns the data folder: its tasks wake up here
         self.bridge.turn_event.connect(self._on_turn_event)
         self.bridge.task_changed.connect(self._task_changed)
         self.bridge.storage_fault.connect(self.storage_fault)
@@ -286,7 +287,9 @@ class HearthApp(StartupProblems, QObject):
                 self.notify(task_id, f"The team “{team}” is waiting for you", "Open Hearth to answer.")
             return
         title = self._titles.get(task_id, "A task")
-        if ev.type == "input_requested":
+        if ev.type == "activity" and ev.what == "woke":
+            self.notify(task_id, f"{title} woke up", ev.detail)
+        elif ev.type == "input_requested":
             what = f"Allow {ev.tool_name}?" if ev.kind == "approval" else ev.prompt
             self.notify(task_id, f"{title} is waiting for you", what)
         elif ev.type == "turn_ended" and ev.reason in ("completed", "error"):
