@@ -45,6 +45,17 @@ class TaskInfo(BaseModel):
             return "waiting for a command to finish"
         return f"waiting until {clock(self.wake['due_at'])}"
 
+    def wakes(self) -> str | None:
+        """When it wakes, for a list's narrow column: "wakes 14:20", "wakes 7 Dec 09:00", "wakes after a command";
+        None when it waits for nothing."""
+        if self.wake is None:
+            return None
+        if self.wake.get("command_id"):
+            return "wakes after a command"
+        local = time.localtime(self.wake["due_at"])
+        today = time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d")
+        return "wakes " + time.strftime("%H:%M" if today else f"{local.tm_mday} %b %H:%M", local)
+
 
 def clock(ts: float) -> str:
     """A time as a person reads it: the time of day today, else with its date."""

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 TASK_ID = Qt.ItemDataRole.UserRole
 BADGE = Qt.ItemDataRole.UserRole + 1
 UPDATED = Qt.ItemDataRole.UserRole + 2
-WAKE = Qt.ItemDataRole.UserRole + 3  # what an idle task waits for ("waiting until 14:20:00"), or None
+WAKE = Qt.ItemDataRole.UserRole + 3  # when an idle task wakes by itself ("wakes 14:20"), or None
 ROW_HEIGHT = 52
 BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 
@@ -125,8 +125,8 @@ class TaskListModel(QAbstractListModel):
         if role == UPDATED:
             return info.updated_at
         if role == WAKE:
-            waits = getattr(info, "waits_for", None)  # a task's (chats and teams wake by nobody)
-            return waits() if waits is not None else None
+            wakes = getattr(info, "wakes", None)  # a task's (chats and teams wake by nobody)
+            return wakes() if wakes is not None else None
         return None
 
     def set_tasks(self, tasks: Sequence[Row], badges: dict[str, str]) -> None:
@@ -178,7 +178,7 @@ class TaskDelegate(QStyledItemDelegate):
         painter.setFont(badge_font)
         painter.setPen(QColor(c["running"] if wake else c[badge]))
         painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom,
-                         f"⏰ {wake}" if wake else f"● {BADGE_TEXT[badge]}")
+                         f"● {wake or BADGE_TEXT[badge]}")
         painter.setFont(small)
         painter.setPen(QColor(c["muted"]))
         painter.drawText(inner, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom,

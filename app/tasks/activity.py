@@ -11,7 +11,16 @@ import time
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
 from ..conversation.markdown import mono_font
 
@@ -81,7 +90,7 @@ class ActivityBox(QFrame):
         words = info.waits_for()
         self.wake_row.setVisible(words is not None)
         if words is not None and info.wake is not None:
-            self.wake_label.setText(f"⏰ <b>{words.capitalize()}</b> — {info.wake['note']}")
+            self.wake_label.setText(f"<b>{words.capitalize()}</b> — {_escape(info.wake['note'])}")
         self._fit()
 
     async def refresh(self) -> None:
@@ -106,11 +115,14 @@ class ActivityBox(QFrame):
         lay = QHBoxLayout(line)
         lay.setContentsMargins(0, 0, 0, 0)
         running = row["status"] == "running"
-        mark = "●" if running else "○"
-        label = QLabel(f"{mark} <code>{_escape(row['command'])}</code> — {command_state(row)}")
-        label.setToolTip(f"Background command {row['id']}, {row['output_bytes']:,} bytes of output")
-        label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        lay.addWidget(label, 1)
+        state = QLabel(f"{'●' if running else '○'} {command_state(row)}")
+        state.setToolTip(f"Background command {row['id']}, {row['output_bytes']:,} bytes of output")
+        lay.addWidget(state)
+        command = QLabel(f"<code>{_escape(row['command'])}</code>")
+        command.setToolTip(row["command"])
+        command.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        command.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # a long one never widens
+        lay.addWidget(command, 1)
         output = QPushButton("Hide output" if row["id"] == self.open_id else "Output")
         output.setObjectName("Link")
         output.clicked.connect(lambda: self._show_output(None if self.open_id == row["id"] else row["id"]))
@@ -154,6 +166,6 @@ class ActivityBox(QFrame):
         self.setVisible(self.wake_row.isVisibleTo(self) or bool(self.commands))
 
 
-def _escape(text: str) -> str:
-    short = text if len(text) <= 80 else text[:77] + "…"
+def _escape(text: str, cap: int = 120) -> str:
+    short = text if len(text) <= cap else text[:cap - 1] + "…"
     return short.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

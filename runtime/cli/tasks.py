@@ -68,10 +68,8 @@ async def tasks_command(rt: Runtime) -> int:
     print(f"{'ID':<32}  {'STATE':<15}  {'LAST ACTIVITY':<16}  {'MODEL':<28}  TITLE")
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
-        waits = t.waits_for() if t.id not in running else None
-        if waits is not None:
-            state = waits.replace("waiting until ", "wakes ").replace("waiting for a command to finish",
-                                                                      "wakes after cmd")
+        wakes = t.wakes() if t.id not in running else None
+        state = wakes or state
         print(f"{t.id:<32}  {state:<15}  {_when(t.updated_at):<16}  {t.model:<28}  {t.title or '(untitled)'}")
     return EXIT_OK
 

@@ -39,7 +39,7 @@ async def test_the_panel_shows_the_wait_and_the_command_and_acts_on_them(launch)
     assert "Waiting until" in box.wake_label.text() and "the build takes a while" in box.wake_label.text()
     (command,) = box.commands
     assert command["status"] == "running" and group_alive(command["pgid"])
-    await until(lambda: str(_sidebar_wake(ctl, task.id)).startswith("waiting until "), what="the sidebar's row")
+    await until(lambda: str(_sidebar_wake(ctl, task.id)).startswith("wakes "), what="the sidebar's row")
 
     QTest.mouseClick(_button(panel, "Output"), Qt.MouseButton.LeftButton)
     await until(lambda: "hello from the build" in box.output.toPlainText(), what="the output so far")

@@ -5,6 +5,7 @@ without the app until it is told to stop."""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 
 from runtime.api import Runtime
@@ -36,7 +37,7 @@ async def test_tasks_show_and_stop_tell_of_wake_ups_and_background_commands(home
     code, out, err = await _result(await _cli("tasks", home=home))
     assert code == 0, err
     rows = {line.split()[0]: line for line in out.splitlines()[1:]}
-    assert " wakes " in rows[later.id] and " wakes after cmd " in rows[build.id]
+    assert re.search(r"  wakes \d\d:\d\d  ", rows[later.id]) and " wakes after a command " in rows[build.id]
 
     code, out, err = await _result(await _cli("show", build.id[:10], home=home))
     assert code == 0, err
