@@ -288,3 +288,32 @@ def test_a_log_past_its_cap_keeps_its_newest_half_and_says_what_it_dropped(tmp_p
     text, _, size = read_log(tmp_path / "c.log", 0, 5000)
     assert size <= 1100 and text.startswith("[... ") and "earlier bytes of output dropped" in text
     assert text.endswith("line 0299\n") and "line 0000" not in text
+
+
+async def test_a_wake_up_sent_just_before_a_crash_does_not_run_twice(home, server):
+    """Its input was stored but its row not yet dropped (the process died in between): the next start sends it
+    again under the same client id, which the host answers as a duplicate, and drops the row."""
+    server.script(call("c1", "wait", {"seconds": 1, "note": "once"}), Reply(chunks=["Woke."]))
+    write_settings(home, server.base_url)
+    rt = await Runtime.open(home)  # runs no wake-ups: the send below plays the one that was cut off
+    try:
+        task = await rt.create_task()
+        await rt.send(task.id, "a")
+        await rt.wait_idle(task.id)
+        wake = await rt.wakeups.get(task.id)
+        assert wake is not None
+        await rt.tasks.wake(task.id, "[Wake-up] as sent before the crash", f"wake:{wake['id']}")
+        await rt.wait_idle(task.id)
+    finally:
+        await rt.aclose()
+    rt = await _open(home, server)
+    try:
+        await until(lambda: _no_wake(rt, task.id))
+        await asyncio.sleep(0.5)
+        assert await inputs(rt, task.id) == ["a", "[Wake-up] as sent before the crash"]
+    finally:
+        await rt.aclose()
+
+
+async def _no_wake(rt: Runtime, task_id: str) -> bool:
+    return await rt.wakeups.get(task_id) is None
