@@ -89,10 +89,10 @@ class Tasks:
 
     async def delete(self, task_id: str) -> None:
         self._core.writable()
-        await self._core.background.stop_task(task_id)
         if task_id in self._core.aborts:
             await self.stop(task_id)
         await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
+        await self._core.background.forget(task_id)  # its commands stopped, their logs removed
         await self._core.store.delete_task(task_id)
 
     async def fork(self, task_id: str, model: str, title: str | None = None) -> TaskInfo:

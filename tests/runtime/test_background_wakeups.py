@@ -183,6 +183,22 @@ async def test_no_background_process_outlives_stop_or_quit(home, server):
         db.close()
 
 
+async def test_deleting_a_task_ends_its_commands_and_removes_their_logs(home, server):
+    server.script(call("c1", "run_shell", {"command": "echo working; sleep 60", "background": True}),
+                  Reply(chunks=["started"]))
+    rt = await _open(home, server)
+    try:
+        task = await rt.create_task(approval="full_auto")
+        await rt.send(task.id, "go")
+        await rt.wait_idle(task.id)
+        (command,) = await rt.tasks.background(task.id)
+        assert group_alive(command["pgid"]) and os.path.exists(command["log_path"])
+        await rt.tasks.delete(task.id)
+        assert not group_alive(command["pgid"]) and not os.path.exists(command["log_path"])
+    finally:
+        await rt.aclose()
+
+
 async def test_a_timed_wake_up_fires_once(home, server):
     server.script(call("c1", "wait", {"seconds": 2, "note": "check the oven"}), Reply(chunks=["Done."]))
     rt = await _open(home, server)

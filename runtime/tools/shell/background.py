@@ -225,6 +225,13 @@ class BackgroundCommands:
         for running in [r for r in self._running.values() if r.row["task_id"] == task_id]:
             await self._end(running, "stopped")
 
+    async def forget(self, task_id: str) -> None:
+        """The task is being deleted: stop its commands and remove their logs (its rows go with the task)."""
+        await self.stop_task(task_id)
+        for row in await self.records.background_commands(task_id):
+            with contextlib.suppress(OSError):
+                os.unlink(row["log_path"])
+
     async def close(self) -> None:
         """The runtime quits: every command is ended and recorded `interrupted`."""
         self.closed = True
