@@ -268,6 +268,10 @@ class RuntimeBridge(QObject):
     def running_tasks(self) -> list[str]:
         return self._rt.tasks.running()
 
+    def working_tasks(self) -> list[str]:
+        """Tasks a quit would interrupt: a turn running, or a background command."""
+        return self._rt.tasks.working()
+
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",

@@ -180,7 +180,7 @@ class HearthApp(StartupProblems, QObject):
             event.accept()
             return
         event.ignore()
-        running = self.bridge.running_tasks() if self.bridge else []
+        running = self.bridge.working_tasks() if self.bridge else []
         if running and self.tray is not None:
             self.hide_window()
             if not self.prefs.tray_note_shown:
@@ -193,7 +193,8 @@ class HearthApp(StartupProblems, QObject):
                 self.window, "Keep working?", f"{n} task{'s are' if n > 1 else ' is'} still working.",
                 [("Keep running in the background", self.hide_window), ("Quit", self._quit_saving_settings)],
                 informative="Open Hearth again to get back to it; you will be notified when a task ends or "
-                            "needs you. Quitting marks running turns interrupted; you can continue them later.")
+                            "needs you. Quitting marks running turns and background commands interrupted; you can "
+                            "continue them later.")
             return
         self.request_quit(ask=True)
 
@@ -313,13 +314,14 @@ class HearthApp(StartupProblems, QObject):
 
     def request_quit(self, ask: bool = True) -> QMessageBox | None:
         """Quit; with `ask`, confirm first when turns are running. Signals (SIGTERM/SIGINT) never ask."""
-        running = self.bridge.running_tasks() if self.bridge else []
+        running = self.bridge.working_tasks() if self.bridge else []
         if ask and running:
             n = len(running)
             return dialogs.confirm(
                 self.window, "Quit Hearth?", f"{n} task{'s are' if n > 1 else ' is'} still working.", "Quit",
                 self._quit_saving_settings,
-                informative="Running turns will be marked interrupted; you can continue them later.")
+                informative="Running turns and background commands will be stopped and marked interrupted; you "
+                            "can continue them later.")
         if ask:
             self._quit_saving_settings()
         else:

@@ -152,6 +152,10 @@ class Tasks:
         """Ids of the tasks with a turn running (or about to start from the queue)."""
         return [slot.task_id for slot in self._core.aborts.slots()]
 
+    def working(self) -> builtins.list[str]:
+        """Ids of the tasks a quit would interrupt: a turn running, or a background command."""
+        return sorted(set(self.running()) | self._core.background.tasks())
+
     # -- turns --
 
     async def send(self, task_id: str, text: str, attachments: Iterable[str | Path] = (),

@@ -41,6 +41,10 @@ async def test_the_panel_shows_the_wait_and_the_command_and_acts_on_them(launch)
     assert command["status"] == "running" and group_alive(command["pgid"])
     await until(lambda: str(_sidebar_wake(ctl, task.id)).startswith("wakes "), what="the sidebar's row")
 
+    asked = ctl.request_quit(ask=True)  # no turn runs, but a quit would end the command: it asks first
+    assert asked is not None and "background commands" in asked.informativeText()
+    asked.close()
+
     QTest.mouseClick(_button(panel, "Output"), Qt.MouseButton.LeftButton)
     await until(lambda: "hello from the build" in box.output.toPlainText(), what="the output so far")
     QTest.mouseClick(_button(panel, "Stop"), Qt.MouseButton.LeftButton)

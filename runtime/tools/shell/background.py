@@ -201,6 +201,10 @@ class BackgroundCommands:
         if running.watcher is not None:
             await asyncio.shield(running.watcher)
 
+    def tasks(self) -> set[str]:
+        """The tasks with a command running in this process."""
+        return {r.row["task_id"] for r in self._running.values()}
+
     async def list(self, task_id: str) -> list[dict[str, Any]]:
         """The task's background commands, newest first, each with `output_bytes` (the log's size)."""
         rows = await self.records.background_commands(task_id)
