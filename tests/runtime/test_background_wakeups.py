@@ -153,10 +153,11 @@ async def test_a_command_killed_with_hearth_wakes_the_task_after_the_restart_and
         await rt.aclose()
 
 
-async def test_no_background_process_outlives_stop_or_quit(home, server):
+async def test_no_background_process_outlives_stop_or_quit_and_a_quit_wakes_the_task_that_waited(home, server):
     server.script(
         call("c1", "run_shell", {"command": "sleep 60 & sleep 60", "background": True}), Reply(chunks=["started"]),
-        call("c2", "run_shell", {"command": "sleep 60", "background": True}), Reply(chunks=["started"]),
+        call("c2", "run_shell", {"command": "sleep 60", "background": True}),
+        call("c3", "wait", lambda body: {"command": started_id(body), "note": "the sleeper"}),
     )
     rt = await _open(home, server)
     try:
@@ -181,6 +182,13 @@ async def test_no_background_process_outlives_stop_or_quit(home, server):
             "interrupted",)
     finally:
         db.close()
+    server.script(Reply(chunks=["It was cut off."]))
+    rt = await _open(home, server)  # the task that waited for it wakes with that fact
+    try:
+        said = await woken_inputs(rt, quit_.id, 2)
+        assert "interrupted by the quit" in said[1] and "the sleeper" in said[1]
+    finally:
+        await rt.aclose()
 
 
 async def test_deleting_a_task_ends_its_commands_and_removes_their_logs(home, server):
