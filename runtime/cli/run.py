@@ -1,6 +1,8 @@
 """`hearth run` and `hearth answer`: send an input (or an answer) and stream the task's turns to the terminal until
 it is idle; in a terminal, approvals (y / n / always) and questions are asked on the way. Ctrl-C stops the turn,
-waits for its finalize, then exits 130. The exit codes are cli/exits.py's."""
+waits for its finalize, then exits 130. Before the last line (`task ID`) it says what outlives it and what does not:
+background commands end with this process; a wake-up waits for one that runs them. The exit codes are
+cli/exits.py's."""
 
 from __future__ import annotations
 
@@ -103,6 +105,7 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     print()
+    await _say_what_outlives(rt, task_id)
     print(f"task {task_id}", file=sys.stderr)
     if ended is None:
         return EXIT_PROVIDER
@@ -120,6 +123,19 @@ async def _follow(rt: Runtime, task_id: str, turn_id: str | None) -> int:
         print(f"waiting: {req.get('prompt', '')} Answer with: hearth answer {task_id} {how}", file=sys.stderr)
         return EXIT_WAITING
     return EXIT_OK
+
+
+async def _say_what_outlives(rt: Runtime, task_id: str) -> None:
+    """This process ends with the turn: its background commands end with it, and a wake-up waits for a process that
+    runs them (the app, `hearth serve`, `hearth wake`)."""
+    commands = [c for c in await rt.tasks.background(task_id) if c["status"] == "running"]
+    if commands:
+        print(f"{len(commands)} background command(s) of this task end now, with this command (interrupted).",
+              file=sys.stderr)
+    task = await rt.get_task(task_id)
+    if task.wake is not None:
+        print(f"{(task.waits_for() or '').capitalize()} ({task.wake['note']}): it wakes while the app, "
+              "`hearth serve` or `hearth wake` runs.", file=sys.stderr)
 
 
 async def _stream_until_idle(rt: Runtime, task_id: str, turn_id: str | None) -> TurnEnded | None:

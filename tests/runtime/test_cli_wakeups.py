@@ -51,6 +51,18 @@ async def test_tasks_show_and_stop_tell_of_wake_ups_and_background_commands(home
     assert "wakes" not in row and " idle " in row
 
 
+async def test_hearth_run_says_what_outlives_it(home):
+    async with OpenAIServer() as server:
+        write_settings(home, server.base_url)
+        server.script(call("c1", "run_shell", {"command": "sleep 60", "background": True}),
+                      call("c2", "wait", {"seconds": 600, "note": "the sleeper"}))
+        code, _, err = await _result(await _cli("run", "--approval", "full_auto", "sleep", home=home))
+    assert code == 0, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("task ")
+    assert "1 background command(s) of this task end now" in err and "Waiting until" in err and "the sleeper" in err
+
+
 async def test_hearth_wake_runs_wake_ups_without_the_app_until_stopped(home):
     async with OpenAIServer() as server:
         write_settings(home, server.base_url)
