@@ -7,6 +7,7 @@ or fired is a task change: the bridge's `task_changed`), and only the open comma
 
 from __future__ import annotations
 
+import html
 import time
 from typing import TYPE_CHECKING
 
@@ -167,5 +168,4 @@ class ActivityBox(QFrame):
 
 
 def _escape(text: str, cap: int = 120) -> str:
-    short = text if len(text) <= cap else text[:cap - 1] + "…"
-    return short.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return html.escape(text if len(text) <= cap else text[:cap - 1] + "…")

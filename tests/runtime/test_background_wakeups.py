@@ -38,6 +38,10 @@ def started_id(body: dict) -> str:
     raise AssertionError("no background command was started")
 
 
+async def _dead(pgid: int) -> bool:
+    return not group_alive(pgid)
+
+
 async def inputs(rt: Runtime, task_id: str) -> list[str]:
     return [m.text for m in await rt.messages(task_id) if m.role == "user"]
 
@@ -121,12 +125,16 @@ CHILD = textwrap.dedent("""
 """)
 
 
-async def test_a_command_killed_with_hearth_wakes_the_task_after_the_restart_and_is_dead(home, server, tmp_path):
+@pytest.mark.parametrize("sandboxed", [False, True], ids=["unsandboxed", "sandboxed"])
+async def test_a_command_killed_with_hearth_wakes_the_task_after_the_restart_and_is_dead(home, server, sandboxed):
+    """Unsandboxed, the command outlives the killed process until the next start ends its group; in the sandbox
+    the kernel ends it with Hearth (bwrap's --die-with-parent)."""
     server.script(
         call("c1", "run_shell", {"command": "echo fetching; sleep 60; echo never", "background": True}),
         call("c2", "wait", lambda body: {"command": started_id(body), "note": "the download"}),
     )
-    write_settings(home, server.base_url, **NO_SANDBOX)
+    settings = {} if sandboxed else NO_SANDBOX
+    write_settings(home, server.base_url, **settings)
     child = await asyncio.create_subprocess_exec(
         sys.executable, "-c", CHILD, str(home), stdout=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": os.getcwd()})
@@ -139,14 +147,17 @@ async def test_a_command_killed_with_hearth_wakes_the_task_after_the_restart_and
     finally:
         child.send_signal(signal.SIGKILL)
         await child.wait()
-    assert group_alive(pgid)  # not tied to the process that died: the next start must end it
+    if sandboxed:
+        await until(lambda: _dead(pgid), timeout=5)
+    else:
+        assert group_alive(pgid)  # not tied to the process that died: the next start must end it
 
     server.script(Reply(chunks=["It was cut off; I will start it again."]))
-    rt = await _open(home, server, **NO_SANDBOX)
+    rt = await _open(home, server, **settings)
     try:
         assert not group_alive(pgid)  # ended at the start, before anything else
         (command,) = await rt.tasks.background(task_id)
-        assert command["status"] == "interrupted"
+        assert command["status"] == "interrupted" and bool(command["sandboxed"]) is sandboxed
         said = await woken_inputs(rt, task_id, 2)
         assert "interrupted by the quit" in said[1] and "fetching" in said[1] and "the download" in said[1]
     finally:
