@@ -237,30 +237,45 @@ async def test_a_timed_wake_up_fires_once(home, server):
         await rt.aclose()
 
 
-async def test_a_wake_up_survives_a_restart_and_one_due_while_hearth_was_down_fires_late(home, server):
-    server.script(call("c1", "wait", {"seconds": 2, "note": "soon"}),
-                  call("c2", "wait", {"seconds": 1, "note": "while away"}))
+async def _waiting_task(home, server, seconds: float, note: str) -> tuple[str, float]:
+    """A task that ended its turn waiting `seconds`, in a runtime closed right after: its id and when it is due."""
+    server.script(call("c1", "wait", {"seconds": seconds, "note": note}))
     rt = await _open(home, server)
     try:
-        soon = await rt.create_task()
-        await rt.send(soon.id, "a")
-        await rt.wait_idle(soon.id)
-        away = await rt.create_task()
-        await rt.send(away.id, "b")
-        await rt.wait_idle(away.id)
+        task = await rt.create_task()
+        await rt.send(task.id, "a")
+        await rt.wait_idle(task.id)
+        wake = await rt.wakeups.get(task.id)
+        assert wake is not None
+        return task.id, wake["due_at"]
     finally:
         await rt.aclose()
-    await asyncio.sleep(1.5)  # `away` comes due while nothing runs
-    server.script(Reply(chunks=["late one"]), Reply(chunks=["on time"]))
+
+
+async def test_a_wake_up_set_for_2_s_fires_once_across_a_restart(home, server):
+    task_id, due = await _waiting_task(home, server, 2, "soon")
+    server.script(Reply(chunks=["on time"]))
     rt = await _open(home, server)
     try:
-        said = await woken_inputs(rt, away.id, 2)
-        assert "late" in said[1] and "Hearth was not running" in said[1]
-        said = await woken_inputs(rt, soon.id, 2)
-        assert "on time" in said[1]
+        assert time.time() < due  # reopened before it came due
+        said = await woken_inputs(rt, task_id, 2)
+        assert time.time() >= due and "soon" in said[1] and "on time" in said[1]
+        await asyncio.sleep(1.5)
+        assert len(await inputs(rt, task_id)) == 2 and (await rt.get_task(task_id)).wake is None
+    finally:
+        await rt.aclose()
+
+
+async def test_a_wake_up_due_while_hearth_was_down_fires_at_the_start_marked_late(home, server):
+    task_id, due = await _waiting_task(home, server, 1, "while away")
+    await asyncio.sleep(max(0.0, due - time.time()) + 0.5)  # it comes due while nothing runs
+    server.script(Reply(chunks=["late one"]))
+    rt = await _open(home, server)
+    try:
+        said = await woken_inputs(rt, task_id, 2)
+        assert "while away" in said[1] and "late, as Hearth was not running when it came due" in said[1]
         await asyncio.sleep(1)
-        assert len(await inputs(rt, soon.id)) == 2 and len(await inputs(rt, away.id)) == 2
-        assert [t.wake for t in await rt.list_tasks()] == [None, None]
+        assert len(await inputs(rt, task_id)) == 2 and [t.wake for t in await rt.list_tasks()] == [None]
     finally:
         await rt.aclose()
 
