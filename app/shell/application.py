@@ -88,6 +88,7 @@ class HearthApp(StartupProblems, QObject):
         self.drafts: dict[str, dict] = self.prefs.drafts  # task or chat id -> typed but not sent, across restarts
         self._waiting: set[str] = set()
         self._last_notified: str | None = None
+        self._wake_set: dict[str, str] = {}  # task id -> what its wake-up waits for, from the turn that set it
         self._closing = False
         # While the window is hidden nobody reloads the task list: the tray refreshes its own summary.
         self._tray_refresh = QTimer(self)
@@ -280,6 +281,9 @@ class HearthApp(StartupProblems, QObject):
     def _on_turn_event(self, task_id: str, ev: Event) -> None:
         # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify, and
         # a team's assignment when it needs the person.
+        if ev.type == "activity" and ev.what == "wake_set":  # its turn ends waiting for a wake-up: said then
+            self._wake_set[task_id] = ev.detail
+        waits = self._wake_set.pop(task_id, None) if ev.type == "turn_ended" else None
         if self._closing or self.bridge is None or self._visible(task_id) or task_id in self.bridge.chat_ids:
             return
         team = self.bridge.assignment_teams.get(task_id)
@@ -290,6 +294,8 @@ class HearthApp(StartupProblems, QObject):
         title = self._titles.get(task_id, "A task")
         if ev.type == "activity" and ev.what == "woke":
             self.notify(task_id, f"{title} woke up", ev.detail)
+        elif ev.type == "turn_ended" and ev.reason == "completed" and waits:
+            self.notify(task_id, f"{title} will carry on by itself", waits + ".")
         elif ev.type == "input_requested":
             what = f"Allow {ev.tool_name}?" if ev.kind == "approval" else ev.prompt
             self.notify(task_id, f"{title} is waiting for you", what)

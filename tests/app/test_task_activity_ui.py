@@ -79,4 +79,6 @@ async def test_cancel_wait_and_a_task_that_wakes_out_of_sight_notifies(launch):
     await ctl.bridge.send(kettle.id, "boil")  # its panel is not the one on screen
     await until(lambda: any(n[0] == kettle.id and "woke up" in n[1] for n in ctl.notifications), timeout=15,
                 what="the wake-up notified")
-    assert any("the kettle" in n[2] for n in ctl.notifications if n[0] == kettle.id)
+    said = [(n[1], n[2]) for n in ctl.notifications if n[0] == kettle.id]
+    assert said[0][0].endswith(" will carry on by itself") and said[0][1].startswith("The task waits until ")
+    assert "the kettle" in said[1][1] and not any("is done" in title for title, _ in said[:2])
