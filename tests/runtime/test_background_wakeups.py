@@ -252,8 +252,8 @@ async def _waiting_task(home, server, seconds: float, note: str) -> tuple[str, f
         await rt.aclose()
 
 
-async def test_a_wake_up_set_for_2_s_fires_once_across_a_restart(home, server):
-    task_id, due = await _waiting_task(home, server, 2, "soon")
+async def test_a_wake_up_set_for_seconds_fires_once_across_a_restart(home, server):
+    task_id, due = await _waiting_task(home, server, 3, "soon")  # 3 s: room for the restart
     server.script(Reply(chunks=["on time"]))
     rt = await _open(home, server)
     try:
@@ -281,17 +281,19 @@ async def test_a_wake_up_due_while_hearth_was_down_fires_at_the_start_marked_lat
 
 
 async def test_the_persons_input_cancels_a_wake_up(home, server):
-    server.script(call("c1", "wait", {"seconds": 2, "note": "later"}), Reply(chunks=["Sure."]))
+    server.script(call("c1", "wait", {"seconds": 3, "note": "later"}), Reply(chunks=["Sure."]))
     rt = await _open(home, server)
     try:
         task = await rt.create_task()
         await rt.send(task.id, "a")
         await rt.wait_idle(task.id)
-        assert (await rt.get_task(task.id)).wake is not None
+        wake = (await rt.get_task(task.id)).wake
+        assert wake is not None
         await rt.send(task.id, "never mind")
+        assert time.time() < wake["due_at"]  # (the person spoke before it came due)
         await rt.wait_idle(task.id)
         assert (await rt.get_task(task.id)).wake is None
-        await asyncio.sleep(3)
+        await asyncio.sleep(max(0.0, wake["due_at"] - time.time()) + 1)
         assert await inputs(rt, task.id) == ["a", "never mind"]
     finally:
         await rt.aclose()
