@@ -17,8 +17,8 @@ import time
 import pytest
 
 from runtime.api import Runtime
-from runtime.store.repo import DB_NAME
-from runtime.tools.shell.background import CappedLog, read_log
+from runtime.store.repo import DB_NAME, Store
+from runtime.tools.shell.background import BackgroundCommands, CappedLog, process_start, read_log
 from runtime.tools.shell.process import group_alive
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
@@ -369,3 +369,30 @@ async def test_a_wake_up_sent_just_before_a_crash_does_not_run_twice(home, serve
 
 async def _no_wake(rt: Runtime, task_id: str) -> bool:
     return await rt.wakeups.get(task_id) is None
+
+
+async def test_the_start_after_a_crash_ends_what_a_command_left_in_its_group_after_its_shell_exited(tmp_path):
+    """The shell that led the group is gone (it exited after the crash), a process it started lives on in the
+    group: recovery ends it too, and leaves alone a group whose leader is another process now."""
+    store = await Store.open(tmp_path)
+    try:
+        await store.create_task(id="t1", model="a/b", workspace=str(tmp_path), knowledge=[])
+        leaderless = await asyncio.create_subprocess_exec("/bin/sh", "-c", "sleep 60 & sleep 0.5",
+                                                          start_new_session=True)
+        started = process_start(leaderless.pid)
+        await leaderless.wait()  # the shell has exited; its `sleep 60` is still in the group
+        assert started is not None and group_alive(leaderless.pid)
+        stranger = await asyncio.create_subprocess_exec("sleep", "60", start_new_session=True)
+        for command_id, pgid, start in (("c1", leaderless.pid, started), ("c2", stranger.pid, started)):
+            await store.add_background({"id": command_id, "task_id": "t1", "command": "x", "status": "running",
+                                        "started_at": 1.0, "pgid": pgid, "proc_start": start,
+                                        "log_path": str(tmp_path / f"{command_id}.log")})
+        recovered = await BackgroundCommands(tmp_path, store).recover()
+        assert {r["id"] for r in recovered} == {"c1", "c2"}
+        assert not group_alive(leaderless.pid)
+        assert group_alive(stranger.pid)  # its leader started at another time: not the command's
+        assert {r["status"] for r in await store.background_commands("t1")} == {"interrupted"}
+        stranger.kill()
+        await stranger.wait()
+    finally:
+        await store.aclose()

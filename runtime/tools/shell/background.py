@@ -8,8 +8,9 @@ says how much (`CappedLog`), so the model can read it in pieces by offset and th
 No process outlives a Stop or a quit: `stop`, `stop_task` and `close` kill the process group (SIGTERM, then
 SIGKILL) and record how it ended (`stopped`, or `interrupted` for a quit). A crash cannot do that, so each row
 keeps the group's id and its leader's start (the boot and the start tick in /proc): `recover` at the next start
-kills that group only while its leader is still that same process, and records the command `interrupted`. In the
-sandbox the kernel has already ended it with Hearth (bwrap's --die-with-parent).
+kills that group only while its leader is still that same process, or gone with members left (`still_ours`), and
+records the command `interrupted`. In the sandbox the kernel has already ended it with Hearth (bwrap's
+--die-with-parent).
 """
 
 from __future__ import annotations
@@ -111,6 +112,20 @@ def process_start(pid: int) -> str | None:
         return None
     fields = stat[stat.rfind(b")") + 2:].split()
     return f"{boot}:{fields[19].decode()}" if len(fields) > 19 else None  # field 22 of stat: starttime
+
+
+def still_ours(pgid: int, started: str) -> bool:
+    """Whether process group `pgid`, whose leader started as `started` (process_start), can still hold what that
+    leader started: in the same boot, its leader is that very process, or gone (Linux gives no new process the id
+    of a group that still has members, so what is left in the group is the leader's)."""
+    now = process_start(pgid)
+    if now is not None:
+        return now == started
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip() == started.split(":", 1)[0]
+    except OSError:
+        return False
 
 
 @dataclass
@@ -247,9 +262,8 @@ class BackgroundCommands:
         rows = await self.records.running_background()
         now = time.time()
         for row in rows:
-            pgid, started = row["pgid"], row["proc_start"]
-            if pgid and started and process_start(pgid) == started:
-                await kill_group(pgid)
+            if row["pgid"] and row["proc_start"] and still_ours(row["pgid"], row["proc_start"]):
+                await kill_group(row["pgid"])
             await self.records.end_background(row["id"], "interrupted", None, now)
             row.update(status="interrupted", ended_at=now)
         return rows
