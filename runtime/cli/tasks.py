@@ -98,7 +98,8 @@ async def show_command(rt: Runtime, args: argparse.Namespace) -> int:
         print(line)
     turns = {t["id"]: t for t in await rt.tasks.turns(task_id)}
     for m in await rt.messages(task_id):
-        print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else ""))
+        woke = any(p.get("type") == "wake" for p in m.parts)
+        print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else "") + ("  (wake-up)" if woke else ""))
         for line in _part_lines(m.parts):
             print(line)
         turn = turns.get(m.turn_id) if m.role == "assistant" else None

@@ -225,8 +225,10 @@ class Tasks:
                                            todos=[{"content": s, "status": "pending"} for s in steps])
 
     async def wake(self, task_id: str, text: str, client_msg_id: str) -> TurnHandle:
-        """The input of a wake-up (services/wakeups.py): sent as the person's are, without cancelling it."""
-        return await self._turns.send(task_id, [{"type": "text", "text": text}], client_msg_id, False)
+        """The input of a wake-up (services/wakeups.py): sent as the person's are, without cancelling it, marked
+        with a `wake` part (the window and `hearth show` say Hearth sent it; it is not the person's to edit)."""
+        parts: builtins.list[dict] = [{"type": "wake"}, {"type": "text", "text": text}]
+        return await self._turns.send(task_id, parts, client_msg_id, False)
 
     async def _send(self, task_id: str, parts: builtins.list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:

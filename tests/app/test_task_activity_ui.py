@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QPushButton
+from PySide6.QtWidgets import QLabel, QPushButton
 
 from app.shell.sidebar import WAKE
 from runtime.providers.scripted import Call, ScriptedModel
@@ -53,8 +53,11 @@ async def test_the_panel_shows_the_wait_and_the_command_and_acts_on_them(launch)
 
     QTest.mouseClick(box.resume, Qt.MouseButton.LeftButton)  # wake now instead of in an hour
     await wait_turns(ctl, panel, 2)
-    said = [m.text for m in await ctl.rt.messages(task.id) if m.role == "user"]
-    assert "The person woke the task now" in said[-1] and "the build takes a while" in said[-1]
+    woken = [m for m in await ctl.rt.messages(task.id) if m.role == "user"][-1]
+    assert "The person woke the task now" in woken.text and "the build takes a while" in woken.text
+    bubble = await until(lambda: panel.conversation.items.get(woken.id), what="the wake-up's bubble")
+    assert "Hearth woke the task" in [label.text() for label in bubble.findChildren(QLabel)]
+    assert "Edit" not in [b.text() for b in bubble.findChildren(QPushButton)]  # not the person's words to edit
     await until(lambda: not box.wake_row.isVisible(), what="the wait gone from the panel")
     await until(lambda: _sidebar_wake(ctl, task.id) is None, what="the wait gone from the sidebar")
 

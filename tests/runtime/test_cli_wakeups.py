@@ -96,3 +96,6 @@ async def test_hearth_wake_runs_wake_ups_without_the_app_until_stopped(home):
         assert (await rt.messages(task.id))[-1].text == "Tea is ready."
     finally:
         await rt.aclose()
+    code, out, err = await _result(await _cli("show", task.id[:10], home=home))
+    assert code == 0, err
+    assert out.count("## user") == 2 and out.count("## user  (wake-up)") == 1
