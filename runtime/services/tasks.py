@@ -138,7 +138,7 @@ class Tasks:
         row = await self._core.background.get(task_id, command_id)
         if row is None:
             raise ConfigError(f"This task has no background command {command_id!r}.")
-        return read_log(row["log_path"], offset, limit)[0]
+        return read_log(row["log_path"], offset, limit).text
 
     async def stop_background(self, task_id: str, command_id: str) -> bool:
         """Stop one background command of the task (and everything it started); False when it was not running."""

@@ -201,8 +201,9 @@ class Wakeups:
                      "which ended the command, so it may not have finished its work.")
         else:
             ended = f"The person stopped it after {ran}."
-        tail, _, size = read_log(command["log_path"], -TAIL_BYTES)
-        output = f"The last of its output ({size} bytes in all):\n{tail}" if size else "It printed nothing."
+        tail = read_log(command["log_path"], -TAIL_BYTES)
+        output = (f"The last of its output ({tail.size} bytes in all):\n{tail.text}" if tail.size
+                  else "It printed nothing.")
         return f"{said} {ended} {output}"
 
     def _announce(self, task_id: str, what: Any, detail: str, turn_id: str | None = None) -> None:

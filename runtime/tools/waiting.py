@@ -5,7 +5,8 @@ keeps the wake-up and starts the next turn by itself)."""
 from __future__ import annotations
 
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
+from datetime import time as dt_time
 from typing import Any, Protocol
 
 from ..errors import ToolError
@@ -77,25 +78,26 @@ class BackgroundCommand:
         offset = args.get("offset", 0)
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise ToolError("offset must be a whole number of bytes.")
-        text, after, size = read_log(row["log_path"], offset)
-        more = f" More from offset {after}." if after < size else ""
-        return ToolResult(f"{describe(row, size)}\n[bytes {after - len(text.encode())}-{after} of {size}.{more}]\n"
-                          f"{text or '[no output]'}")
+        piece = read_log(row["log_path"], offset)
+        more = f" More from offset {piece.end}." if piece.end < piece.size else ""
+        return ToolResult(f"{describe(row, piece.size)}\n[bytes {piece.start}-{piece.end} of {piece.size}.{more}]\n"
+                          f"{piece.text or '[no output]'}")
 
 
 class Wait:
     name = "wait"
     description = (
         "End your turn and be woken later: when a background command finishes (command: its id), after a number "
-        "of seconds (seconds), or at a time (until: ISO 8601, e.g. 2026-12-07T09:00; local time unless it has a "
-        "zone). Give one of them, and a short note of why. The next turn starts by itself and tells you what "
-        "happened; a message from the person before then cancels the wait.")
+        "of seconds (seconds), or at a time (until: ISO 8601, e.g. 2026-12-07T09:00, local time unless it has a "
+        "zone; or a time of day, e.g. 09:00, meaning the next time it is 09:00). Give one of them, and a short "
+        "note of why. The next turn starts by itself and tells you what happened; a message from the person "
+        "before then cancels the wait.")
     parameters: dict[str, Any] = {
         "type": "object",
         "properties": {
             "command": {"type": "string", "description": "Wake when this background command finishes."},
             "seconds": {"type": "number", "minimum": 1, "description": "Wake after this many seconds."},
-            "until": {"type": "string", "description": "Wake at this time (ISO 8601)."},
+            "until": {"type": "string", "description": "Wake at this time (ISO 8601, or a time of day)."},
             "note": {"type": "string", "description": "Why you wait, in a few words; shown to the person."},
         },
         "required": ["note"],
@@ -127,6 +129,22 @@ class Wait:
         return ToolResult(f"{when} Your turn ends now.", state={"ends_turn": True})
 
 
+def _until(text: str, now: float) -> float:
+    """An ISO 8601 date and time (naive: local time), or a time of day alone: the next time the clock shows it."""
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        pass
+    try:
+        clock = dt_time.fromisoformat(text)
+    except ValueError:
+        raise ToolError(f"until must be an ISO 8601 time such as 2026-12-07T09:00, or a time of day such as 09:00, "
+                        f"not {text!r}.") from None
+    today = datetime.fromtimestamp(now)
+    due = datetime.combine(today.date(), clock)
+    return (due if due > today else due + timedelta(days=1)).timestamp()
+
+
 def due_time(args: dict[str, Any], now: float | None = None) -> float:
     """When `seconds` from now, or the time `until` names, comes: checked to lie ahead, within MAX_WAIT."""
     now = time.time() if now is None else now
@@ -135,11 +153,7 @@ def due_time(args: dict[str, Any], now: float | None = None) -> float:
             raise ToolError("seconds must be a number above 0.")
         due = now + float(seconds)
     else:
-        try:
-            due = datetime.fromisoformat(str(args["until"]).strip()).timestamp()  # naive: local time
-        except ValueError:
-            raise ToolError(f"until must be an ISO 8601 time such as 2026-12-07T09:00, not {args['until']!r}."
-                            ) from None
+        due = _until(str(args["until"]).strip(), now)
         if due <= now:
             raise ToolError(f"{args['until']} has already passed; it is now "
                             f"{datetime.fromtimestamp(now).isoformat(timespec='seconds')}.")

@@ -13,13 +13,16 @@ import sqlite3
 import sys
 import textwrap
 import time
+from datetime import datetime
 
 import pytest
 
 from runtime.api import Runtime
+from runtime.errors import ToolError
 from runtime.store.repo import DB_NAME, Store
 from runtime.tools.shell.background import BackgroundCommands, CappedLog, process_start, read_log
 from runtime.tools.shell.process import group_alive
+from runtime.tools.waiting import due_time
 from tests.support.helpers import write_settings
 from tests.support.openai_server import OpenAIServer, Reply
 
@@ -337,7 +340,7 @@ def test_a_log_past_its_cap_keeps_its_newest_half_and_says_what_it_dropped(tmp_p
     for i in range(300):
         log.write(f"line {i:04}\n".encode())
     log.close()
-    text, _, size = read_log(tmp_path / "c.log", 0, 5000)
+    text, _, _, size = read_log(tmp_path / "c.log", 0, 5000)
     assert size <= 1100 and text.startswith("[... ") and "earlier bytes of output dropped" in text
     assert text.endswith("line 0299\n") and "line 0000" not in text
 
@@ -396,3 +399,17 @@ async def test_the_start_after_a_crash_ends_what_a_command_left_in_its_group_aft
         await stranger.wait()
     finally:
         await store.aclose()
+
+
+def test_wait_takes_seconds_an_iso_time_or_a_time_of_day_and_refuses_the_rest_in_words():
+    now = datetime(2026, 12, 6, 10, 30).timestamp()
+    assert due_time({"seconds": 90}, now) == now + 90
+    assert due_time({"until": "2026-12-07T09:00"}, now) == datetime(2026, 12, 7, 9, 0).timestamp()
+    assert due_time({"until": "11:00"}, now) == datetime(2026, 12, 6, 11, 0).timestamp()  # later today
+    assert due_time({"until": "09:00"}, now) == datetime(2026, 12, 7, 9, 0).timestamp()  # passed: tomorrow
+    for args, said in (({"until": "2026-12-06T08:00"}, "has already passed; it is now 2026-12-06T10:30:00"),
+                       ({"until": "soon"}, "until must be an ISO 8601 time"),
+                       ({"seconds": -1}, "seconds must be a number above 0"),
+                       ({"seconds": 90 * 86400}, "A wait may last at most 30 days")):
+        with pytest.raises(ToolError, match=re.escape(said)):
+            due_time(args, now)

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from .process import kill_group, pump, settle, spawn, until_exit
 from .sandbox import Launch
@@ -86,9 +86,18 @@ class CappedLog:
         self._file.close()
 
 
-def read_log(path: str | Path, offset: int = 0, limit: int = READ_LIMIT) -> tuple[str, int, int]:
-    """(text, next offset, size) of the log from byte `offset`, at most `limit` bytes; a negative offset counts
-    from the end (-4096: the last 4 KiB). A log that is gone reads as empty."""
+class Piece(NamedTuple):
+    """A piece of a command's log: its text, where it starts and ends (bytes), and the log's size."""
+
+    text: str
+    start: int
+    end: int
+    size: int
+
+
+def read_log(path: str | Path, offset: int = 0, limit: int = READ_LIMIT) -> Piece:
+    """The log from byte `offset`, at most `limit` bytes; a negative offset counts from the end (-4096: the last
+    4 KiB). A log that is gone reads as empty."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
@@ -96,8 +105,8 @@ def read_log(path: str | Path, offset: int = 0, limit: int = READ_LIMIT) -> tupl
             f.seek(start)
             data = f.read(max(0, min(limit, READ_LIMIT * 4)))
     except OSError:
-        return "", 0, 0
-    return data.decode("utf-8", errors="replace"), start + len(data), size
+        return Piece("", 0, 0, 0)
+    return Piece(data.decode("utf-8", errors="replace"), start, start + len(data), size)
 
 
 def process_start(pid: int) -> str | None:
