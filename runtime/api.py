@@ -89,6 +89,7 @@ from .services.providers import Providers
 from .services.skills import Skills
 from .services.tasks import Tasks
 from .services.teams import Teams
+from .services.wakeups import Wakeups
 from .store.backup import BackupInfo, BackupNotFound, CheckReport, Restored
 from .store.chats import ChatStore
 from .store.faults import guard as storage_faults
@@ -113,7 +114,7 @@ __all__ = [
     "Runtime", "SandboxInfo", "ServerRefused", "ServerUnreachable", "Settings", "SettingsError", "Skills",
     "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo",
     "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TokenRefused", "TurnChanges", "TurnHandle",
-    "UndoRefused", "connect_server", "format_progress", "resolve_home",
+    "UndoRefused", "Wakeups", "connect_server", "format_progress", "resolve_home",
 ]
 
 
@@ -141,12 +142,13 @@ class Runtime:
         told: Callable[[str], Awaitable[None]] | None = None if settings_fixed else self._window_told
         self.kit = AgentKit(home, lambda: core.settings, core.keys, core.providers, list(tools), core.consents,
                             core.library, memory=folder, knowledge=self._library, told=told,
-                            deliver=store.add_delivery)
+                            deliver=store.add_delivery, background=core.background, wakes=lambda: self.wakeups)
         self.providers = Providers(core, self.kit)
         self.permissions = Permissions(core, self.kit)
         self.mcp = MCPServers(core)
         self.tasks = Tasks(core, self.kit, self._library, self.permissions)
         self.deliveries = Deliveries(core)
+        self.wakeups = Wakeups(core, self.tasks)
         self.chats = Chats(core, ChatStore(store.engine), self.kit, self.tasks)
         self.teams = Teams(core, TeamStore(store.engine), self.kit, self.permissions)
         self.memory = Memories(core, folder)
@@ -182,6 +184,7 @@ class Runtime:
         if not read_only:
             rt.backups.schedule_daily()
             await rt._library.resume()  # documents a quit or a crash cut off are indexed again
+            await rt.core.background.recover()  # background commands a crash left: ended, recorded interrupted
         return rt
 
     @classmethod
@@ -204,6 +207,7 @@ class Runtime:
             if database is None:
                 rt.backups.schedule_daily()
             await rt._library.resume()
+            await rt.core.background.recover()
         return rt
 
     @classmethod
@@ -313,6 +317,8 @@ class Runtime:
             return
         core.closed = True
         self.backups.stop_check()
+        await self.wakeups.close()  # nothing wakes any more, then background commands end `interrupted`
+        await core.background.close()
         for slot in core.aborts.slots():
             slot.abort(EndReason.interrupted)
         while core.runs:

@@ -162,6 +162,17 @@ class TitleChanged(_Event):
     title: str
 
 
+class TaskActivity(_Event):
+    """A task's background commands or its wake-up changed (tools/shell/background.py, services/wakeups.py). Not
+    part of a turn's stream: on the runtime's feed only, with seq 0 and the turn that caused it, if any. `what`:
+    "background" (a command started or ended), "wake_set", "wake_cancelled", "woke" (its next turn started by
+    itself; `detail` says why)."""
+
+    type: Literal["activity"] = "activity"
+    what: Literal["background", "wake_set", "wake_cancelled", "woke"]
+    detail: str = ""
+
+
 class Aborted(_Event):
     type: Literal["aborted"] = "aborted"
 
@@ -185,6 +196,7 @@ Event = Annotated[
     | WarningEvent
     | TodosChanged
     | TitleChanged
+    | TaskActivity
     | Aborted
     | TurnEnded,
     Field(discriminator="type"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from pydantic import BaseModel
@@ -26,10 +27,41 @@ class TaskInfo(BaseModel):
     plan_status: str | None = None  # a task created with planning on: None, "approved" or "rejected"
     network: bool = False  # its shell commands may use the network
     unsandboxed_ok: bool = False  # in full_auto, its commands may run without a sandbox when none can start
+    # What it waits for before its next turn starts by itself (services/wakeups.py): `note`, and `due_at` (a time)
+    # or `command_id` (a background command finishing); None when it waits for nothing.
+    wake: dict | None = None
     input_tokens: int
     output_tokens: int
     created_at: float
     updated_at: float
+
+    def waits_for(self) -> str | None:
+        """What the task waits for before it wakes, in a few words ("waiting until 14:20:00", "waiting for a
+        command to finish"); None when it waits for nothing."""
+        if self.wake is None:
+            return None
+        if self.wake.get("command_id"):
+            return "waiting for a command to finish"
+        return f"waiting until {clock(self.wake['due_at'])}"
+
+    def wakes(self) -> str | None:
+        """When it wakes, for a list's narrow column: "wakes 14:20", "wakes 7 Dec 09:00", "wakes after a command";
+        None when it waits for nothing."""
+        if self.wake is None:
+            return None
+        if self.wake.get("command_id"):
+            return "wakes after a command"
+        local = time.localtime(self.wake["due_at"])
+        today = time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d")
+        return "wakes " + time.strftime("%H:%M" if today else f"{local.tm_mday} %b %H:%M", local)
+
+
+def clock(ts: float) -> str:
+    """A time as a person reads it: the time of day today, else with its date."""
+    local = time.localtime(ts)
+    if time.strftime("%Y-%m-%d", local) == time.strftime("%Y-%m-%d"):
+        return time.strftime("%H:%M:%S", local)
+    return time.strftime("%Y-%m-%d %H:%M", local)
 
 
 class DeliveryInfo(BaseModel):

@@ -49,6 +49,11 @@ class Message:
         return "".join(p.get("text", "") for p in self.parts if p.get("type") == "text")
 
     @property
+    def woken(self) -> bool:
+        """An input Hearth sent when the task woke up (services/wakeups.py), not the person."""
+        return any(p.get("type") == "wake" for p in self.parts)
+
+    @property
     def truncated(self) -> bool:
         return self.marked("truncated")
 

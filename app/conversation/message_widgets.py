@@ -58,6 +58,10 @@ class UserBubble(QWidget):
         lay = QVBoxLayout(self.bubble)
         lay.setContentsMargins(12, 8, 12, 8)
         lay.setSpacing(4)
+        if any(p.get("type") == "wake" for p in parts):  # sent by Hearth when the task woke, not typed
+            woke = QLabel("Hearth woke the task")
+            woke.setObjectName("Muted")
+            lay.addWidget(woke)
         label = QLabel(self.text)
         label.setTextFormat(Qt.TextFormat.PlainText)
         label.setWordWrap(True)

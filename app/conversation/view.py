@@ -216,7 +216,7 @@ class ConversationView(QScrollArea):
 
     def _last_input(self) -> int | None:
         return next((m.id for m in reversed(self.messages) if m.role == "user" and not m.rewind
-                     and m.status == "complete" and m.text), None)
+                     and m.status == "complete" and m.text and not m.woken), None)
 
     def _card_before(self, message_id: int, call_id: str) -> ToolCard | None:
         """The card an earlier message shows for `call_id` (an approval or question answered in a later turn

@@ -5,9 +5,10 @@ will stand behind this same client: the app uses only what the bridge offers. No
 - Tasks: the bridge's own methods (reads, `create_task`, `send`, `answer`, `stop`, `rename`, `delete`, …); every
   action emits `task_changed` or `tasks_changed`, so the sidebar, tray and notifications hear of it.
 - Every other capability is the runtime's service as a typed attribute: `chats`, `deliveries`, `teams`, `memory`,
-  `knowledge`, `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups`, `changes` (runtime.api names
-  their types). The bridge has a method of its own only where it adds something: `list_chats`, `create_chat`,
-  `rename_chat`, `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids are chats' and
+  `knowledge`, `jobs`, `models`, `providers`, `mcp`, `permissions`, `skills`, `backups`, `changes`, `wakeups`
+  (runtime.api names their types). The bridge has a method of its own only where it adds something: `list_chats`,
+  `create_chat`, `rename_chat`, `delete_chat`, `list_teams`, `create_team` tell the lists (and learn which owner ids
+  are chats' and
   assignments'; a chat's turns go through `sources.ChatSource`, which emits the same signals); `set_api_key`,
   `test_provider` (a typed key stored first) and `approve_mcp_server` keep the keyring and files off the loop.
 - Settings, the one shared state: `settings`, `home`, `save_settings`.
@@ -18,7 +19,8 @@ will stand behind this same client: the app uses only what the bridge offers. No
   across every turn. Events are handed over in one batch per frame (~16 ms), consecutive text deltas of a part
   merged, so a 20,000-delta stream costs at most one repaint per frame.
 - The sidebar, tray and notifications follow one feed of every owner's non-delta events (`Runtime.events()`): a
-  turn that starts, waits or ends re-emits `turn_event` and `task_changed`.
+  turn that starts, waits or ends, and a task's activity between turns (a background command, a wake-up),
+  re-emits `turn_event` and `task_changed`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
         TaskInfo,
         Teams,
         TurnHandle,
+        Wakeups,
     )
     from runtime.events import Event, ReasoningDelta, TextDelta
 
@@ -65,7 +68,7 @@ log = logging.getLogger(__name__)
 
 FRAME = 0.016  # seconds: at most one batch (and so one repaint) per frame
 # Events of the feed that change what a task list shows.
-_TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended", "title"})
+_TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended", "title", "activity"})
 
 
 class TextChunk:
@@ -174,6 +177,7 @@ class RuntimeBridge(QObject):
         self.skills: Skills = rt.skills
         self.backups: Backups = rt.backups
         self.changes: Changes = rt.changes
+        self.wakeups: Wakeups = rt.wakeups
         self._closing = False
         self._settling: set[str] = set()
         self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'
@@ -259,8 +263,18 @@ class RuntimeBridge(QObject):
     def is_running(self, task_id: str) -> bool:
         return self._rt.tasks.is_running(task_id)
 
+    async def background(self, task_id: str) -> list[dict]:
+        return await self._rt.tasks.background(task_id)
+
+    async def background_output(self, task_id: str, command_id: str, offset: int) -> str:
+        return await self._rt.tasks.background_output(task_id, command_id, offset)
+
     def running_tasks(self) -> list[str]:
         return self._rt.tasks.running()
+
+    def working_tasks(self) -> list[str]:
+        """Tasks a quit would interrupt: a turn running, or a background command."""
+        return self._rt.tasks.working()
 
     # -- actions --
 
@@ -356,6 +370,9 @@ class RuntimeBridge(QObject):
 
     async def stop(self, task_id: str) -> None:
         await self._rt.stop(task_id)
+
+    async def stop_background(self, task_id: str, command_id: str) -> bool:
+        return await self._rt.tasks.stop_background(task_id, command_id)
 
     async def rename(self, task_id: str, title: str) -> None:
         await self._rt.tasks.rename(task_id, title)

@@ -88,6 +88,7 @@ class HearthApp(StartupProblems, QObject):
         self.drafts: dict[str, dict] = self.prefs.drafts  # task or chat id -> typed but not sent, across restarts
         self._waiting: set[str] = set()
         self._last_notified: str | None = None
+        self._wake_set: dict[str, str] = {}  # task id -> what its wake-up waits for, from the turn that set it
         self._closing = False
         # While the window is hidden nobody reloads the task list: the tray refreshes its own summary.
         self._tray_refresh = QTimer(self)
@@ -133,6 +134,7 @@ class HearthApp(StartupProblems, QObject):
         self.startup_error = None
         self._problem = None
         self.bridge = RuntimeBridge(self.rt, api)
+        self.rt.wakeups.start()  # the app owns the data folder: its tasks wake up here
         self.bridge.turn_event.connect(self._on_turn_event)
         self.bridge.task_changed.connect(self._task_changed)
         self.bridge.storage_fault.connect(self.storage_fault)
@@ -179,7 +181,7 @@ class HearthApp(StartupProblems, QObject):
             event.accept()
             return
         event.ignore()
-        running = self.bridge.running_tasks() if self.bridge else []
+        running = self.bridge.working_tasks() if self.bridge else []
         if running and self.tray is not None:
             self.hide_window()
             if not self.prefs.tray_note_shown:
@@ -192,7 +194,8 @@ class HearthApp(StartupProblems, QObject):
                 self.window, "Keep working?", f"{n} task{'s are' if n > 1 else ' is'} still working.",
                 [("Keep running in the background", self.hide_window), ("Quit", self._quit_saving_settings)],
                 informative="Open Hearth again to get back to it; you will be notified when a task ends or "
-                            "needs you. Quitting marks running turns interrupted; you can continue them later.")
+                            "needs you. Quitting marks running turns and background commands interrupted; you can "
+                            "continue them later.")
             return
         self.request_quit(ask=True)
 
@@ -278,6 +281,9 @@ class HearthApp(StartupProblems, QObject):
     def _on_turn_event(self, task_id: str, ev: Event) -> None:
         # A chat is a quick exchange the person is looking at: only tasks, which work on their own, notify, and
         # a team's assignment when it needs the person.
+        if ev.type == "activity" and ev.what == "wake_set":  # its turn ends waiting for a wake-up: said then
+            self._wake_set[task_id] = ev.detail
+        waits = self._wake_set.pop(task_id, None) if ev.type == "turn_ended" else None
         if self._closing or self.bridge is None or self._visible(task_id) or task_id in self.bridge.chat_ids:
             return
         team = self.bridge.assignment_teams.get(task_id)
@@ -286,7 +292,11 @@ class HearthApp(StartupProblems, QObject):
                 self.notify(task_id, f"The team “{team}” is waiting for you", "Open Hearth to answer.")
             return
         title = self._titles.get(task_id, "A task")
-        if ev.type == "input_requested":
+        if ev.type == "activity" and ev.what == "woke":
+            self.notify(task_id, f"{title} woke up", ev.detail)
+        elif ev.type == "turn_ended" and ev.reason == "completed" and waits:
+            self.notify(task_id, f"{title} will carry on by itself", waits + ".")
+        elif ev.type == "input_requested":
             what = f"Allow {ev.tool_name}?" if ev.kind == "approval" else ev.prompt
             self.notify(task_id, f"{title} is waiting for you", what)
         elif ev.type == "turn_ended" and ev.reason in ("completed", "error"):
@@ -310,13 +320,14 @@ class HearthApp(StartupProblems, QObject):
 
     def request_quit(self, ask: bool = True) -> QMessageBox | None:
         """Quit; with `ask`, confirm first when turns are running. Signals (SIGTERM/SIGINT) never ask."""
-        running = self.bridge.running_tasks() if self.bridge else []
+        running = self.bridge.working_tasks() if self.bridge else []
         if ask and running:
             n = len(running)
             return dialogs.confirm(
                 self.window, "Quit Hearth?", f"{n} task{'s are' if n > 1 else ' is'} still working.", "Quit",
                 self._quit_saving_settings,
-                informative="Running turns will be marked interrupted; you can continue them later.")
+                informative="Running turns and background commands will be stopped and marked interrupted; you "
+                            "can continue them later.")
         if ask:
             self._quit_saving_settings()
         else:

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 TASK_ID = Qt.ItemDataRole.UserRole
 BADGE = Qt.ItemDataRole.UserRole + 1
 UPDATED = Qt.ItemDataRole.UserRole + 2
+WAKE = Qt.ItemDataRole.UserRole + 3  # when an idle task wakes by itself ("wakes 14:20"), or None
 ROW_HEIGHT = 52
 BADGE_TEXT = STATE_WORDS  # the same words as `hearth tasks`
 
@@ -123,6 +124,9 @@ class TaskListModel(QAbstractListModel):
             return self.badges.get(info.id, "idle")
         if role == UPDATED:
             return info.updated_at
+        if role == WAKE:
+            wakes = getattr(info, "wakes", None)  # a task's (chats and teams wake by nobody)
+            return wakes() if wakes is not None else None
         return None
 
     def set_tasks(self, tasks: Sequence[Row], badges: dict[str, str]) -> None:
@@ -167,12 +171,14 @@ class TaskDelegate(QStyledItemDelegate):
         small = QFont(option.font)
         small.setPointSizeF(max(7.0, option.font.pointSizeF() - 1.5))
         badge = index.data(BADGE)
+        wake = index.data(WAKE) if badge == "idle" else None  # an idle task that wakes by itself says when
         badge_font = QFont(small)
-        if badge != "idle":
+        if badge != "idle" or wake:
             badge_font.setWeight(QFont.Weight.DemiBold)
         painter.setFont(badge_font)
-        painter.setPen(QColor(c[badge]))
-        painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom, f"● {BADGE_TEXT[badge]}")
+        painter.setPen(QColor(c["running"] if wake else c[badge]))
+        painter.drawText(inner, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignBottom,
+                         f"● {wake or BADGE_TEXT[badge]}")
         painter.setFont(small)
         painter.setPen(QColor(c["muted"]))
         painter.drawText(inner, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom,

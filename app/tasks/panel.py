@@ -1,5 +1,6 @@
 """A task panel: header with the task's fixed settings and its command settings, the windowed conversation, the
-setup phase of a starting turn, the inline waiting UI and the composer.
+setup phase of a starting turn, what the task does between turns (its wake-up and background commands:
+activity.py), the inline waiting UI and the composer.
 
 The panel is an observer (runtime/ARCHITECTURE.md, "StreamBuffer and subscriptions"). It opens at the task's
 last page of messages, then follows the task with one subscription across all its turns; it is thrown away on
@@ -28,6 +29,7 @@ from ..core.sources import TaskSource
 from ..widgets import dialogs
 from ..widgets.model_picker import ModelDialog
 from ..widgets.panel_head import PanelHead
+from .activity import ActivityBox
 from .commands import CommandSettings
 from .deliverables import TOOL, DeliverablesDialog, label
 from .todos import TodoBox
@@ -106,7 +108,8 @@ class TaskPanel(FeedPanel, QWidget):
         lay.addWidget(self.conversation, 1)
 
         self.todo_box = TodoBox()
-        bottom = PanelBottom(enter_sends, self.todo_box)
+        self.activity = ActivityBox(bridge, self.task_id)
+        bottom = PanelBottom(enter_sends, self.activity, self.todo_box)
         self.phase, self.waiting_slot, self.composer = bottom.phase, bottom.waiting_slot, bottom.composer
         self.composer.submitted.connect(self._on_submit)
         self.composer.stop_requested.connect(self._on_stop)
@@ -141,6 +144,8 @@ class TaskPanel(FeedPanel, QWidget):
     def apply_info(self, info: TaskInfo) -> None:
         self.info = info
         self.todo_box.set_todos(info.todos)
+        self.activity.show_wake(info)
+        self.bridge.run(self.activity.refresh(), owner=self)
         self._set_title(info)
         self.commands.show_info(info)
         running = self.bridge.is_running(self.task_id)

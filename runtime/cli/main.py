@@ -1,9 +1,9 @@
-"""Headless CLI: `hearth run | answer | stop | tasks | show | deliveries | changes | undo | models | mcp | backup |
-check | restore | team | server | serve | worker | login`, also `python -m runtime.cli` (`hearth team …`:
+"""Headless CLI: `hearth run | answer | stop | tasks | show | wake | deliveries | changes | undo | models | mcp |
+backup | check | restore | team | server | serve | worker | login`, also `python -m runtime.cli` (`hearth team …`:
 runtime/cli/team.py; `hearth mcp …`: runtime/cli/mcp.py; `hearth deliveries get`, `hearth show --deliveries`:
-runtime/cli/deliveries.py; `hearth changes`, `hearth undo`: runtime/cli/changes.py; `hearth server init | user …`:
-runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py; `hearth --server URL run | tasks |
-show | answer | stop` and `hearth login URL`, on a Hearth server: runtime/cli/remote.py).
+runtime/cli/deliveries.py; `hearth changes`, `hearth undo`: runtime/cli/changes.py; `hearth wake`: runtime/cli/wake.py;
+`hearth server init | user …`: runtime/cli/server.py; `hearth serve`, `hearth worker`: runtime/cli/serve.py; `hearth
+--server URL run | tasks | show | answer | stop` and `hearth login URL`, on a Hearth server: runtime/cli/remote.py).
 
 `hearth models [list]` shows installed local models, the catalog (with what will not fit in this computer's memory)
 and the model servers; `hearth models pull ID|OWNER/REPO/FILE.gguf` downloads one with a progress line (Ctrl-C pauses
@@ -64,6 +64,7 @@ from .preload import start_preload
 from .run import LocalTurns, add_run_parsers, answer_command, run_command
 from .storage import STORAGE_COMMANDS, add_storage_parsers, storage_command
 from .tasks import add_task_parsers, show_command, skills_command, stop_command, tasks_command
+from .wake import wake_command
 
 if TYPE_CHECKING:
     from ..api import Runtime
@@ -128,7 +129,9 @@ async def _main(args: argparse.Namespace) -> int:
         if args.command == "tasks":
             return await tasks_command(rt.tasks)
         if args.command == "stop":
-            return await stop_command(rt.tasks, args)
+            return await stop_command(rt.tasks, args, wakeups=rt.wakeups)
+        if args.command == "wake":
+            return await wake_command(rt)
         if args.command == "skills":
             return await skills_command(rt, args)
         if args.command == "models":

@@ -1,6 +1,8 @@
 """`hearth run` and `hearth answer`: send an input (or an answer) and stream the task's turns to the terminal until
 it is idle; in a terminal, approvals (y / n / always) and questions are asked on the way. Ctrl-C stops the turn,
-waits for its finalize, then exits 130. The exit codes are cli/exits.py's.
+waits for its finalize, then exits 130. Before the last line (`task ID`) it says what outlives it and what does not:
+background commands end with this process; a wake-up waits for one that runs them. The exit codes are
+cli/exits.py's.
 
 The streaming, asking and answering are written against `Turns`: this computer's tasks (`LocalTurns` over
 `rt.tasks`) or a server's (runtime/remote, `hearth --server`), so both print the same."""
@@ -57,6 +59,18 @@ class LocalTurns:
     async def answer(self, task_id: str, request_id: str, answer: str, *, remember: bool = False,
                      rule_command: str | None = None) -> TurnHandle:
         return await self._tasks.answer(task_id, request_id, answer, remember, rule_command=rule_command)
+
+    async def say_what_outlives(self, task_id: str) -> None:
+        """This process ends with the turn: its background commands end with it, and a wake-up waits for a process
+        that runs them (the app, `hearth serve`, `hearth wake`)."""
+        commands = [c for c in await self._tasks.background(task_id) if c["status"] == "running"]
+        if commands:
+            print(f"{len(commands)} background command(s) of this task end now, with this command (interrupted).",
+                  file=sys.stderr)
+        task = await self._tasks.get(task_id)
+        if task.wake is not None:
+            print(f"{(task.waits_for() or '').capitalize()} ({task.wake['note']}): it wakes while the app, "
+                  "`hearth serve` or `hearth wake` runs.", file=sys.stderr)
 
     async def follow(self, task_id: str, turn_id: str | None) -> AsyncIterator[Event]:
         events = self._tasks.subscribe(task_id, turn_id=turn_id, follow=True)
@@ -178,6 +192,8 @@ async def follow(turns: Turns, task_id: str, turn_id: str | None) -> int:
     finally:
         loop.remove_signal_handler(signal.SIGINT)
     print()
+    if isinstance(turns, LocalTurns):  # a server's task runs on there, with its commands and wake-ups
+        await turns.say_what_outlives(task_id)
     print(f"task {task_id}", file=sys.stderr)
     if ended is None:
         return EXIT_STOPPED if stopped else EXIT_PROVIDER

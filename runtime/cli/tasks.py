@@ -2,11 +2,13 @@
 `hearth skills list|add FOLDER`.
 
 A task is named by its id or any unique start of it. `hearth tasks` has a header, the time of the last activity
-and the app's state words (events.STATE_WORDS); `hearth show` marks each answer that did not simply complete
-(stopped, interrupted, failed with its error, cut off at the length limit) and with `--steps` lists every turn's
-model steps and helpers (times, tokens, tool calls, endings). `hearth stop` ends a task's wait for an answer (the
-turn ends stopped, its call is not run); a running turn belongs to the process that runs it (the app, a `hearth
-run`), which owns the data folder, so there it is stopped (Stop, Ctrl-C).
+and the app's state words (events.STATE_WORDS), or when it waits for a wake-up when it wakes; `hearth show` says
+what it waits for and lists its background commands (status, since when, the end of their output), marks each
+answer that did not simply complete (stopped, interrupted, failed with its error, cut off at the length limit)
+and with `--steps` lists every turn's model steps and helpers (times, tokens, tool calls, endings). `hearth stop`
+ends a task's wait for an answer (the turn ends stopped, its call is not run) or cancels its wait for a wake-up; a
+running turn and background commands belong to the process that runs them (the app, a `hearth run`, `hearth
+wake`), which owns the data folder, so there they are stopped (Stop, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ from __future__ import annotations
 import argparse
 import builtins
 import time
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import ConfigError, TaskNotFound
 from ..events import STATE_WORDS, state_key
 from ..parts import has_marker
+from ..tools.waiting import describe
 from .exits import EXIT_OK
 
 if TYPE_CHECKING:
     from ..api import Runtime
     from ..infos import MessageInfo, TaskInfo
+    from ..services.wakeups import Wakeups
 
 
 
@@ -47,6 +51,15 @@ class TaskReader(Protocol):
     async def stop(self, task_id: str) -> None: ...
 
 
+@runtime_checkable
+class BackgroundReader(Protocol):
+    """A reader that also sees a task's background commands: this computer's `rt.tasks` (a server's does not)."""
+
+    async def background(self, task_id: str) -> builtins.list[dict]: ...
+
+    async def background_output(self, task_id: str, command_id: str, offset: int = ...) -> str: ...
+
+
 ENDINGS = {"aborted": "stopped", "interrupted": "interrupted: Hearth closed while it ran", "error": "failed"}
 
 
@@ -57,8 +70,9 @@ def add_task_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     show.add_argument("--steps", action="store_true", help="also each turn's model steps and helpers")
     show.add_argument("--deliveries", action="store_true",
                       help="the files its turns delivered (every version), instead of the conversation")
-    stop = sub.add_parser("stop", help="stop a task that waits for an approval or an answer")
+    stop = sub.add_parser("stop", help="stop a task that waits for an approval, an answer or a wake-up")
     stop.add_argument("task_id", help="the task's id or a unique start of it")
+    sub.add_parser("wake", help="run wake-ups (tasks waiting for a time or a command) until stopped, without the app")
     skills = sub.add_parser("skills", help="the skills the model can use").add_subparsers(dest="skills_command")
     skills.add_parser("list", help="installed skills (the default)")
     add = skills.add_parser("add", help="install a skill folder (one with a SKILL.md)")
@@ -93,12 +107,16 @@ async def tasks_command(reader: TaskReader) -> int:
     print(f"{'ID':<32}  {'STATE':<15}  {'LAST ACTIVITY':<16}  {'MODEL':<28}  TITLE")
     for t in tasks:
         state = STATE_WORDS[state_key(t.state, t.last_reason, t.id in running)]
+        wakes = t.wakes() if t.id not in running else None
+        state = wakes or state
         print(f"{t.id:<32}  {state:<15}  {_when(t.updated_at):<16}  {t.model:<28}  {t.title or '(untitled)'}")
     return EXIT_OK
 
 
-async def stop_command(reader: TaskReader, args: argparse.Namespace, *, running_too: bool = False) -> int:
-    """End a task's wait for an answer; `running_too` (a server, which runs the turn): also stop a running turn."""
+async def stop_command(reader: TaskReader, args: argparse.Namespace, *, running_too: bool = False,
+                       wakeups: Wakeups | None = None) -> int:
+    """End a task's wait for an answer, or (with `wakeups`, this computer's) its wait to wake up; `running_too` (a
+    server, which runs the turn): also stop a running turn."""
     task_id = await resolve_task(reader, args.task_id)
     state = (await reader.get(task_id)).state
     if state == "running" and running_too:
@@ -106,7 +124,10 @@ async def stop_command(reader: TaskReader, args: argparse.Namespace, *, running_
         print(f"Stopped: task {task_id}'s turn ends stopped; the next message starts afresh.")
         return EXIT_OK
     if state != "waiting":
-        print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
+        if wakeups is not None and await wakeups.cancel(task_id):
+            print(f"Cancelled: task {task_id} no longer waits to wake up; the next message goes on from here.")
+        else:
+            print(f"Task {task_id} is not waiting for an answer: nothing to stop.")
         return EXIT_OK
     await reader.stop(task_id)
     print(f"Stopped: task {task_id} no longer waits for an answer; the next message starts afresh.")
@@ -118,9 +139,15 @@ async def show_command(reader: TaskReader, args: argparse.Namespace) -> int:
     task = await reader.get(task_id)
     state = STATE_WORDS[state_key(task.state, task.last_reason, reader.is_running(task_id))]
     print(f"# {task.title or '(untitled)'}  [{state}]")
+    if task.wake is not None:
+        print(f"{(task.waits_for() or '').capitalize()}: {task.wake['note']}")
+    if isinstance(reader, BackgroundReader):
+        for line in await _background_lines(reader, task_id):
+            print(line)
     turns = {t["id"]: t for t in await reader.turns(task_id)}
     for m in await reader.messages(task_id):
-        print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else ""))
+        woke = any(p.get("type") == "wake" for p in m.parts)
+        print(f"\n## {m.role}" + ("  (queued)" if m.status == "queued" else "") + ("  (wake-up)" if woke else ""))
         for line in _part_lines(m.parts):
             print(line)
         turn = turns.get(m.turn_id) if m.role == "assistant" else None
@@ -130,6 +157,18 @@ async def show_command(reader: TaskReader, args: argparse.Namespace) -> int:
             for line in _step_lines(await reader.turn_details(task_id, turn["id"])):
                 print(line)
     return EXIT_OK
+
+
+async def _background_lines(reader: BackgroundReader, task_id: str) -> list[str]:
+    """The task's background commands: id, how it stands, the command, and the last lines of a running one's output."""
+    rows = await reader.background(task_id)
+    lines = ["Background commands:"] if rows else []
+    for row in rows:
+        lines.append(f"  {describe(row, row['output_bytes'])}")
+        if row["status"] == "running":
+            tail = (await reader.background_output(task_id, row["id"], -400)).rstrip().splitlines()[-3:]
+            lines += [f"    | {line}" for line in tail]
+    return lines
 
 
 def _part_lines(parts: list[dict]) -> list[str]:

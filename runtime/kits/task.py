@@ -48,9 +48,11 @@ from ..tools.mcp.consent import MCPConsents
 from ..tools.mcp.util import of_server
 from ..tools.memory_tool import MemoryTool
 from ..tools.planning import SubmitPlan
+from ..tools.shell.background import BackgroundCommands
 from ..tools.shell.sandbox import Sandbox, SandboxStatus, detect, hidden_paths
 from ..tools.skills import SkillTool, activated, instructions, load_skills, skills_note
 from ..tools.team_lead import PlanAssignments
+from ..tools.waiting import BackgroundCommand, Wait, WakeSetter
 
 if TYPE_CHECKING:
     from ..engine.ports import ChangeRecorder
@@ -88,9 +90,12 @@ class AgentKit:
                  providers: dict[str, Provider], tools: list[Tool], consents: MCPConsents,
                  library: ModelLibrary | None = None, *, memory: Memory | None = None,
                  knowledge: Knowledge | None = None, told: Callable[[str], Awaitable[None]] | None = None,
-                 deliver: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None):
+                 deliver: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None = None,
+                 background: BackgroundCommands | None = None, wakes: Callable[[], WakeSetter] | None = None):
         self.home = home
         self._deliver = deliver  # records a delivery (store/deliveries.py); None: no `deliver` tool
+        self.background = background  # the tasks' background commands (a task's run_shell may start one)
+        self._wakes = wakes  # the wake-ups service, built after the kit: `wait` keeps the task's wake-up there
         self.memory = memory
         self.knowledge = knowledge
         # task id (None: first_prompt's) -> what the person said in the running turn (for extraction)
@@ -122,10 +127,12 @@ class AgentKit:
         settings = self._settings()
         return await detect(settings.sandbox_bwrap, settings.sandbox_max_processes)
 
-    async def prepare(self, task: dict[str, Any], input_parts: list[dict]) -> Prepared:
+    async def prepare(self, task: dict[str, Any], input_parts: list[dict], *, background: bool = True) -> Prepared:
         """This turn's tools and the notes its every step is given: planning mode (while a task created with
         planning on has no approved plan, only the tools that change nothing, plus submit_plan), the skills
-        the model may load, a skill the input activates with /name. The shell runs sandboxed when it can."""
+        the model may load, a skill the input activates with /name. The shell runs sandboxed when it can.
+        A task's (`background`; a team member's is not one) shell may start background commands, which
+        `background_command` checks on and `wait` waits for."""
         if self.talk_only(task):
             said = text_of(input_parts)
             return await self._talk_only(task, input_parts, notice() if needs_files_or_commands(said) else None)
@@ -136,7 +143,9 @@ class AgentKit:
             self.sandbox(), asyncio.to_thread(_skills_and_helpers, self.home), self._memory(task, input_parts))
         shell = {"sandbox": sandbox, "hidden": hidden_paths(self.home), "network": bool(task.get("network")),
                  "unsandboxed_reason": status.reason or ""}
-        tools = [*builtin_tools(hidden_env=hidden, **shell), *interactive_tools(), *self._extra_tools]
+        commands = self.background if background else None
+        tools = [*builtin_tools(hidden_env=hidden, background=commands, **shell), *interactive_tools(),
+                 *self._extra_tools]
         notes: list[str | None] = []
         if skills:
             tools.append(SkillTool(skills))
@@ -158,6 +167,8 @@ class AgentKit:
         if planning(task):
             tools = [t for t in tools if t.effect == Effect.read_only] + [SubmitPlan()]
             notes.insert(0, PLANNING)
+        elif commands is not None and self._wakes is not None:
+            tools += [BackgroundCommand(commands), Wait(self._wakes(), commands)]
         changes = self.record_changes(task) if self.record_changes is not None else None
         return Prepared({t.name: t for t in tools}, [n for n in notes if n], changes=changes)
 
@@ -218,7 +229,7 @@ class AgentKit:
         memory, documents, planning, a team's lead): what a permission rule may name."""
         always = [*builtin_tools(), *interactive_tools(), *self._extra_tools, SubmitPlan()]
         sometimes = [SkillTool.name, Delegate.name, Deliver.name, MemoryTool.name, SearchKnowledge.name,
-                     PlanAssignments.name]
+                     PlanAssignments.name, BackgroundCommand.name, Wait.name]
         return sorted({t.name for t in always} | set(sometimes))
 
     async def first_prompt(self, model: str | None = None) -> tuple[list[dict], list[dict]]:

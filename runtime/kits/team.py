@@ -32,7 +32,7 @@ class TeamKit:
         return self._kit.provider(provider_id)
 
     async def prepare(self, owner: dict[str, Any], input_parts: list[dict]) -> Prepared:
-        prepared = await self._kit.prepare(owner, input_parts)
+        prepared = await self._kit.prepare(owner, input_parts, background=False)
         allowed = owner["member_row"]["tools"]
         # An assignment's result is its output, which the plan passes on; deliverables are a task's.
         tools = {n: t for n, t in prepared.tools.items() if n != Deliver.name and (allowed == "all" or n in allowed)}

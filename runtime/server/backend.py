@@ -2,8 +2,9 @@
 (runtime/ARCHITECTURE.md, "Server host"):
 
 - no database and no Redis: the single box. The data folder's SQLite database and the desktop's in-process ports;
-  the turns run in this process, behind the quota check;
-- a database alone: the same on that database (one process owns it: startup recovery as on the desktop);
+  the turns run in this process, behind the quota check, and so do its tasks' wake-ups (services/wakeups.py);
+- a database alone: the same on that database (one process owns it: startup recovery and wake-ups as on the
+  desktop);
 - a database and Redis: the tasks' host is `ServerHost` (turns run in `hearth worker`s), every instance and worker
   shares the database and the data folder, and this instance runs the lease reaper too.
 
@@ -125,6 +126,7 @@ async def open_backend(data: str | None, database: str | None, redis: str | None
     """The backend of an API instance or (with `lease_seconds`, the TTL of the leases it takes) a worker."""
     if redis is None:
         rt = await Runtime.open_server(data, database=database, settings=settings, task_hosts=gated_host)
+        rt.wakeups.start()  # one process owns the folder and runs the turns: its tasks' wake-ups too
         return Backend(rt, rt.core.store)
     if database is None:
         raise ConfigError("With --redis, the turns run in workers, which share one database: give --database too "

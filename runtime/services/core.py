@@ -5,9 +5,10 @@ collaborators they use; none reaches into another's private members. The core ho
 - the data folder, the store, the secret store, the MCP consents and the installed-models library;
 - the settings, the one piece of shared state that is replaced at run time, and `save_settings`, which writes them
   and drops the providers built from the old ones;
-- the turn engine's shared parts: the per-owner locks, the Stop registry, the stream buffers, the job queue and
-  the set of running turns (waited for at shutdown), from which `host()` builds each surface's TurnHost (the
-  tasks' host by `task_hosts` when the runtime serves a server host, runtime/server/);
+- the turn engine's shared parts: the per-owner locks, the Stop registry, the stream buffers, the job queue,
+  the set of running turns (waited for at shutdown) and the tasks' background commands; from them `host()`
+  builds each surface's TurnHost (the tasks' host by `task_hosts` when the runtime serves a server host,
+  runtime/server/);
 - `writable()`, the one "may I change anything" check, and `check_model()`, the one check of a model reference.
 """
 
@@ -33,6 +34,7 @@ from ..redact import remember
 from ..store.faults import guard as storage_faults
 from ..store.repo import Store
 from ..tools.mcp.consent import MCPConsents
+from ..tools.shell.background import BACKGROUND_DIR, BackgroundCommands
 
 # Builds a TurnHost, or a host variant, from TurnHost's arguments.
 HostFactory = Callable[..., TurnHost]
@@ -53,6 +55,7 @@ class Core:
         self.buffers = BufferRegistry()
         self.jobs = JobQueue(store.record_job)
         self.runs: set[asyncio.Task] = set()  # every surface's turns, waited for at shutdown
+        self.background = BackgroundCommands(home / BACKGROUND_DIR, store)  # the tasks' background commands
         self.read_only = read_only
         self.closed = False
         self.task_hosts: HostFactory = task_hosts or TurnHost  # a server's tasks may run elsewhere

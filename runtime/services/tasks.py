@@ -18,12 +18,13 @@ from ..attachments import excerpt
 from ..config import split_model_ref
 from ..engine.stream_buffer import BufferState
 from ..errors import ConfigError, RequestNotFound, TaskNotFound
-from ..events import Event
+from ..events import Event, TaskActivity
 from ..infos import MessageInfo, TaskInfo, TurnHandle
 from ..kits.task import UNKNOWN_CONTEXT_TOKENS, AgentKit
 from ..knowledge.library import Knowledge
 from ..tools.approvals import APPROVAL_MODES
 from ..tools.deliver import delivery_folder
+from ..tools.shell.background import READ_LIMIT, read_log
 from ..workspace import copy_attachments, workspace_for
 from .core import Core
 from .permissions import Permissions
@@ -72,16 +73,18 @@ class Tasks:
 
     async def get(self, task_id: str, owner_id: str | None = None) -> TaskInfo:
         """The task; with `owner_id`, only if it is that user's (TaskNotFound otherwise, as for no such task)."""
-        if owner_id is None:
-            return TaskInfo.model_validate(await self._row(task_id))
-        row = await self._core.store.get_owned_task(task_id, owner_id)
+        store = self._core.store
+        row = await (self._row(task_id) if owner_id is None else store.get_owned_task(task_id, owner_id))
         if row is None:
             raise TaskNotFound(task_id)
-        return TaskInfo.model_validate(row)
+        wakes = await store.wakeups(task_id)
+        return TaskInfo.model_validate({**row, "wake": wakes[0] if wakes else None})
 
     async def list(self, owner_id: str | None = None) -> builtins.list[TaskInfo]:
-        """The tasks, newest first: the desktop's, or with `owner_id` that user's."""
-        return [TaskInfo.model_validate(r) for r in await self._core.store.list_tasks(owner_id)]
+        """The tasks, newest first: the desktop's, or with `owner_id` that user's; each with its wake-up."""
+        store = self._core.store
+        wakes = {w["task_id"]: w for w in await store.wakeups()}
+        return [TaskInfo.model_validate({**r, "wake": wakes.get(r["id"])}) for r in await store.list_tasks(owner_id)]
 
     async def rename(self, task_id: str, title: str) -> None:
         self._core.writable()
@@ -94,6 +97,7 @@ class Tasks:
         if task_id in self._core.aborts:
             await self.stop(task_id)
         await self.wait_idle(task_id)  # also a turn whose end is announced and whose cleanup goes on
+        await self._core.background.forget(task_id)  # its commands stopped, their logs removed
         await self._core.store.delete_task(task_id)
         # Its deliverables go with it (the window's and the CLI's confirmation say how many); its workspace stays.
         await asyncio.to_thread(shutil.rmtree, delivery_folder(self._core.home, task_id), ignore_errors=True)
@@ -134,12 +138,35 @@ class Tasks:
         store = self._core.store
         return {"steps": await store.steps(turn_id), "subagents": await store.subagents(turn_id)}
 
+    async def background(self, task_id: str) -> builtins.list[dict]:
+        """The task's background commands, newest first: `id`, `command`, `status` (running, exited, stopped,
+        interrupted), `exit_code`, `started_at`, `ended_at`, `output_bytes`."""
+        await self._row(task_id)
+        return await self._core.background.list(task_id)
+
+    async def background_output(self, task_id: str, command_id: str, offset: int = -8192,
+                                limit: int = READ_LIMIT) -> str:
+        """A piece of a background command's output (a negative offset counts from the end)."""
+        row = await self._core.background.get(task_id, command_id)
+        if row is None:
+            raise ConfigError(f"This task has no background command {command_id!r}.")
+        return read_log(row["log_path"], offset, limit).text
+
+    async def stop_background(self, task_id: str, command_id: str) -> bool:
+        """Stop one background command of the task (and everything it started); False when it was not running."""
+        self._core.writable()
+        return await self._core.background.stop(task_id, command_id)
+
     def is_running(self, task_id: str) -> bool:
         return task_id in self._core.aborts
 
     def running(self) -> builtins.list[str]:
         """Ids of the tasks with a turn running (or about to start from the queue)."""
         return [slot.task_id for slot in self._core.aborts.slots()]
+
+    def working(self) -> builtins.list[str]:
+        """Ids of the tasks a quit would interrupt: a turn running, or a background command."""
+        return sorted(set(self.running()) | self._core.background.tasks())
 
     # -- turns --
 
@@ -209,6 +236,12 @@ class Tasks:
         await self._core.store.update_task(task_id, plan_status="approved",
                                            todos=[{"content": s, "status": "pending"} for s in steps])
 
+    async def wake(self, task_id: str, text: str, client_msg_id: str) -> TurnHandle:
+        """The input of a wake-up (services/wakeups.py): sent as the person's are, without cancelling it, marked
+        with a `wake` part (the window and `hearth show` say Hearth sent it; it is not the person's to edit)."""
+        parts: builtins.list[dict] = [{"type": "wake"}, {"type": "text", "text": text}]
+        return await self._turns.send(task_id, parts, client_msg_id, False)
+
     async def _send(self, task_id: str, parts: builtins.list[dict], attachments: Iterable[str | Path],
                     client_msg_id: str | None, queue: bool) -> TurnHandle:
         files = list(attachments)
@@ -221,7 +254,11 @@ class Tasks:
             budget = await kit.window_tokens(kit.provider(provider_id), model) or UNKNOWN_CONTEXT_TOKENS
             return parts + await asyncio.to_thread(_attachment_parts, Path(task["workspace"]), files, budget)
 
-        return await self._turns.send(task_id, parts, client_msg_id, queue, with_attachments if files else None)
+        handle = await self._turns.send(task_id, parts, client_msg_id, queue, with_attachments if files else None)
+        # The person's input ends a wait for a wake-up; after the send, which takes the owner before any await (a
+        # wake-up firing meanwhile finds the task busy, waits for it and then finds itself cancelled).
+        await cancel_wakeup(self._core, task_id)
+        return handle
 
     async def run_queued(self, task_id: str) -> TurnHandle | None:
         """"Send now" for inputs left queued (e.g. by a quit or a crash): runs them in order. None when
@@ -238,8 +275,12 @@ class Tasks:
 
     async def stop(self, task_id: str) -> None:
         """Stop the running turn, or end the task's wait for an approval or an answer (it ends `aborted`, the call
-        that asked is `stopped`): idempotent, a no-op when nothing runs or waits."""
+        that asked is `stopped`): idempotent, a no-op when nothing runs or waits. Its background commands are
+        stopped and its wait for a wake-up cancelled too."""
         await self._turns.stop(task_id)
+        if not self._core.read_only:
+            await cancel_wakeup(self._core, task_id)
+        await self._core.background.stop_task(task_id)
 
     async def wait_idle(self, task_id: str) -> None:
         """Wait until the task's current (and queued) turns are finalized and cleaned up."""
@@ -262,6 +303,15 @@ class Tasks:
         """A new input is about to be sent: a Stop requested before it is stale (a server keeps a Stop as a flag
         that a run starting later still honours; the desktop keeps none)."""
         await self._turns.clear_stop(task_id)
+
+
+async def cancel_wakeup(core: Core, task_id: str) -> bool:
+    """Drop the task's wake-up (services/wakeups.py) and tell observers; False when it had none."""
+    if not await core.store.delete_wakeup(task_id):
+        return False
+    core.buffers.announce(TaskActivity(task_id=task_id, turn_id="", what="wake_cancelled",
+                                       detail="The wait was cancelled."))
+    return True
 
 
 def _attachment_parts(workspace: Path, files: list, budget: int) -> list[dict]:

@@ -249,6 +249,43 @@ class CheckpointRow(CheckpointColumns, Base):
     task_id: Mapped[str] = owner_key("tasks")
 
 
+class BackgroundCommandRow(Base):
+    """A task's command running in the background (tools/shell/background.py): its process group and that process's
+    start (so a restart after a crash kills only that group), its capped log, how it ended."""
+
+    __tablename__ = "background_commands"
+    __table_args__ = (Index("ix_background_commands_task", "task_id", "started_at"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    command: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16))  # running | exited | stopped | interrupted
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    started_at: Mapped[float] = mapped_column(Float)
+    ended_at: Mapped[float | None] = mapped_column(Float)
+    pgid: Mapped[int | None] = mapped_column(Integer)
+    proc_start: Mapped[str | None] = mapped_column(String(64))  # boot id and start tick of the group's leader
+    log_path: Mapped[str] = mapped_column(Text)
+    sandboxed: Mapped[bool] = mapped_column(Boolean, server_default=text("0"))
+
+
+class WakeupRow(Base):
+    """What a task waits for before its next turn starts by itself (services/wakeups.py): a time, or a background
+    command finishing. One per task."""
+
+    __tablename__ = "wakeups"
+    __table_args__ = (Index("ix_wakeups_task", "task_id", unique=True),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    task_id: Mapped[str] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    turn_id: Mapped[str | None] = mapped_column(String(32))
+    note: Mapped[str] = mapped_column(Text)
+    due_at: Mapped[float | None] = mapped_column(Float)
+    command_id: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[float] = mapped_column(Float)
+
+
 class JobRow(Base):
     __tablename__ = "jobs"
 

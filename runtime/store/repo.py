@@ -15,6 +15,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..parts import FinalRecord
+from .background import BackgroundRepo
 from .changes import ChangesRepo
 from .conversations import ContextInputs, Conversations, DuplicateMessage, Tables, row_dict
 from .db import database_url, make_engine, migrate_url, server_engine
@@ -22,6 +23,7 @@ from .db import migrate as migrate_db
 from .deliveries import DeliveriesRepo
 from .lengths import refuse_too_long
 from .models import (
+    BackgroundCommandRow,
     CheckpointRow,
     DeliveryRow,
     JobRow,
@@ -32,6 +34,7 @@ from .models import (
     TaskRow,
     TurnRow,
     UsageAnchorRow,
+    WakeupRow,
 )
 from .rules import RulesRepo
 from .users import UsersRepo
@@ -45,10 +48,10 @@ TASK_TABLES = Tables(TaskRow.__table__, MessageRow.__table__, TurnRow.__table__,
 _row = row_dict
 
 
-class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo, ChangesRepo):
+class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo, ChangesRepo, BackgroundRepo):
     """Tasks: their rows, and (through `Conversations`) their messages, turns and checkpoints; what their turns
-    delivered (`DeliveriesRepo`); their turns' workspace changes (`ChangesRepo`); the server host's users
-    (`UsersRepo`)."""
+    delivered (`DeliveriesRepo`); their turns' workspace changes (`ChangesRepo`); their background commands and
+    wake-ups (`BackgroundRepo`); the server host's users (`UsersRepo`)."""
 
     def __init__(self, engine: AsyncEngine, path: Path | None):
         super().__init__(engine, TASK_TABLES)
@@ -128,7 +131,8 @@ class Store(Conversations, RulesRepo, UsersRepo, DeliveriesRepo, ChangesRepo):
             turn_ids = select(TurnRow.id).where(TurnRow.task_id == task_id)
             await conn.execute(delete(StepRow).where(StepRow.turn_id.in_(turn_ids)))
             await conn.execute(delete(SubagentRow).where(SubagentRow.turn_id.in_(turn_ids)))
-            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow, DeliveryRow):
+            for table in (TurnRow, MessageRow, UsageAnchorRow, CheckpointRow, PermissionRuleRow, DeliveryRow,
+                          BackgroundCommandRow, WakeupRow):
                 await conn.execute(delete(table).where(table.task_id == task_id))
             await conn.execute(delete(TaskRow).where(TaskRow.id == task_id))
 

@@ -87,7 +87,8 @@ async def test_a_failure_at_any_point_of_the_first_open_leaves_a_folder_that_ope
         first = {"jobs", "tasks", "messages", "usage_anchors", "turns", "steps", "subagents"}
         # Each revision's tables, in order: a folder holds those of the first n revisions, for some n.
         revisions = [set(), first, {"permission_rules"}, {"context_checkpoints"}, FIFTH, SIXTH, SEVENTH,
-                     {"chat_steps"}, {"assignment_steps"}, {"users"}, {"deliveries"}, {"turn_changes"}]
+                     {"chat_steps"}, {"assignment_steps"}, {"users"}, {"deliveries"}, {"turn_changes"},
+                     {"background_commands", "wakeups"}]
         assert tables in list(itertools.accumulate(revisions, operator.or_)), (k, tables)
         store = await Store.open(home)
         await store.aclose()

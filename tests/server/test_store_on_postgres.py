@@ -1,7 +1,7 @@
 """The store by URL, on SQLite and PostgreSQL: the same repository methods answer alike on both — memory and passage
 search (FTS5 there, tsvector here), one running turn's recovery for the server host's lease reaper, values longer
-than their column refused, deliveries numbered per path also when writers race — and a PostgreSQL that cannot be
-reached, or stops answering, gets a sentence."""
+than their column refused, deliveries numbered per path also when writers race, background commands and wake-ups — and
+a PostgreSQL that cannot be reached, or stops answering, gets a sentence."""
 
 from __future__ import annotations
 
@@ -226,5 +226,32 @@ async def test_writers_racing_for_a_paths_next_delivery_each_get_their_own_versi
             "x/b.txt"}
         await store.delete_task("t1")
         assert await store.delivery_count("t1") == 0
+    finally:
+        await store.aclose()
+
+
+async def test_background_commands_and_wake_ups_answer_alike_on_postgresql(postgres_url):
+    """The rows behind background commands and wake-ups (store/background.py): one wake-up per task, replaced by
+    the next, dropped only while it is the one named; a command's end recorded; both gone with their task."""
+    store = await Store.open_url(postgres_url)
+    try:
+        await store.create_task(id="tb", model="p/m", workspace="/w", knowledge=[])
+        await store.add_background({"id": "c1", "task_id": "tb", "command": "make", "status": "running",
+                                    "started_at": 1.0, "pgid": 42, "proc_start": "boot:7", "log_path": "/l",
+                                    "sandboxed": True})
+        assert [r["id"] for r in await store.running_background()] == ["c1"]
+        await store.end_background("c1", "exited", 3, 2.0)
+        (row,) = await store.background_commands("tb")
+        assert (row["status"], row["exit_code"], row["sandboxed"]) == ("exited", 3, True)
+        assert await store.running_background() == []
+        for wake_id in ("w1", "w2"):
+            await store.set_wakeup({"id": wake_id, "task_id": "tb", "turn_id": None, "note": "n", "due_at": 5.0,
+                                    "command_id": None, "created_at": 1.0})
+        assert [w["id"] for w in await store.wakeups()] == ["w2"]
+        assert not await store.delete_wakeup("tb", "w1") and await store.delete_wakeup("tb", "w2")
+        await store.set_wakeup({"id": "w3", "task_id": "tb", "turn_id": None, "note": "n", "due_at": None,
+                                "command_id": "c1", "created_at": 1.0})
+        await store.delete_task("tb")
+        assert await store.wakeups() == [] and await store.background_commands("tb") == []
     finally:
         await store.aclose()

@@ -38,6 +38,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import dataclasses
 import hashlib
 import json
 import math
@@ -83,11 +84,13 @@ class Reply:
 
     chunks: text deltas; reasoning: reasoning deltas (sent first, as `delta.reasoning_content`, or as
     `delta.reasoning` when `reasoning_field="reasoning"`); tool_calls: (call_id, name, args) with args a
-    dict or a raw JSON string, its arguments sent in fragments of `fragment` characters (`omit_index`
-    leaves out `index` like old Ollama); finish: the finish_reason of the last chunk (None: no finish chunk);
-    usage: (prompt_tokens, completion_tokens) sent as a last `choices: []` chunk; delay: seconds before
-    each chunk; status/error_body: a non-200 reply with an OpenAI-shaped (or the given) JSON error body;
-    malformed_after: after that many chunks send a line that is not JSON; error_event: after the chunks send
+    dict, a raw JSON string, or a function of the request's JSON body giving one (a call that names what an
+    earlier tool result said, such as a background command's id), its arguments sent in fragments of
+    `fragment` characters (`omit_index` leaves out `index` like old Ollama); finish: the finish_reason of the
+    last chunk (None: no finish chunk); usage: (prompt_tokens, completion_tokens) sent as a last `choices: []`
+    chunk; delay: seconds before each chunk; status/error_body: a non-200 reply with an OpenAI-shaped (or the
+    given) JSON error body; malformed_after: after that many chunks send a line that is not JSON; error_event:
+    after the chunks send
     `data: {"error": {"message": error_event}}`; hang: never answer (until the client leaves); stall_after:
     send headers and that many chunks, then go silent; html: a 200 HTML page; close_early: close the
     connection after the chunks, without finish, [DONE] or the end of the chunked body;
@@ -362,6 +365,9 @@ class OpenAIServer:
             await self._send_simple(writer, 404, _error_body(404, f"Unknown route {req.method} {req.path}"), False)
             return True
         body = req.body if isinstance(req.body, dict) else {}
+        if any(callable(args) for _, _, args in reply.tool_calls):
+            reply = dataclasses.replace(reply, tool_calls=[(c, n, a(body) if callable(a) else a)
+                                                           for c, n, a in reply.tool_calls])
         model = str(body.get("model", "test-model"))
         if reply.html:
             page = b"<!doctype html><html><body><h1>Welcome</h1></body></html>"

@@ -141,7 +141,7 @@ async def run_agent(ctx: TurnContext) -> None:
             made.append((call, part))
         ctx.append_chat(assistant)
         for group in _groups(ctx, made):
-            if ctx.pending_request is not None:
+            if ctx.pending_request is not None or ctx.waits:
                 break  # the turn waits; later calls of this step stay pending and are settled
             if len(group) > 1:
                 await _together(ctx, [part for _call, part in group])
@@ -152,7 +152,7 @@ async def run_agent(ctx: TurnContext) -> None:
                 else:
                     await dispatch(ctx, part)
             ctx.check_abort()
-        if ctx.pending_request is not None:
+        if ctx.pending_request is not None or ctx.waits:
             return
         ctx.dirty = True
     ctx.warn(f"Stopped after {ctx.max_steps} model steps; send a message to let it continue.")
@@ -311,6 +311,8 @@ async def execute(ctx: TurnContext, part: ToolPart, extra: dict | None = None) -
         await ctx.set_todos(result.state["todos"])
     if result.state and "offer" in result.state:
         ctx.offer_more(result.state["offer"])
+    if result.state and result.state.get("ends_turn"):
+        ctx.waits = True  # `wait`: the turn ends after this call; a wake-up starts the next one
     state = ToolState.error if result.is_error else ToolState.done
     finish_call(ctx, part, state, result.output)
 

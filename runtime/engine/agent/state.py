@@ -123,6 +123,7 @@ class TurnContext:
         self.anchor_tokens = 0  # real input tokens of the last request ...
         self.anchor_chars = 0  # ... and that same request's size in characters
         self.pending_request: dict | None = None
+        self.waits = False  # the model ended its turn with `wait` (tools/waiting.py): no further step
         self.truncated = False
         self.error: BaseException | None = None
         self.dirty = False

@@ -13,28 +13,36 @@ the person approved this one command with network (`ctx.extra["network"]`). A ca
 sandboxed (`ctx.extra["sandboxed"]`) is refused rather than run without one when the sandbox is gone meanwhile.
 Without a sandbox the command runs as the person, as before; approvals (tools/approvals.py) make sure that
 happens only when the person agreed.
+
+With `background: true` (offered when the AgentKit gives the task's `BackgroundCommands`) the same launch is
+started as the task's background command (tools/shell/background.py) and the call returns at once with its id.
+The process group's handling is tools/shell/process.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runtime.errors import ToolError
 from runtime.tools.base import Effect, ToolContext, ToolResult
 from runtime.tools.shell.parse import suggest_rule
+from runtime.tools.shell.process import group_alive, kill_group, pump, reap, settle, spawn, until_exit
 from runtime.tools.shell.sandbox import Launch, Sandbox, SandboxPolicy
 
+if TYPE_CHECKING:
+    from runtime.tools.shell.background import BackgroundCommands
+
+BACKGROUND_PARAMETER = {
+    "type": "boolean",
+    "description": "Run it in the background: return at once with its id instead of waiting for it.",
+}
 DEFAULT_TIMEOUT = 120.0
 MAX_TIMEOUT = 600.0
 OUTPUT_CAP = 32 * 1024  # bytes kept in total: half from the start, half from the end
-KILL_GRACE = 0.5
 SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 
 
@@ -89,71 +97,6 @@ def cap_middle(text: str, cap: int) -> str:
     return f"{text[:half]}\n[... {len(text) - 2 * half} characters omitted ...]\n{text[-half:]}"
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
-    """Send sig to the group; False if no process is left in it."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        # Only happens if every member is gone and the id was reused by someone else's group.
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    """True if the group still has a member that is not a zombie (a zombie only waits for its parent)."""
-    if not _signal_group(pgid, 0):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # Fields after the ")" that ends the command name: state ppid pgrp ...
-        fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
-
-
-async def kill_group(pgid: int, grace: float = KILL_GRACE) -> None:
-    """SIGTERM the group, SIGKILL what is left after `grace`. Survives being cancelled again meanwhile."""
-    if not _signal_group(pgid, signal.SIGTERM):
-        return
-    try:
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if not _group_alive(pgid):  # checked first: a group of zombies (exiting processes) needs no wait
-                return
-            await asyncio.sleep(0.02)
-        _signal_group(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline and _group_alive(pgid):
-            await asyncio.sleep(0.02)
-    except BaseException:
-        _signal_group(pgid, signal.SIGKILL)
-        raise
-
-
-async def _wait_through_cancel(task: asyncio.Future) -> bool:
-    """Wait until `task` is done even if we are cancelled meanwhile; True when we were."""
-    cancelled = False
-    while not task.done():
-        try:
-            await asyncio.wait({task})  # unlike awaiting it, a cancel of ours does not cancel `task`
-        except asyncio.CancelledError:
-            cancelled = True
-    return cancelled
-
-
 class RunShell:
     name = "run_shell"
     description = (
@@ -165,6 +108,11 @@ class RunShell:
     sandboxed_description = (
         " It runs in a sandbox: only the workspace and a private /tmp (emptied after each command) are writable, "
         "the rest of the file system is read-only, and there is no network unless the person allows it."
+    )
+    background_description = (
+        " With background: true it starts the command and returns at once with its id: the command keeps running "
+        "after your turn (no time limit) until it ends or is stopped; read its output and stop it with "
+        "background_command, or end your turn with wait(command=ID) to be woken when it finishes."
     )
     parameters: dict[str, Any] = {
         "type": "object",
@@ -186,7 +134,8 @@ class RunShell:
 
     def __init__(self, cap: int = OUTPUT_CAP, default_timeout: float = DEFAULT_TIMEOUT,
                  hidden_env: Collection[str] = (), sandbox: Sandbox | None = None, hidden: tuple[Path, ...] = (),
-                 network: bool = False, unsandboxed_reason: str = ""):
+                 network: bool = False, unsandboxed_reason: str = "",
+                 background: BackgroundCommands | None = None):
         self.cap = cap
         self.default_timeout = default_timeout
         self.hidden_env = frozenset(hidden_env)  # see clean_env
@@ -194,8 +143,16 @@ class RunShell:
         self.hidden = hidden  # what the sandbox hides (tools/shell/sandbox.py hidden_paths)
         self.network = network  # the task allows the network to every command
         self.unsandboxed_reason = unsandboxed_reason  # why there is no sandbox, in plain words
+        self.background = background  # the task's background commands; None: the tool offers none
         if sandbox is not None:
             self.description = self.description + self.sandboxed_description
+        if background is not None:
+            self.description = self.description + self.background_description
+            props = {**self.parameters["properties"], "background": BACKGROUND_PARAMETER}
+            self.parameters = {**self.parameters, "properties": props}
+
+    def env(self) -> dict[str, str]:
+        return clean_env(hidden=self.hidden_env)
 
     @property
     def sandboxed(self) -> bool:
@@ -253,55 +210,52 @@ class RunShell:
                 launch = self.sandbox.launch(SandboxPolicy(ctx.workspace, self.hidden, network), argv)
             except OSError as e:
                 raise ToolError(f"Could not prepare the sandbox: {e.strerror or e}.") from None
+        if args.get("background") is True and self.background is not None:
+            return await self._in_background(command, launch, ctx)
         try:
             return await self._run(launch, ctx, timeout, note)
         finally:
             launch.release()
 
-    async def _run(self, launch: Launch, ctx: ToolContext, timeout: float, note: str) -> ToolResult:
-        # The start is shielded and waited for even when Stop lands meanwhile: a shell that appears after the
-        # cancellation would otherwise belong to nobody, and asyncio's own cleanup of a cancelled start waits
-        # for the shell to exit, which `sleep 1000 & ...` never does.
-        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
-            *launch.argv,
-            cwd=ctx.workspace,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-            env={**clean_env(hidden=self.hidden_env), **launch.env},
-        ))
-        stopped = await _wait_through_cancel(starting)
+    async def _in_background(self, command: str, launch: Launch, ctx: ToolContext) -> ToolResult:
+        """Start the command as the task's (tools/shell/background.py): the launch is released when it ends."""
+        assert self.background is not None
         try:
-            proc = starting.result()
+            row = await self.background.start(ctx.task_id, ctx.turn_id, command, launch, ctx.workspace, self.env(),
+                                              self.sandboxed)
         except OSError as e:
-            if stopped:
-                raise asyncio.CancelledError from None
-            raise ToolError(f"Could not start the shell: {e.strerror or e}.") from None
+            raise ToolError(f"Could not start the command in the background: {e.strerror or e}.") from None
+        return ToolResult(f"Started in the background with id {row['id']}. It keeps running after this turn. Read "
+                          f"its output with background_command(action=\"read\", id=\"{row['id']}\"), stop it with "
+                          f"action \"stop\", or end your turn with wait(command=\"{row['id']}\", note=...) to be "
+                          f"woken when it finishes.")
+
+    async def _run(self, launch: Launch, ctx: ToolContext, timeout: float, note: str) -> ToolResult:
+        proc, stopped = await spawn(launch, ctx.workspace, self.env())
         # With start_new_session the shell leads its own group, so its pid is the group id.
         pgid = proc.pid
         buf = HeadTail(self.cap)
         assert proc.stdout is not None
-        reader = asyncio.create_task(self._pump(proc.stdout, buf))
+        reader = asyncio.create_task(pump(proc.stdout, buf.feed))
         if stopped:
             reader.cancel()
-            await asyncio.shield(self._reap(proc, pgid, reader))
+            await asyncio.shield(reap(proc, pgid, reader))
             raise asyncio.CancelledError
         timed_out = leftovers = False
         try:
             try:
                 async with asyncio.timeout(timeout):
-                    await self._until_exit(proc, reader)
+                    await until_exit(proc, reader)
             except TimeoutError:
                 timed_out = True
             # In the sandbox nothing outlives the shell: the kernel ends its PID namespace with it.
-            leftovers = not timed_out and self.sandbox is None and _group_alive(pgid)
+            leftovers = not timed_out and self.sandbox is None and group_alive(pgid)
             await kill_group(pgid)
-            await self._settle(proc, reader)
+            await settle(proc, reader)
         except BaseException:
             # Cancelled (Stop): leave no process behind, then let the cancellation through.
             reader.cancel()
-            await asyncio.shield(self._reap(proc, pgid, reader))
+            await asyncio.shield(reap(proc, pgid, reader))
             raise
         out = note + buf.text()
         notes = []
@@ -319,39 +273,3 @@ class RunShell:
             out += "\n"
         return ToolResult(out + "\n".join(notes), is_error=timed_out)
 
-    @staticmethod
-    async def _until_exit(proc: asyncio.subprocess.Process, reader: asyncio.Task[None]) -> None:
-        """Return once the shell has exited.
-
-        `proc.wait()` alone also waits for the output pipe to close, which a background job that inherited it
-        keeps open; so watch the exit status while the pipe is open, and use `wait()` only after EOF.
-        """
-        while proc.returncode is None and not reader.done():
-            await asyncio.wait({reader}, timeout=0.05)
-        if proc.returncode is None:
-            await proc.wait()
-
-    @staticmethod
-    async def _settle(proc: asyncio.subprocess.Process, reader: asyncio.Task[None], within: float = 1.0) -> None:
-        """Let the exit status and the last output arrive; a process that left the group (setsid) may hold
-        the pipe forever, so stop waiting after `within` seconds."""
-        deadline = time.monotonic() + within
-        while (proc.returncode is None or not reader.done()) and time.monotonic() < deadline:
-            if reader.done():
-                await asyncio.sleep(0.02)
-            else:
-                await asyncio.wait({reader}, timeout=0.02)
-        if not reader.done():
-            reader.cancel()
-
-    @classmethod
-    async def _reap(cls, proc: asyncio.subprocess.Process, pgid: int, reader: asyncio.Task[None]) -> None:
-        await kill_group(pgid)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        await cls._settle(proc, reader)
-
-    @staticmethod
-    async def _pump(stream: asyncio.StreamReader, buf: HeadTail) -> None:
-        while chunk := await stream.read(65536):
-            buf.feed(chunk)
