@@ -157,7 +157,7 @@ class Runtime:
         self.backups = Backups(core)
         self.jobs = Jobs(core, memory_repo)
         self.skills = Skills(core)
-        self.changes = Changes(core)
+        self.changes = Changes(core, self._library.refresh)
         self.kit.record_changes = self.changes.recorder
         self.tasks.after_delete = self.changes.sweep
         self._folder_lock = folder_lock

@@ -18,6 +18,8 @@ Decisions:
 - With an embeddings model chosen in settings (`Embedder`), passages also get vectors (float32, normalized);
   when the server fails, the document stays searchable by its words and says so.
 - Search (`knowledge/search.py`) sees only the documents a task is bound to.
+- A document a task's turn wrote or deleted (recorded by services/changes.py) is indexed again after the turn
+  (`refresh`), whichever task it is bound to: the same job, the same hash check.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -132,6 +134,18 @@ class Knowledge:
 
     async def documents(self) -> list[dict]:
         return await self.repo.documents()
+
+    async def refresh(self, paths: Collection[str]) -> int:
+        """Index again the documents among `paths` (real paths a turn wrote or deleted; the post-turn
+        `resource.index` job): a task's next search sees their new text, or that they are gone. How many."""
+        queued = 0
+        for doc in await self.repo.documents():
+            if doc["path"] in paths and doc["status"] in ("ready", "error", "missing"):
+                await self.repo.update_document(doc["id"], status="queued", progress=0, detail=None)
+                queued += 1
+        if queued:
+            self.kick()
+        return queued
 
     async def status(self) -> dict:
         docs = await self.repo.documents()

@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 import logging
+import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..errors import ConfigError, TaskNotFound, UndoRefused
+from ..errors import ConfigError, HearthError, TaskNotFound, UndoRefused
 from ..tools.changes import BlobStore, Watch, conflicts, is_folder, restore, text_diff
 from .core import Core
 
@@ -71,8 +73,9 @@ class TurnRecorder:
 
 
 class Changes:
-    def __init__(self, core: Core):
+    def __init__(self, core: Core, reindex: Callable[[set[str]], Awaitable[object]] | None = None):
         self._core = core
+        self._reindex = reindex  # the knowledge library's refresh: documents a turn changed are indexed again
         self.blobs = BlobStore(core.home / "changes")
         self._saving = asyncio.Lock()  # one turn's blobs and the cap's clean-up at a time
 
@@ -87,6 +90,12 @@ class Changes:
                 watch.close()
             await self._core.store.add_changes(task_id, turn_id, found)
             await self._keep_under_cap()
+        if self._reindex is not None and found:
+            written = {os.path.realpath(watch.root / c["path"]) for c in found if not c["path"].endswith("/")}
+            try:
+                await self._reindex(written)
+            except HearthError:
+                log.exception("the documents turn %s changed could not be queued for indexing", turn_id)
 
     async def list(self, task_id: str, turn: int | None = None) -> builtins.list[TurnChanges]:
         """The turns of the task that changed files, oldest first (only turn number `turn` when given)."""

@@ -4,6 +4,7 @@ CLI (real child processes)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from pathlib import Path
 
@@ -200,3 +201,31 @@ def test_files_beyond_the_open_file_budget_are_watched_by_stat_and_say_why_they_
     assert [c["lost"] for p, c in found.items() if p != kept[0]] == [
         "the workspace had more files than Hearth could keep open"] * 2
     assert changes._held == 0  # every descriptor given back
+
+
+async def _indexed(rt) -> None:
+    deadline = asyncio.get_running_loop().time() + 30
+    while (status := await rt.knowledge.status())["busy"]:
+        assert asyncio.get_running_loop().time() < deadline, status
+        await asyncio.sleep(0.05)
+
+
+async def test_a_document_a_turn_rewrites_is_indexed_again_for_the_tasks_that_work_from_it(rt, model):
+    writer, ws = await _task_with_files(rt)
+    model.add_steps([Call("write_file", {"path": "plan.md", "content": "The launch is in March.\n"})], ["written"])
+    await _turn(rt, writer.id, "write the plan")
+    reader = await rt.create_task(model=MODEL, knowledge=[str(ws / "plan.md")])  # works from the writer's file
+    await _indexed(rt)
+    assert "March" in (await rt.knowledge.search(reader.id, "launch"))[0]["text"]
+
+    model.add_steps([Call("write_file", {"path": "plan.md", "content": "The launch moved to September.\n"})],
+                    ["moved"])
+    await _turn(rt, writer.id, "move the launch")
+    await _indexed(rt)  # the post-turn resource.index job
+    hits = await rt.knowledge.search(reader.id, "launch")
+    assert len(hits) == 1 and "September" in hits[0]["text"], hits
+    model.add_steps([Call("run_shell", {"command": "rm plan.md"})], ["gone"])
+    await _turn(rt, writer.id, "remove it")
+    await _indexed(rt)
+    (doc,) = await rt.knowledge.list()
+    assert doc["status"] == "missing"
