@@ -37,6 +37,8 @@ SAID = {
     ("find_tools", "{}"): "It only looks up other tools by what they do.",
     ("deliver", "{}"): ("It reads a file or folder in this task's workspace folder and keeps a copy among the task's "
                         "deliverables; it changes nothing in the workspace."),
+    ("background_command", '{"action": "list"}'): "It reads or stops commands this task started in the background.",
+    ("wait", "{}"): "It ends this turn; the task wakes up by itself later. It changes nothing.",
     ("plan_assignments", "{}"): "It sets the team's plan, shown on the team's board; it changes no files.",
     ("memory", '{"command": "view"}'): "It only reads your saved memories.",
     ("memory", '{"command": "create", "path": "tea.md"}'): f"It saves a new memory tea.md {MEMORY_PLACE}",
