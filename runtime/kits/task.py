@@ -169,7 +169,8 @@ class AgentKit:
             notes.insert(0, PLANNING)
         elif commands is not None and self._wakes is not None:
             tools += [BackgroundCommand(commands), Wait(self._wakes(), commands)]
-        changes = self.record_changes(task) if self.record_changes is not None else None
+        record = self.record_changes if task.get("workspace") else None  # first_prompt's stand-in task has none
+        changes = record(task) if record is not None else None
         return Prepared({t.name: t for t in tools}, [n for n in notes if n], changes=changes)
 
     async def _talk_only(self, owner: dict[str, Any], input_parts: list[dict], told: str | None) -> Prepared:
