@@ -114,8 +114,9 @@ async def test_an_interrupted_write_file_is_checked_on_disk_after_kill_9(tmp_pat
             await rt.aclose()
     print(f"rounds {ROUNDS}: interrupted writes applied {claims[WRITE_APPLIED]}, "
           f"not applied {claims[WRITE_NOT_APPLIED]}")
-    # Most kills land inside a write (each turn is little else); a run where none did proves nothing.
-    assert sum(claims.values()) >= ROUNDS // 2
+    # Many kills land inside a write (each turn is little else: about half on a quiet machine, 3 in 10 under a load
+    # of 4 on 2 cores); a run where few did proves little.
+    assert sum(claims.values()) >= ROUNDS // 4
 
 
 async def test_an_edit_file_cut_after_its_intent_reads_not_applied_and_one_that_wrote_reads_applied(tmp_path):
