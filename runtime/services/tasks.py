@@ -306,8 +306,9 @@ class Tasks:
 
 
 async def cancel_wakeup(core: Core, task_id: str) -> bool:
-    """Drop the task's wake-up (services/wakeups.py) and tell observers; False when it had none."""
-    if not await core.store.delete_wakeup(task_id):
+    """Drop the task's wake-up (services/wakeups.py) and tell observers; False when it had none. Looked for first:
+    every input the person sends comes here, and most tasks wait for nothing (a read takes no write lock)."""
+    if not await core.store.wakeups(task_id) or not await core.store.delete_wakeup(task_id):
         return False
     core.buffers.announce(TaskActivity(task_id=task_id, turn_id="", what="wake_cancelled",
                                        detail="The wait was cancelled."))
