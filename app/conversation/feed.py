@@ -44,6 +44,7 @@ class ConversationFeed:
         self._final: set[str] = set()  # turns whose message was final when read: their events are a replay
         self._early: dict[str, list] = {}  # events of turns whose message is not read yet
         self._fetching: asyncio.Task | None = None
+        self._moved: set[int] = set()  # queued inputs whose turn started: they live on under a new id
         self._finishing = 0  # ended turns whose saved message is being read back
         self.last_id = 0  # the newest message id read
         self._view_state = view_state
@@ -150,7 +151,9 @@ class ConversationFeed:
     async def sync(self) -> None:
         """What changed since the panel last looked: task state and the messages after the newest it knows.
         Cheap at any task length (one page read at most)."""
-        if self._fetching is not None and not self._fetching.done():
+        # One read at a time: callers that waited for the same read wake together, and each must wait again for
+        # the read the first of them starts (two reads after the same last id would both add what they find).
+        while self._fetching is not None and not self._fetching.done():
             await asyncio.shield(self._fetching)
         self._fetching = asyncio.ensure_future(self._read_new())
         await asyncio.shield(self._fetching)
@@ -158,7 +161,7 @@ class ConversationFeed:
     async def _read_new(self) -> None:
         info = await self.source.info()
         infos = await self.source.messages(after=self.last_id)
-        messages = await self._messages(infos)
+        messages = [m for m in await self._messages(infos) if m.id not in self._moved]
         if self._closed:
             return
         if messages and not self.conversation.has_newer:
@@ -174,6 +177,7 @@ class ConversationFeed:
         if self._closed:
             return
         if not infos or infos[0].id != message.id:
+            self._moved.add(message.id)  # a read that began before it moved must not bring it back
             self.conversation.remove_message(message.id)
             return
         turns = await self.source.turns([infos[0].turn_id]) if infos[0].turn_id else []
@@ -260,15 +264,15 @@ class ConversationFeed:
         self.bridge.run(self._finished(m))
 
     async def _finished(self, m: Message) -> None:
-        try:
+        try:  # settled only once all of it is shown: the saved message, and queued inputs that ran meanwhile
             await self.refresh_message(m)
+            await self.sync()
+            await self.source.wait_idle()  # the composer leaves "running" once the turn is cleaned up
+            if not self._closed:
+                await self.sync()
+                await self._refresh_queued()  # a queued turn that ran meanwhile may not have been seen starting
         finally:
             self._finishing -= 1
-        await self.sync()
-        await self.source.wait_idle()  # the composer leaves "running" once the turn is cleaned up
-        if not self._closed:
-            await self.sync()
-            await self._refresh_queued()  # a queued turn that ran meanwhile may not have been seen starting
 
 
     @property

@@ -409,5 +409,7 @@ async def test_two_inputs_queued_while_a_turn_runs_each_show_right_before_their_
     assert shown == [("user", "first"), ("assistant", "busy done."), ("user", "second"),
                      ("assistant", "Answer one."), ("user", "third"), ("assistant", "Answer two.")], [
         (m.id, m.role, m.text, m.status) for m in panel.conversation.messages]
-    assert list(panel.conversation.items) == [m.id for m in panel.conversation.messages]  # no stale queued bubble
+    conv = panel.conversation
+    assert sorted(conv.items) == sorted(m.id for m in conv.messages)  # no stale queued bubble
+    assert laid_out(conv) == [conv.items[m.id] for m in conv.messages]  # and on screen in that order
     assert shown == [(m.role, m.text) for m in await ctl.rt.messages(task.id)]
