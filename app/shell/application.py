@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,9 +32,10 @@ from runtime.paths import data_folder
 
 from ..core.bridge import RuntimeBridge
 from ..core.prefs import Prefs
-from ..core.util import error_text, spawn
+from ..core.util import close_async_generators_on_the_loop, error_text, spawn
 from ..settings.window import SettingsWindow
 from ..widgets import dialogs, theme
+from .connect_dialog import ConnectDialog
 from .main_window import MainWindow
 from .notify import Notifier
 from .startup_problems import StartupProblems
@@ -77,6 +79,7 @@ class HearthApp(StartupProblems, QObject):
         self.rt: Runtime | None = None
         self.bridge: RuntimeBridge | None = None
         self.settings_window: SettingsWindow | None = None
+        self.connect_window: ConnectDialog | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.close_choice: QMessageBox | None = None  # the "keep working?" question, while it is open
         self.notifier = Notifier(fallback=self._tray_notify)
@@ -99,6 +102,7 @@ class HearthApp(StartupProblems, QObject):
     # -- start --
 
     async def start(self) -> None:
+        close_async_generators_on_the_loop()
         theme.apply(self.prefs.theme)
         hints = QApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):  # follow the desktop when the theme is "system"
@@ -133,18 +137,89 @@ class HearthApp(StartupProblems, QObject):
             return
         self.startup_error = None
         self._problem = None
-        self.bridge = RuntimeBridge(self.rt, api)
         self.rt.wakeups.start()  # the app owns the data folder: its tasks wake up here
-        self.bridge.turn_event.connect(self._on_turn_event)
-        self.bridge.task_changed.connect(self._task_changed)
-        self.bridge.storage_fault.connect(self.storage_fault)
-        if self.window is not None:
-            self.window.attach(self.bridge)
-            await self.window.loading
+        bridge = RuntimeBridge(self.rt, api)
+        await self._attach(bridge)
         if self.preload_model:  # after the first paint and the task list: it must delay neither
-            self.model_preload = spawn(self.bridge.models.preload_default(), long=True)
-        spawn(self.verify_database(self.bridge))
+            self.model_preload = spawn(bridge.models.preload_default(), long=True)
+        spawn(self.verify_database(bridge))
         self.ready.set()
+
+    async def _attach(self, bridge: RuntimeBridge) -> None:
+        self.bridge = bridge
+        bridge.turn_event.connect(self._on_turn_event)
+        bridge.task_changed.connect(self._task_changed)
+        bridge.storage_fault.connect(self.storage_fault)
+        if self.window is not None:
+            self.window.attach(bridge)
+            await self.window.loading
+
+    # -- where the tasks live: this computer, or a Hearth server --
+
+    def connect_dialog(self) -> ConnectDialog | None:
+        """File ▸ Connect to a Server…, its fields filled from the last server and the keyring."""
+        if self.bridge is None:
+            return None
+        api = self.bridge.api
+        url = self.prefs.server
+        dlg = ConnectDialog(url, (api.saved_token(url) or "") if url else "", len(self.bridge.working_tasks()),
+                            self.window)
+        dlg.connect_requested.connect(lambda url, token: spawn(self.connect_server(dlg, url, token)))
+        dlg.show()
+        self.connect_window = dlg
+        return dlg
+
+    async def connect_server(self, dlg: ConnectDialog, url: str, token: str) -> None:
+        """The server's tasks in the window, once the server took the token; until then nothing changes and what
+        went wrong is said in the dialog."""
+        bridge = self.bridge
+        if bridge is None:
+            return
+        api = bridge.api
+        try:
+            rt = await api.connect_server(url, token)
+        except api.HearthError as exc:
+            if not self._closing:
+                dlg.failed(error_text(exc))
+            return
+        if self._closing:
+            await rt.aclose()
+            return
+        try:
+            await asyncio.to_thread(api.save_token, rt.url, token)
+            kept = ""
+        except api.ConfigError as exc:  # no keyring: connected for this session only
+            kept = error_text(exc).split(" Give it with", 1)[0]
+        self.prefs.server = rt.url
+        dlg.close()
+        await self._switch(lambda: RuntimeBridge(rt, api, server=rt.url, home=data_folder(self.home)))
+        if kept and self.window is not None:
+            self.window.statusBar().showMessage(kept, 15_000)
+
+    def use_this_computer(self) -> None:
+        """File ▸ Use This Computer's Tasks: the server left (its tasks go on there), this data folder opened."""
+        if self.bridge is not None and self.bridge.remote:
+            spawn(self._switch(None))
+
+    async def _switch(self, bridge_to: Callable[[], RuntimeBridge] | None) -> None:
+        """Close the runtime the window shows and show the one `bridge_to` makes (None: this computer's, opened
+        again) in a new window: the window is a disposable viewer, so nothing of the old runtime's lists or panels
+        stays. The new bridge is made once the old one is closed, which cancels every subscription there is."""
+        old, self.bridge = self.bridge, None
+        if self.settings_window is not None:
+            self.settings_window.close_without_asking()
+        if self.model_preload is not None:
+            self.model_preload.cancel()
+            self.model_preload = None
+        self.hide_window()
+        if old is not None:
+            await old.aclose()
+        self.rt = None
+        self.show_main()
+        if bridge_to is None:
+            await self.open_runtime()
+        else:
+            await self._attach(bridge_to())
 
     # -- windows --
 
