@@ -20,7 +20,6 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +38,7 @@ from .connect_dialog import ConnectDialog
 from .main_window import MainWindow
 from .notify import Notifier
 from .startup_problems import StartupProblems
+from .tasks_place import TasksPlace
 from .tray import Tray, tray_available
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ TRAY_NOTE = ("Hearth keeps working in the background while turns run. Open it ag
              "from the tray menu.")
 
 
-class HearthApp(StartupProblems, QObject):
+class HearthApp(StartupProblems, TasksPlace, QObject):
     notified = Signal(str, str, str)  # task id, title, text
 
     def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
@@ -153,73 +153,6 @@ class HearthApp(StartupProblems, QObject):
         if self.window is not None:
             self.window.attach(bridge)
             await self.window.loading
-
-    # -- where the tasks live: this computer, or a Hearth server --
-
-    def connect_dialog(self) -> ConnectDialog | None:
-        """File ▸ Connect to a Server…, its fields filled from the last server and the keyring."""
-        if self.bridge is None:
-            return None
-        api = self.bridge.api
-        url = self.prefs.server
-        dlg = ConnectDialog(url, (api.saved_token(url) or "") if url else "", len(self.bridge.working_tasks()),
-                            self.window)
-        dlg.connect_requested.connect(lambda url, token: spawn(self.connect_server(dlg, url, token)))
-        dlg.show()
-        self.connect_window = dlg
-        return dlg
-
-    async def connect_server(self, dlg: ConnectDialog, url: str, token: str) -> None:
-        """The server's tasks in the window, once the server took the token; until then nothing changes and what
-        went wrong is said in the dialog."""
-        bridge = self.bridge
-        if bridge is None:
-            return
-        api = bridge.api
-        try:
-            rt = await api.connect_server(url, token)
-        except api.HearthError as exc:
-            if not self._closing:
-                dlg.failed(error_text(exc))
-            return
-        if self._closing:
-            await rt.aclose()
-            return
-        try:
-            await asyncio.to_thread(api.save_token, rt.url, token)
-            kept = ""
-        except api.ConfigError as exc:  # no keyring: connected for this session only
-            kept = error_text(exc).split(" Give it with", 1)[0]
-        self.prefs.server = rt.url
-        dlg.close()
-        await self._switch(lambda: RuntimeBridge(rt, api, server=rt.url, home=data_folder(self.home)))
-        if kept and self.window is not None:
-            self.window.statusBar().showMessage(kept, 15_000)
-
-    def use_this_computer(self) -> None:
-        """File ▸ Use This Computer's Tasks: the server left (its tasks go on there), this data folder opened."""
-        if self.bridge is not None and self.bridge.remote:
-            spawn(self._switch(None))
-
-    async def _switch(self, bridge_to: Callable[[], RuntimeBridge] | None) -> None:
-        """Close the runtime the window shows and show the one `bridge_to` makes (None: this computer's, opened
-        again) in a new window: the window is a disposable viewer, so nothing of the old runtime's lists or panels
-        stays. The new bridge is made once the old one is closed, which cancels every subscription there is."""
-        old, self.bridge = self.bridge, None
-        if self.settings_window is not None:
-            self.settings_window.close_without_asking()
-        if self.model_preload is not None:
-            self.model_preload.cancel()
-            self.model_preload = None
-        self.hide_window()
-        if old is not None:
-            await old.aclose()
-        self.rt = None
-        self.show_main()
-        if bridge_to is None:
-            await self.open_runtime()
-        else:
-            await self._attach(bridge_to())
 
     # -- windows --
 

@@ -212,11 +212,12 @@ class TaskSidebar(QWidget):
         brand.setObjectName("PanelTitle")
         head.addWidget(logo)
         head.addWidget(brand, 1)
-        self.where = QLabel()  # where the tasks live (set_where)
-        self.where.setObjectName("Chip")
-        head.addWidget(self.where)
-        self.remote = False
         lay.addLayout(head)
+        self.where = QLabel()  # where the tasks live (set_where)
+        self.where.setObjectName("Muted")
+        self.where.setWordWrap(True)
+        lay.addWidget(self.where)
+        self.remote = False
         self.tabs = QTabBar()
         self.tabs.setExpanding(True)
         self.tabs.setDrawBase(False)
@@ -263,6 +264,7 @@ class TaskSidebar(QWidget):
         tasks have no chats, teams or Settings here: their tabs are hidden and the button says why."""
         self.remote = server is not None
         self.where.setText(f"{where} · reconnecting…" if reconnecting else where)
+        self.where.setStyleSheet(f"color: {theme.colors()['interrupted']}; font-weight: 600;" if reconnecting else "")
         self.where.setToolTip(
             f"The tasks shown are the Hearth server's at {server}; File ▸ Use This Computer's Tasks goes back."
             + (" The server does not answer: Hearth keeps trying, and open tasks go on where they were." if

@@ -117,6 +117,7 @@ class TaskPanel(FeedPanel, QWidget):
             self.conversation.follow_ups = False
             self.composer.without_files()
             self.head.rows.addWidget(self._server_note())
+            bridge.connection.connect(self._connection)
         self.composer.submitted.connect(self._on_submit)
         self.composer.stop_requested.connect(self._on_stop)
         lay.addWidget(bottom)
@@ -131,6 +132,11 @@ class TaskPanel(FeedPanel, QWidget):
         note.setObjectName("Muted")
         note.setWordWrap(True)
         return note
+
+    def _connection(self, state: str) -> None:
+        """The server went away mid-turn: say so where the turn's progress shows; its next events say the rest."""
+        if state == "reconnecting" and self.composer.running and not self._closed:
+            self.phase.say("The server does not answer: reconnecting…")
 
     def show_changes(self, turn_id: str) -> None:
         """The files an answer's turn changed, with their diffs and its Undo."""
@@ -294,4 +300,6 @@ class TaskPanel(FeedPanel, QWidget):
     def close_panel(self) -> None:
         """Stop observing; the turn goes on."""
         self._closed = True
+        if self.bridge.remote:
+            self.bridge.connection.disconnect(self._connection)
         self.feed.close()

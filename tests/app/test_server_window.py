@@ -22,7 +22,6 @@ from tests.support.qt_helpers import MODEL, open_task, type_and_send, until
 from tests.support.server_box import box, model  # noqa: F401  (fixtures)
 from tests.support.services import free_port, postgres_server, redis_server  # noqa: F401  (fixtures)
 
-
 # A stream left unfinished (a send's, a panel's) is closed by the loop, not by the garbage collector outside it.
 pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 
@@ -176,6 +175,7 @@ async def test_a_dropped_server_is_a_state_and_the_panel_misses_nothing(launch, 
         api.kill()
         await api.stopped()
         await until(lambda: "reconnecting" in window.sidebar.where.text(), what="the mark says it")
+        assert panel.phase.text() == "● The server does not answer: reconnecting…" and panel.live_turn == turn
         type_and_send(panel, "typed meanwhile")
         await until(lambda: panel.composer.edit.toPlainText() == "typed meanwhile", what="the text kept")
         assert "Cannot reach the Hearth server" in window.statusBar().currentMessage()
