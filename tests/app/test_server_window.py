@@ -1,24 +1,30 @@
-"""The window on a Hearth server (File ▸ Connect to a Server…): against real `hearth serve` processes and a loopback
-model server, the person connects (a refused token is said in the dialog), works a server's task as a local one —
-stream, Stop, an approval in place, a panel closed and reopened mid-turn — sees where the tasks live, and goes back
-to this computer's tasks in one click. A server that goes away mid-turn is a state: the window says "reconnecting",
+"""The window on a Hearth server (File ▸ Connect to a Server…), against real `hearth serve` processes and a loopback
+model server. A person's turns — a new task's goal streamed, Stop, an approval in place, a panel closed and reopened
+mid-turn, a message queued behind a running turn — are the same test bodies on this computer's tasks and on a
+server's (the `window` fixture, the same model answering both). The person connects (a refused token is said in the
+dialog), sees where the tasks live and what a server's task cannot have, and goes back to this computer's tasks in
+one click. A server that goes away mid-turn is a state: the window says "reconnecting",
 keeps what was typed in its box, then shows the rest of the turn, identical to the stored answer."""
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from pathlib import Path
 
 import keyring
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLabel
 
 from runtime.parts import text_of
+from runtime.providers.openai_compat import OpenAICompatProvider
 from tests.support import keyring_file
-from tests.support.cluster import Cluster
+from tests.support.cluster import MODEL, Cluster
 from tests.support.openai_server import Reply
-from tests.support.qt_helpers import MODEL, open_task, type_and_send, until
+from tests.support.qt_helpers import MODEL as SCRIPTED
+from tests.support.qt_helpers import open_task, type_and_send, until
 from tests.support.server_box import box, model  # noqa: F401  (fixtures)
 from tests.support.services import free_port, postgres_server, redis_server  # noqa: F401  (fixtures)
 
@@ -62,10 +68,115 @@ def stored_answer(messages, turn_id: str) -> str:
     return next(text_of(m.parts) for m in messages if m.role == "assistant" and m.turn_id == turn_id)
 
 
-async def test_a_servers_tasks_in_the_window(launch, box, model, kept, home):  # noqa: F811
+@pytest.fixture(params=["this computer", "a server"])
+async def window(request, launch, box, model, kept):  # noqa: F811
+    """The app on this computer's tasks or on the single box's, the same loopback model answering both."""
+    if request.param == "this computer":
+        return await launch(t=OpenAICompatProvider("t", model.base_url))
     cluster, api = box
     ctl = await launch()
-    mine = await ctl.bridge.create_task(title="On this computer", model=MODEL)
+    await connect(ctl, api.base_url, await cluster.user(uuid.uuid4().hex[:12]))
+    await connected(ctl)
+    return ctl
+
+
+async def task_panel(ctl, title: str):
+    task = await ctl.bridge.create_task(title=title, model=MODEL, memory=False)
+    return await open_task(ctl, task.id)
+
+
+async def streaming(panel) -> str:
+    await until(lambda: panel.live_turn and len(panel.turn_text(panel.live_turn)) > 40, what="streaming")
+    return panel.live_turn
+
+
+async def settled(panel, timeout: float = 20.0) -> None:
+    await until(lambda: panel.settled and panel.live_turn is None and not panel.bridge.running_tasks(),
+                timeout=timeout, what="the turn's end")
+
+
+# -- a person's turns, the same on this computer's tasks and on a server's --
+
+async def test_a_new_tasks_goal_streams_into_its_panel_as_stored(window, model):  # noqa: F811
+    model.script(Reply(["Hello ", "from ", "the model."]))
+    new = window.window.new_task()
+    new.goal.setPlainText("say hello")
+    if window.bridge.remote:  # the server's default model; nothing of this computer's
+        assert new.model is None and not new.planning.isVisible() and not new.memory.isVisible()
+    else:
+        new.model.setEditText(MODEL)
+    QTest.mouseClick(new.create_button, Qt.MouseButton.LeftButton)
+    panel = await until(lambda: window.window.panel, what="the new task's panel")
+    await until(lambda: len(panel.conversation.assistant_items()) == 1, what="the answer")
+    await settled(panel)
+    said = await window.bridge.messages(panel.task_id)
+    first = next(m.turn_id for m in said if m.role == "assistant")
+    assert panel.turn_text(first) == stored_answer(said, first) == "Hello from the model."
+    await until(lambda: window.window.sidebar.badge(panel.task_id) == "idle", what="the list")
+
+
+async def test_stop_ends_the_running_turn_as_stored(window, model):  # noqa: F811
+    panel = await task_panel(window, "Count")
+    model.script(Reply.counting(5000, delay=0.01))
+    type_and_send(panel, "count")
+    stopped = await streaming(panel)
+    await until(lambda: window.window.sidebar.badge(panel.task_id) == "running", what="the list")
+    QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
+    await settled(panel)
+    said = await window.bridge.messages(panel.task_id)
+    assert panel.turn_text(stopped) == stored_answer(said, stopped) != ""
+    assert [row["reason"] for row in await window.bridge.turns(panel.task_id)] == ["aborted"]
+
+
+async def test_an_approval_is_answered_in_place(window, model):  # noqa: F811
+    panel = await task_panel(window, "Say hi")
+    model.script(Reply(chunks=[], tool_calls=[("c1", "run_shell", {"command": "echo hi"})], finish="tool_calls"),
+                 Reply(["It said hi."]))
+    type_and_send(panel, "say hi")
+    await until(lambda: panel.waiting is not None and panel.waiting.isVisible(), timeout=15, what="the approval")
+    QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
+    await until(lambda: panel.waiting is None, what="the approval answered")
+    await settled(panel)
+    answered = (await window.bridge.messages(panel.task_id))[-1]
+    assert text_of(answered.parts) == "It said hi." and panel.turn_text(answered.turn_id) == "It said hi."
+    assert [c.state for c in panel.conversation.cards()] == ["done"]
+
+
+async def test_a_panel_closed_mid_turn_replays_it_and_goes_on(window, model):  # noqa: F811
+    panel = await task_panel(window, "Count slowly")
+    model.script(Reply.counting(300, delay=0.01))
+    type_and_send(panel, "count slowly")
+    turn = await streaming(panel)
+    task_id = panel.task_id
+    window.window.close_panel()
+    panel = await open_task(window, task_id)
+    await until(lambda: panel.live_turn == turn, what="the turn followed again")
+    await settled(panel)
+    said = await window.bridge.messages(task_id)
+    assert panel.turn_text(turn) == stored_answer(said, turn) == "".join(Reply.counting(300).chunks)
+
+
+async def test_a_message_sent_while_a_turn_runs_is_queued_and_runs_next(window, model):  # noqa: F811
+    panel = await task_panel(window, "Queue")
+    model.script(Reply.counting(300, delay=0.01), Reply(["Second answer."]))
+    type_and_send(panel, "count")
+    first = await streaming(panel)
+    assert panel.composer.send.text() == "Queue"
+    type_and_send(panel, "and then this")
+    await until(lambda: len(panel.conversation.assistant_items()) == 2, timeout=20, what="the queued turn")
+    await settled(panel)
+    said = await window.bridge.messages(panel.task_id)
+    assert [m.text for m in said if m.role == "user"] == ["count", "and then this"]
+    second = said[-1].turn_id
+    assert panel.turn_text(first) == stored_answer(said, first) and panel.turn_text(second) == "Second answer."
+
+
+# -- connecting, and what only a server's tasks do --
+
+async def test_connecting_and_going_back_to_this_computer(launch, box, kept, home):  # noqa: F811
+    cluster, api = box
+    ctl = await launch()
+    mine = await ctl.bridge.create_task(title="On this computer", model=SCRIPTED)
     await ctl.window.reload_tasks()
     assert ctl.window.sidebar.where.text() == "This computer"
 
@@ -77,7 +188,7 @@ async def test_a_servers_tasks_in_the_window(launch, box, model, kept, home):  #
     dlg.token.setText(token)
     QTest.mouseClick(dlg.connect_button, Qt.MouseButton.LeftButton)
     await connected(ctl)
-    window, bridge = ctl.window, ctl.bridge
+    window = ctl.window
     host = api.base_url.split("://")[1]
     assert window.sidebar.where.text() == f"server: {host}" and ctl.rt is None
     assert keyring_file.read(kept) == {f"hearth/server:{api.base_url}": token}
@@ -90,56 +201,9 @@ async def test_a_servers_tasks_in_the_window(launch, box, model, kept, home):  #
         assert not window.actions_by_name[name].isVisible(), name
     assert window.actions_by_name["Use This Computer's Tasks"].isVisible()
     assert mine.id not in window.tasks
-
-    # A new task, its goal sent: the turn streams into its panel, as the server stored it.
-    model.script(Reply(["Hello ", "from ", "the server."]))
-    new = window.new_task()
-    assert new.model is None and not new.planning.isVisible()
-    new.goal.setPlainText("say hello")
-    QTest.mouseClick(new.create_button, Qt.MouseButton.LeftButton)
-    panel = await until(lambda: window.panel, what="the new task's panel")
+    panel = await task_panel(ctl, "There")
     assert not panel.composer.attach.isVisible() and not panel.commands.isVisible()
-    task_id = panel.task_id
-    await until(lambda: len(panel.conversation.assistant_items()) == 1 and panel.settled, what="the answer")
-    said = await bridge.messages(task_id)
-    first = next(m.turn_id for m in said if m.role == "assistant")
-    assert panel.turn_text(first) == stored_answer(said, first) == "Hello from the server."
-    await until(lambda: window.sidebar.badge(task_id) == "idle", what="the list")
-
-    # Stop ends the running turn; the panel shows what the server kept.
-    model.script(Reply.counting(5000, delay=0.01))
-    type_and_send(panel, "count")
-    await until(lambda: panel.live_turn and len(panel.turn_text(panel.live_turn)) > 40, what="streaming")
-    stopped = panel.live_turn
-    assert window.sidebar.badge(task_id) == "running"
-    QTest.mouseClick(panel.composer.stop, Qt.MouseButton.LeftButton)
-    await until(lambda: panel.settled and panel.live_turn is None, timeout=15, what="stopped")
-    said = await bridge.messages(task_id)
-    assert panel.turn_text(stopped) == stored_answer(said, stopped) != ""
-
-    # An approval is answered in place, and its turn goes on in the same panel.
-    model.script(Reply(chunks=[], tool_calls=[("c1", "run_shell", {"command": "echo hi"})], finish="tool_calls"),
-                 Reply(["It said hi."]))
-    type_and_send(panel, "say hi")
-    await until(lambda: panel.waiting is not None and panel.waiting.isVisible(), timeout=15, what="the approval")
-    QTest.mouseClick(panel.waiting.approve, Qt.MouseButton.LeftButton)
-    await until(lambda: panel.waiting is None and panel.settled and bridge.running_tasks() == [], timeout=15,
-                what="the approved turn")
-    said = await bridge.messages(task_id)
-    answered = said[-1]
-    assert text_of(answered.parts) == "It said hi." and panel.turn_text(answered.turn_id) == "It said hi."
-
-    # Closed mid-turn and opened again: the panel replays the turn and goes on with it.
-    model.script(Reply.counting(300, delay=0.01))
-    type_and_send(panel, "count slowly")
-    await until(lambda: panel.live_turn and len(panel.turn_text(panel.live_turn)) > 40, what="streaming")
-    turn = panel.live_turn
-    window.close_panel()
-    panel = await open_task(ctl, task_id)
-    await until(lambda: panel.live_turn == turn, what="the turn followed again")
-    await until(lambda: panel.settled and panel.live_turn is None, timeout=20, what="the rest of the turn")
-    said = await bridge.messages(task_id)
-    assert panel.turn_text(turn) == stored_answer(said, turn) == "".join(Reply.counting(300).chunks)
+    assert any("lives on the Hearth server" in label.text() for label in panel.head.findChildren(QLabel))
 
     # One click back: this computer's tasks, its runtime opened again.
     window.actions_by_name["Use This Computer's Tasks"].trigger()
@@ -149,6 +213,10 @@ async def test_a_servers_tasks_in_the_window(launch, box, model, kept, home):  #
     assert ctl.window.sidebar.where.text() == "This computer" and ctl.rt is not None
     assert set(ctl.window.tasks) == {mine.id} and ctl.window.sidebar.tabs.isTabVisible(1)
     assert not ctl.window.actions_by_name["Use This Computer's Tasks"].isVisible()
+    # The dialog offers the last server again, its token from the keyring.
+    ctl.window.actions_by_name["Connect to a Server…"].trigger()
+    assert (ctl.connect_window.url.text(), ctl.connect_window.token.text()) == (api.base_url, token)
+    ctl.connect_window.close()
 
 
 async def test_a_dropped_server_is_a_state_and_the_panel_misses_nothing(launch, model, kept, tmp_path,  # noqa: F811
