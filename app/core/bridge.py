@@ -181,6 +181,7 @@ class TaskObserver(QObject):
 class RuntimeBridge(QObject):
     task_changed = Signal(str)  # a task's state or metadata may have changed
     connection = Signal(str)  # a server's: "connected" or "reconnecting"
+    token_refused = Signal()  # a server's: it refused the token (401), revoked since the window connected
     tasks_changed = Signal()  # tasks were created or deleted
     turn_event = Signal(str, object)  # non-delta events of any task
     error = Signal(str)  # an action failed; the text is for a person
@@ -229,6 +230,8 @@ class RuntimeBridge(QObject):
         log.warning("action failed: %s", exc, exc_info=None if isinstance(exc, typed) else exc)
         if isinstance(exc, self.api.StorageError):
             self.storage_fault.emit(exc)
+        elif isinstance(exc, self.api.TokenRefused):  # the application asks for a new one
+            self.token_refused.emit()
         else:
             self.error.emit(error_text(exc))
 

@@ -177,6 +177,7 @@ class HearthApp(StartupProblems, TasksPlace, QObject):
     def hide_window(self) -> None:
         """Dispose the main window (panels unsubscribe; turns keep running). `show_main()` builds a new one."""
         window, self.window = self.window, None
+        self.connect_window = None  # a dialog of the window: it goes with it
         if window is None:
             return
         self.prefs.geometry = window.saveGeometry()
@@ -208,8 +209,9 @@ class HearthApp(StartupProblems, TasksPlace, QObject):
         self.request_quit(ask=True)
 
     def open_settings(self, page: str = "") -> SettingsWindow | None:
-        """The Settings window, raised if open; `page` ("permissions", "jobs", "models") shows that page."""
-        if self.bridge is None:
+        """The Settings window, raised if open; `page` ("permissions", "jobs", "models") shows that page. None on a
+        server's tasks: Settings change this computer's runtime."""
+        if self.bridge is None or self.bridge.remote:
             return None
         if self.settings_window is not None:
             self.settings_window.show_page(page)

@@ -1,11 +1,12 @@
 """File ▸ Connect to a Server…: a Hearth server's address and an API token (`hearth server user add` prints it).
 The application checks the token against the server before anything changes: a refusal, an unreachable address or
-one that is no Hearth server's is said here, in the dialog, and the window stays on the tasks it shows. The token
+one that is no Hearth server's is said here, in the dialog, and the window stays on the tasks it shows; closing the
+dialog while it connects gives up. The token
 field starts from the keyring's entry for the last server (the token is kept there only, never in a file)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
 
 
@@ -16,7 +17,6 @@ class ConnectDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Connect to a server")
         self.setModal(False)  # a nested event loop would break qasync
-        self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.setMinimumWidth(480)
         lay = QVBoxLayout(self)
         intro = QLabel("Watch and steer the tasks of a Hearth server (hearth serve) from this window. Its tasks go "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 from runtime.paths import data_folder
@@ -21,10 +22,15 @@ from ..core.util import error_text, spawn
 from .connect_dialog import ConnectDialog
 
 if TYPE_CHECKING:
-    from runtime.api import Runtime
+    from runtime.api import RemoteRuntime, Runtime
 
     from ..settings.window import SettingsWindow
     from .main_window import MainWindow
+
+
+REFUSED = "The server refused this token (revoked, or never issued by {url}): give a new one."
+NOT_KEPT = ("This computer has no usable system keyring, so the token is not kept (never in a file): Hearth asks "
+            "for it again next time.")
 
 
 class TasksPlace:
@@ -44,18 +50,36 @@ class TasksPlace:
         async def open_runtime(self) -> None: ...
         async def _attach(self, bridge: RuntimeBridge) -> None: ...
 
-    def connect_dialog(self) -> ConnectDialog | None:
-        """File ▸ Connect to a Server…, its fields filled from the last server and the keyring."""
+    def connect_dialog(self, refused: bool = False) -> ConnectDialog | None:
+        """File ▸ Connect to a Server…, its fields filled from the last server and the keyring; `refused`: the
+        server the window shows refused its token, and the dialog asks for a new one."""
         if self.bridge is None:
             return None
+        if self.connect_window is not None:  # kept until the next (closing it while it connects gives up)
+            self.connect_window.close()
+            self.connect_window.deleteLater()
         api = self.bridge.api
         url = self.prefs.server
-        dlg = ConnectDialog(url, (api.saved_token(url) or "") if url else "", len(self.bridge.working_tasks()),
-                            self.window)
+        dlg = ConnectDialog(url, "", len(self.bridge.working_tasks()), self.window)
         dlg.connect_requested.connect(lambda url, token: spawn(self.connect_server(dlg, url, token)))
+        if refused:
+            dlg.failed(REFUSED.format(url=url))
+        elif url:  # the keyring may talk D-Bus: read it off the loop
+            spawn(self._fill_token(dlg, api, url), owner=dlg, load=True)
         dlg.show()
         self.connect_window = dlg
         return dlg
+
+    @staticmethod
+    async def _fill_token(dlg: ConnectDialog, api: ModuleType, url: str) -> None:
+        token = await asyncio.to_thread(api.saved_token, url)
+        if token and not dlg.token.text() and dlg.url.text().strip() == url:
+            dlg.token.setText(token)
+
+    def _token_refused(self) -> None:
+        """A 401 during the session (the token revoked): ask for a new one, once."""
+        if (self.connect_window is None or not self.connect_window.isVisible()) and not self._closing:
+            self.connect_dialog(refused=True)
 
     async def connect_server(self, dlg: ConnectDialog, url: str, token: str) -> None:
         """The server's tasks in the window, once the server took the token; until then nothing changes and what
@@ -67,22 +91,27 @@ class TasksPlace:
         try:
             rt = await api.connect_server(url, token)
         except api.HearthError as exc:
-            if not self._closing:
-                dlg.failed(error_text(exc))
+            if not self._closing and dlg.isVisible():
+                dlg.failed(REFUSED.format(url=url) if isinstance(exc, api.TokenRefused) else error_text(exc))
             return
-        if self._closing:
+        if self._closing or not dlg.isVisible():  # quitting, or the person closed the dialog meanwhile
             await rt.aclose()
             return
         try:
             await asyncio.to_thread(api.save_token, rt.url, token)
             kept = ""
-        except api.ConfigError as exc:  # no keyring: connected for this session only
-            kept = error_text(exc).split(" Give it with", 1)[0]
+        except api.ConfigError:  # no keyring (or a locked one): connected for this session only
+            kept = NOT_KEPT
         self.prefs.server = rt.url
         dlg.close()
-        await self._switch(lambda: RuntimeBridge(rt, api, server=rt.url, home=data_folder(self.home)))
+        await self._switch(lambda: self._remote_bridge(rt, api))
         if kept and self.window is not None:
             self.window.statusBar().showMessage(kept, 15_000)
+
+    def _remote_bridge(self, rt: RemoteRuntime, api: ModuleType) -> RuntimeBridge:
+        bridge = RuntimeBridge(rt, api, server=rt.url, home=data_folder(self.home))
+        bridge.token_refused.connect(self._token_refused)
+        return bridge
 
     def use_this_computer(self) -> None:
         """File ▸ Use This Computer's Tasks: the server left (its tasks go on there), this data folder opened."""

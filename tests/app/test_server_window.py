@@ -215,8 +215,47 @@ async def test_connecting_and_going_back_to_this_computer(launch, box, kept, hom
     assert not ctl.window.actions_by_name["Use This Computer's Tasks"].isVisible()
     # The dialog offers the last server again, its token from the keyring.
     ctl.window.actions_by_name["Connect to a Server…"].trigger()
+    await until(lambda: ctl.connect_window.token.text(), what="the kept token")
     assert (ctl.connect_window.url.text(), ctl.connect_window.token.text()) == (api.base_url, token)
     ctl.connect_window.close()
+
+
+async def test_a_token_revoked_meanwhile_asks_for_a_new_one(launch, box, kept):  # noqa: F811
+    cluster, api = box
+    ctl = await launch()
+    await connect(ctl, api.base_url, await cluster.user("eve"))
+    await connected(ctl)
+    panel = await task_panel(ctl, "Revoked")
+    store = await cluster.store()
+    try:
+        await store.revoke_user("eve")
+    finally:
+        await store.aclose()
+    type_and_send(panel, "still there?")
+    dlg = await until(lambda: ctl.connect_window if ctl.connect_window and ctl.connect_window.isVisible() else None,
+                      what="asked for a new token")
+    assert dlg.error.text() == (f"The server refused this token (revoked, or never issued by {api.base_url}): give a "
+                                "new one.")
+    assert (dlg.url.text(), dlg.token.text()) == (api.base_url, "")
+    assert panel.composer.edit.toPlainText() == "still there?"  # nothing typed is lost
+    dlg.token.setText(await cluster.user("eve-again"))
+    QTest.mouseClick(dlg.connect_button, Qt.MouseButton.LeftButton)
+    await until(lambda: ctl.bridge not in (None, panel.bridge), timeout=15, what="connected with the new token")
+    await connected(ctl)
+    assert ctl.window.tasks == {}  # the new token's user has no tasks yet
+
+
+async def test_a_spent_quota_is_said_and_the_message_kept(launch, box, kept):  # noqa: F811
+    cluster, api = box
+    ctl = await launch()
+    await connect(ctl, api.base_url, await cluster.user("spent", quota_tokens=0))
+    await connected(ctl)
+    panel = await task_panel(ctl, "No quota")
+    type_and_send(panel, "one more")
+    await until(lambda: ctl.window.statusBar().currentMessage(), what="the sentence")
+    assert ctl.window.statusBar().currentMessage() == ("Your token quota on this server is used up. Ask the server's "
+                                                       "administrator for more.")
+    assert panel.composer.edit.toPlainText() == "one more" and await ctl.bridge.messages(panel.task_id) == []
 
 
 async def test_a_dropped_server_is_a_state_and_the_panel_misses_nothing(launch, model, kept, tmp_path,  # noqa: F811
