@@ -223,7 +223,8 @@ class TaskPanel(FeedPanel, QWidget):
 
     def _waiting_box(self, request: dict) -> WaitingBox:
         # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
-        box = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
+        # A server's task's command settings are the server's.
+        box = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto" and not self.bridge.remote)
         box.answered.connect(self._on_answer)
         box.unsandboxed_accepted.connect(self._accept_unsandboxed)
         box.plan_answered.connect(self._on_plan)
