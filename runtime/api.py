@@ -74,6 +74,7 @@ from .memory.folder import MEMORY_DIR, Memory
 from .providers.base import Provider
 from .providers.presets import PRESETS, Preset
 from .redact import install_log_redaction, remember
+from .remote.tokens import save_token, saved_token, server_url
 from .services.backups import Backups
 from .services.changes import Changes, FileChange, TurnChanges
 from .services.chats import Chats
@@ -100,7 +101,8 @@ from .store.teams import TeamStore
 from .tools.base import Tool
 
 if TYPE_CHECKING:
-    from .remote.runtime import RemoteRuntime
+    from .remote.runtime import RemoteRuntime as RemoteRuntime
+    from .remote.tasks import Started as Started
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +116,8 @@ __all__ = [
     "Runtime", "SandboxInfo", "ServerRefused", "ServerUnreachable", "Settings", "SettingsError", "Skills",
     "StorageCorrupt", "StorageError", "StorageFull", "StorageReadOnly", "StorageUnavailable", "TaskBusy", "TaskInfo",
     "TaskNotFound", "Tasks", "TeamInfo", "TeamNotFound", "Teams", "TokenRefused", "TurnChanges", "TurnHandle",
-    "UndoRefused", "Wakeups", "connect_server", "format_progress", "resolve_home",
+    "UndoRefused", "Wakeups", "connect_server", "format_progress", "resolve_home", "save_token", "saved_token",
+    "server_url",
 ]
 
 

@@ -49,6 +49,8 @@ class ConversationView(QScrollArea):
         super().__init__(parent)
         self.chat = chat  # a chat's conversation: model-change lines, no edit of the last input
         self.offers_retry = retry  # answers offer Retry (a team's board offers it per assignment instead)
+        # Continue, Retry, Edit, Send now and Discard: a server's task offers none of them (TaskPanel turns it off).
+        self.follow_ups = True
         self.setObjectName("Conversation")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -193,8 +195,8 @@ class ConversationView(QScrollArea):
         elif m.role == "event":
             item = EventLine(m.parts)
         elif m.role == "user":
-            editable = m.id == self._last_input() and not self.running and not self.chat
-            item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running,
+            editable = m.id == self._last_input() and not self.running and not self.chat and self.follow_ups
+            item = UserBubble(m.parts, m.status, stranded=m.status == "queued" and not self.running and self.follow_ups,
                               editable=editable)
             item.send_now.connect(lambda mid=m.id: self.send_now_clicked.emit(mid))
             item.discard.connect(lambda mid=m.id: self.discard_clicked.emit(mid))
@@ -241,7 +243,7 @@ class ConversationView(QScrollArea):
     def _refresh_meta(self) -> None:
         self._show_hint()
         last = next((m.id for m in reversed(self.messages) if m.role == "assistant"), None)
-        self.can_continue_id = last if not self.has_newer else None
+        self.can_continue_id = last if not self.has_newer and self.follow_ups else None
         self._link_continued()
         for m in self.messages:
             item = self.items.get(m.id)

@@ -21,6 +21,12 @@ will stand behind this same client: the app uses only what the bridge offers. No
 - The sidebar, tray and notifications follow one feed of every owner's non-delta events (`Runtime.events()`): a
   turn that starts, waits or ends, and a task's activity between turns (a background command, a wake-up),
   re-emits `turn_event` and `task_changed`.
+- The runtime is this computer's (`Runtime`) or a Hearth server's (`RemoteRuntime`, `server` its address): the
+  tasks' reads, turns, Stop and answers are the same calls. On a server (`remote`) what only this computer's tasks
+  have — chats, teams, the Settings' services, a task's folder, deliverables, changes, background commands,
+  continue/retry/edit/fork/rename/delete — raises a `ConfigError` sentence instead (`LocalOnly`); the window hides
+  or greys their controls (README, "A Hearth server in the window"). `connection` tells "connected" /
+  "reconnecting".
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import math
 import time
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias, cast
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
@@ -51,9 +57,11 @@ if TYPE_CHECKING:
         MessageInfo,
         Permissions,
         Providers,
+        RemoteRuntime,
         Runtime,
         Settings,
         Skills,
+        Started,
         TaskInfo,
         Teams,
         TurnHandle,
@@ -69,6 +77,23 @@ log = logging.getLogger(__name__)
 FRAME = 0.016  # seconds: at most one batch (and so one repaint) per frame
 # Events of the feed that change what a task list shows.
 _TASK_CHANGES = frozenset({"turn_started", "input_requested", "turn_ended", "title", "activity"})
+HERE = "This computer"  # where the tasks live, as the window marks it
+LOCAL_ONLY = "works on this computer's tasks only; a server's tasks cannot have it"
+
+
+class LocalOnly:
+    """What a server does not offer, in place of one of the runtime's services: each of its methods is a coroutine
+    that raises a ConfigError saying so, which `RuntimeBridge.run` reports as a sentence. The window hides or greys
+    the controls that lead here; this is the sentence for any it missed."""
+
+    def __init__(self, what: str, api):
+        self._what, self._api = what, api
+
+    def __getattr__(self, _name: str):
+        async def refused(*_args: object, **_kwargs: object) -> None:
+            raise self._api.ConfigError(f"{self._what} {LOCAL_ONLY}.")
+
+        return refused
 
 
 class TextChunk:
@@ -155,29 +180,42 @@ class TaskObserver(QObject):
 
 class RuntimeBridge(QObject):
     task_changed = Signal(str)  # a task's state or metadata may have changed
+    connection = Signal(str)  # a server's: "connected" or "reconnecting"
+    token_refused = Signal()  # a server's: it refused the token (401), revoked since the window connected
     tasks_changed = Signal()  # tasks were created or deleted
     turn_event = Signal(str, object)  # non-delta events of any task
     error = Signal(str)  # an action failed; the text is for a person
     storage_fault = Signal(object)  # an action met a StorageError: the controller offers the way out
 
-    def __init__(self, rt: Runtime, api):
+    def __init__(self, rt: Runtime | RemoteRuntime, api, server: str | None = None, home: Path | None = None):
         super().__init__()
         self._rt = rt
         self.api = api  # the runtime.api module, for its typed errors
-        self.chats: Chats = rt.chats
-        self.deliveries: Deliveries = rt.deliveries
-        self.teams: Teams = rt.teams
-        self.memory: Memories = rt.memory
-        self.knowledge: KnowledgeLibrary = rt.knowledge
-        self.jobs: Jobs = rt.jobs
-        self.models: LocalModels = rt.models
-        self.providers: Providers = rt.providers
-        self.mcp: MCPServers = rt.mcp
-        self.permissions: Permissions = rt.permissions
-        self.skills: Skills = rt.skills
-        self.backups: Backups = rt.backups
-        self.changes: Changes = rt.changes
-        self.wakeups: Wakeups = rt.wakeups
+        self.server = server  # a Hearth server's address; None: this computer's data folder
+        self.remote = server is not None
+        self._home = home
+        local = rt if isinstance(rt, api.Runtime) else None
+
+        def service(name: str, what: str):
+            return getattr(local, name) if local is not None else LocalOnly(what, api)
+
+        self.chats: Chats = service("chats", "Chats")
+        self.deliveries: Deliveries = service("deliveries", "Deliverables")
+        self.teams: Teams = service("teams", "Teams")
+        self.memory: Memories = service("memory", "Memory")
+        self.knowledge: KnowledgeLibrary = service("knowledge", "The knowledge library")
+        self.jobs: Jobs = service("jobs", "Background jobs")
+        self.models: LocalModels = service("models", "Local models")
+        self.providers: Providers = service("providers", "Model providers")
+        self.mcp: MCPServers = service("mcp", "MCP servers")
+        self.permissions: Permissions = service("permissions", "Permission rules")
+        self.skills: Skills = service("skills", "Skills")
+        self.backups: Backups = service("backups", "Backups")
+        self.changes: Changes = service("changes", "A turn's changes")
+        self.wakeups: Wakeups = service("wakeups", "Wake-ups")
+        self.state = "connected"  # a server's connection, as `connection` last told it
+        if local is None:
+            cast("RemoteRuntime", rt).on_state = self._connection_changed
         self._closing = False
         self._settling: set[str] = set()
         self.chat_ids: set[str] = set()  # events carry an owner id: these are chats', not tasks'
@@ -192,8 +230,28 @@ class RuntimeBridge(QObject):
         log.warning("action failed: %s", exc, exc_info=None if isinstance(exc, typed) else exc)
         if isinstance(exc, self.api.StorageError):
             self.storage_fault.emit(exc)
+        elif isinstance(exc, self.api.TokenRefused):  # the application asks for a new one
+            self.token_refused.emit()
         else:
             self.error.emit(error_text(exc))
+
+    def _connection_changed(self, state: str) -> None:
+        self.state = state
+        if not self._closing:
+            self.connection.emit(state)
+
+    @property
+    def where(self) -> str:
+        """Where the tasks live, for a person: "This computer" or "server: host:port"."""
+        if self.server is None:
+            return HERE
+        return "server: " + self.server.split("://", 1)[-1]
+
+    def _local(self, what: str) -> Runtime:
+        """This computer's runtime, for what only its tasks have; on a server, the sentence that says so."""
+        if self.remote:
+            raise self.api.ConfigError(f"{what} {LOCAL_ONLY}.")
+        return cast("Runtime", self._rt)
 
     def run(self, coro, owner: QObject | None = None, load: bool = False) -> asyncio.Task:
         """Run an action from a slot; its failure becomes an `error` signal (see util.spawn for `owner`)."""
@@ -208,14 +266,16 @@ class RuntimeBridge(QObject):
 
     @property
     def settings(self) -> Settings:
-        return self._rt.settings
+        """This computer's settings (the window offers no Settings while on a server)."""
+        return self._local("Settings").settings
 
     @property
     def home(self) -> Path:
-        return self._rt.home
+        """This computer's data folder (also while on a server: its logs and preferences are there)."""
+        return self._home if self._home is not None else self._local("The data folder").home
 
     async def save_settings(self, data: dict) -> None:
-        await self._rt.save_settings(data)
+        await self._local("Settings").save_settings(data)
 
     async def _follow_all(self) -> None:
         async for ev in self._rt.events():
@@ -264,36 +324,40 @@ class RuntimeBridge(QObject):
         return self._rt.tasks.is_running(task_id)
 
     async def background(self, task_id: str) -> list[dict]:
-        return await self._rt.tasks.background(task_id)
+        return await self._local("Background commands").tasks.background(task_id)
 
     async def background_output(self, task_id: str, command_id: str, offset: int) -> str:
-        return await self._rt.tasks.background_output(task_id, command_id, offset)
+        return await self._local("Background commands").tasks.background_output(task_id, command_id, offset)
 
     def running_tasks(self) -> list[str]:
         return self._rt.tasks.running()
 
     def working_tasks(self) -> list[str]:
-        """Tasks a quit would interrupt: a turn running, or a background command."""
-        return self._rt.tasks.working()
+        """Tasks a quit would interrupt: a turn running, or a background command (none of a server's)."""
+        return [] if self.remote else self._local("Quitting").tasks.working()
 
     # -- actions --
 
     async def create_task(self, title: str | None = None, model: str | None = None, approval: str = "ask",
-                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool = True,
+                          planning: bool = False, knowledge: Iterable[str] = (), memory: bool | None = None,
                           network: bool = False) -> TaskInfo:
+        """A new task; `memory` None: on, unless the task is a server's (which has none)."""
         info = await self._rt.create_task(title=title or None, model=model or None, approval=approval,
-                                         planning=planning, knowledge=tuple(knowledge), memory=memory,
-                                         network=network)
+                                         planning=planning, knowledge=tuple(knowledge),
+                                         memory=not self.remote if memory is None else memory, network=network)
         self.tasks_changed.emit()
         return info
 
     async def set_task_sandbox(self, task_id: str, *, network: bool | None = None,
                                unsandboxed_ok: bool | None = None) -> None:
         """A task's command settings (they apply from its next turn); its panel re-reads them."""
-        await self._rt.permissions.set_task_sandbox(task_id, network=network, unsandboxed_ok=unsandboxed_ok)
+        permissions = self._local("A task's command settings").permissions
+        await permissions.set_task_sandbox(task_id, network=network, unsandboxed_ok=unsandboxed_ok)
         self.task_changed.emit(task_id)
 
     async def list_chats(self) -> list:
+        if self.remote:
+            return []
         chats = await self.chats.list()
         self.chat_ids.update(c.id for c in chats)
         return chats
@@ -305,6 +369,8 @@ class RuntimeBridge(QObject):
         return info
 
     async def list_teams(self) -> list:
+        if self.remote:
+            return []
         teams = await self.teams.list()
         self.assignment_teams.update({a.id: t.title for t in teams for a in t.assignments})
         return teams
@@ -324,47 +390,47 @@ class RuntimeBridge(QObject):
         self.tasks_changed.emit()
 
     async def send(self, task_id: str, text: str, attachments: Iterable[str] = (), queue: bool = False
-                   ) -> TurnHandle:
+                   ) -> TurnHandle | Started:
         handle = await self._rt.send(task_id, text, attachments=tuple(attachments), queue=queue)
         self.task_changed.emit(task_id)
         return handle
 
     async def answer(self, task_id: str, request_id: str, answer: str, remember: bool = False,
-                     plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle:
+                     plan: list[str] | None = None, rule_command: str | None = None) -> TurnHandle | Started:
         handle = await self._rt.answer(task_id, request_id, answer, remember=remember, plan=plan,
                                       rule_command=rule_command)
         self.task_changed.emit(task_id)
         return handle
 
     async def run_queued(self, task_id: str) -> TurnHandle | None:
-        handle = await self._rt.tasks.run_queued(task_id)
+        handle = await self._local("Sending a queued message now").tasks.run_queued(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def discard_queued(self, task_id: str, message_id: int) -> bool:
-        done = await self._rt.tasks.discard_queued(task_id, message_id)
+        done = await self._local("Discarding a queued message").tasks.discard_queued(task_id, message_id)
         self.task_changed.emit(task_id)
         return done
 
     async def continue_task(self, task_id: str) -> TurnHandle:
         """Carry on the last answer where it stopped (interrupted, stopped, failed or cut off at the length
         limit); nothing the person did not type is shown as theirs."""
-        handle = await self._rt.tasks.continue_task(task_id)
+        handle = await self._local("Continue").tasks.continue_task(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def retry(self, task_id: str) -> TurnHandle:
-        handle = await self._rt.tasks.retry(task_id)
+        handle = await self._local("Retry").tasks.retry(task_id)
         self.task_changed.emit(task_id)
         return handle
 
     async def edit_last(self, task_id: str, text: str) -> TurnHandle:
-        handle = await self._rt.tasks.edit_last(task_id, text)
+        handle = await self._local("Editing a sent message").tasks.edit_last(task_id, text)
         self.task_changed.emit(task_id)
         return handle
 
     async def fork_task(self, task_id: str, model: str) -> TaskInfo:
-        info = await self._rt.tasks.fork(task_id, model)
+        info = await self._local("Another model").tasks.fork(task_id, model)
         self.tasks_changed.emit()
         return info
 
@@ -372,14 +438,14 @@ class RuntimeBridge(QObject):
         await self._rt.stop(task_id)
 
     async def stop_background(self, task_id: str, command_id: str) -> bool:
-        return await self._rt.tasks.stop_background(task_id, command_id)
+        return await self._local("Background commands").tasks.stop_background(task_id, command_id)
 
     async def rename(self, task_id: str, title: str) -> None:
-        await self._rt.tasks.rename(task_id, title)
+        await self._local("Renaming a task").tasks.rename(task_id, title)
         self.task_changed.emit(task_id)
 
     async def delete(self, task_id: str) -> None:
-        await self._rt.tasks.delete(task_id)
+        await self._local("Deleting a task").tasks.delete(task_id)
         self.tasks_changed.emit()
 
     # -- where the bridge adds something to a service --

@@ -80,6 +80,15 @@ class Prefs:
         self._set("last_task", value or "")
 
     @property
+    def server(self) -> str:
+        """The address of the Hearth server connected to last (never its token: that is in the keyring)."""
+        return str(self._s.value("server", "") or "")
+
+    @server.setter
+    def server(self, value: str) -> None:
+        self._set("server", value)
+
+    @property
     def drafts(self) -> dict[str, dict]:
         """What was typed and attached but not sent, per task or chat id (see Composer.draft)."""
         try:

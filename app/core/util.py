@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
@@ -15,6 +16,20 @@ log = logging.getLogger("app")
 
 _tasks: set[asyncio.Task] = set()
 _long: set[asyncio.Task] = set()  # subscriptions that live as long as a turn; the rest are short actions
+
+
+def close_async_generators_on_the_loop() -> None:
+    """Have the running loop close an async generator dropped before its end, as asyncio's own loop does: qasync's
+    sets no hooks, so the garbage collector closed it outside any task, and the HTTP streams of a server's tasks
+    (httpx's generators, which await in their cleanup) failed with "async generator ignored GeneratorExit"."""
+    def finalize(agen: Any) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop any more: nothing can run its cleanup
+            return
+        spawn(agen.aclose())
+
+    sys.set_asyncgen_hooks(finalizer=finalize)
 
 
 def spawn(coro: Coroutine[Any, Any, Any], on_error: Callable[[BaseException], None] | None = None, *,

@@ -31,12 +31,14 @@ from runtime.paths import data_folder
 
 from ..core.bridge import RuntimeBridge
 from ..core.prefs import Prefs
-from ..core.util import error_text, spawn
+from ..core.util import close_async_generators_on_the_loop, error_text, spawn
 from ..settings.window import SettingsWindow
 from ..widgets import dialogs, theme
+from .connect_dialog import ConnectDialog
 from .main_window import MainWindow
 from .notify import Notifier
 from .startup_problems import StartupProblems
+from .tasks_place import TasksPlace
 from .tray import Tray, tray_available
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ TRAY_NOTE = ("Hearth keeps working in the background while turns run. Open it ag
              "from the tray menu.")
 
 
-class HearthApp(StartupProblems, QObject):
+class HearthApp(StartupProblems, TasksPlace, QObject):
     notified = Signal(str, str, str)  # task id, title, text
 
     def __init__(self, home: str | Path | None = None, *, providers: dict | None = None, tools=(),
@@ -77,6 +79,7 @@ class HearthApp(StartupProblems, QObject):
         self.rt: Runtime | None = None
         self.bridge: RuntimeBridge | None = None
         self.settings_window: SettingsWindow | None = None
+        self.connect_window: ConnectDialog | None = None
         self.notifications: list[tuple[str, str, str]] = []
         self.close_choice: QMessageBox | None = None  # the "keep working?" question, while it is open
         self.notifier = Notifier(fallback=self._tray_notify)
@@ -99,6 +102,7 @@ class HearthApp(StartupProblems, QObject):
     # -- start --
 
     async def start(self) -> None:
+        close_async_generators_on_the_loop()
         theme.apply(self.prefs.theme)
         hints = QApplication.styleHints()
         if hasattr(hints, "colorSchemeChanged"):  # follow the desktop when the theme is "system"
@@ -133,18 +137,22 @@ class HearthApp(StartupProblems, QObject):
             return
         self.startup_error = None
         self._problem = None
-        self.bridge = RuntimeBridge(self.rt, api)
         self.rt.wakeups.start()  # the app owns the data folder: its tasks wake up here
-        self.bridge.turn_event.connect(self._on_turn_event)
-        self.bridge.task_changed.connect(self._task_changed)
-        self.bridge.storage_fault.connect(self.storage_fault)
-        if self.window is not None:
-            self.window.attach(self.bridge)
-            await self.window.loading
+        bridge = RuntimeBridge(self.rt, api)
+        await self._attach(bridge)
         if self.preload_model:  # after the first paint and the task list: it must delay neither
-            self.model_preload = spawn(self.bridge.models.preload_default(), long=True)
-        spawn(self.verify_database(self.bridge))
+            self.model_preload = spawn(bridge.models.preload_default(), long=True)
+        spawn(self.verify_database(bridge))
         self.ready.set()
+
+    async def _attach(self, bridge: RuntimeBridge) -> None:
+        self.bridge = bridge
+        bridge.turn_event.connect(self._on_turn_event)
+        bridge.task_changed.connect(self._task_changed)
+        bridge.storage_fault.connect(self.storage_fault)
+        if self.window is not None:
+            self.window.attach(bridge)
+            await self.window.loading
 
     # -- windows --
 
@@ -169,6 +177,7 @@ class HearthApp(StartupProblems, QObject):
     def hide_window(self) -> None:
         """Dispose the main window (panels unsubscribe; turns keep running). `show_main()` builds a new one."""
         window, self.window = self.window, None
+        self.connect_window = None  # a dialog of the window: it goes with it
         if window is None:
             return
         self.prefs.geometry = window.saveGeometry()
@@ -200,8 +209,9 @@ class HearthApp(StartupProblems, QObject):
         self.request_quit(ask=True)
 
     def open_settings(self, page: str = "") -> SettingsWindow | None:
-        """The Settings window, raised if open; `page` ("permissions", "jobs", "models") shows that page."""
-        if self.bridge is None:
+        """The Settings window, raised if open; `page` ("permissions", "jobs", "models") shows that page. None on a
+        server's tasks: Settings change this computer's runtime."""
+        if self.bridge is None or self.bridge.remote:
             return None
         if self.settings_window is not None:
             self.settings_window.show_page(page)

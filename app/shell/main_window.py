@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
     from .window_host import Controller
 
+# What a server's tasks cannot have (app/core/bridge.py LocalOnly): hidden while the window shows a server's.
+LOCAL_ONLY_ACTIONS = ("New Chat", "New Team…", "Export Task as Markdown…", "Export Task as JSON…",
+                      "Open Workspace Folder", "Settings…", "Rename…", "Delete…")
+
 
 class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
     painted = Signal()
@@ -97,6 +101,9 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         f.addSeparator()
         act(f, "Open Workspace Folder", self.open_workspace)
         act(f, "Open Data Folder", self.open_data_folder)
+        f.addSeparator()
+        act(f, "Connect to a Server…", lambda: self._ready() and self.ctl.connect_dialog())
+        act(f, "Use This Computer's Tasks", lambda: self.ctl.use_this_computer()).setVisible(False)
         f.addSeparator()
         act(f, "Settings…", lambda: self._ready() and self.ctl.open_settings(), "Ctrl+,")
         act(f, "Close Window", self.close, "Ctrl+W")
@@ -187,10 +194,30 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         bridge.tasks_changed.connect(self._tasks_changed)
         bridge.turn_event.connect(self._team_event)
         bridge.error.connect(self._show_error)
+        bridge.connection.connect(self._connection)
+        self._show_where(bridge)
         self.refresh_welcome()
         self.loading = bridge.run(self._first_load())
 
+    def _show_where(self, bridge: RuntimeBridge) -> None:
+        """Mark where the tasks live; on a server, hide what only this computer's tasks have (README, "A Hearth
+        server in the window")."""
+        self.sidebar.set_where(bridge.where, bridge.server, reconnecting=bridge.state == "reconnecting")
+        for name in LOCAL_ONLY_ACTIONS:
+            self.actions_by_name[name].setVisible(not bridge.remote)
+        self.actions_by_name["Use This Computer's Tasks"].setVisible(bridge.remote)
+
+    def _connection(self, state: str) -> None:
+        """A server's connection dropped or came back: the mark says so; the panel's stream resumes by itself."""
+        if self._bridge is not None and not self.disposed:
+            self.sidebar.set_where(self._bridge.where, self._bridge.server, reconnecting=state == "reconnecting")
+            if state == "connected":
+                self._reload.start()  # what changed while it was down
+
     def refresh_welcome(self) -> None:
+        if self.bridge.remote:
+            self.welcome.set_server(self.bridge.where, has_tasks=bool(self.tasks))
+            return
         model = self.bridge.settings.default_model
         self.welcome.set_starting(False, model, model.startswith("builtin/"), has_tasks=bool(self.tasks))
 
@@ -204,6 +231,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
 
     async def _detect_servers(self) -> None:
         """Offer a local model server (Ollama, LM Studio, …) that runs but is not configured yet."""
+        if self.bridge.remote:  # a server's tasks use the server's models
+            return
         try:
             found = await self.bridge.providers.detect_local_servers()
         except Exception:  # only a hint: never let it bother the person
@@ -361,7 +390,8 @@ class MainWindow(TaskActions, ChatActions, TeamActions, QMainWindow):
         self._reload.stop()
         if (bridge := self._bridge) is not None:
             for signal, slot in ((bridge.task_changed, self._task_changed), (bridge.tasks_changed, self._tasks_changed),
-                                 (bridge.turn_event, self._team_event), (bridge.error, self._show_error)):
+                                 (bridge.turn_event, self._team_event), (bridge.error, self._show_error),
+                                 (bridge.connection, self._connection)):
                 try:
                     signal.disconnect(slot)
                 except (RuntimeError, TypeError):

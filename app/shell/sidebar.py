@@ -213,6 +213,11 @@ class TaskSidebar(QWidget):
         head.addWidget(logo)
         head.addWidget(brand, 1)
         lay.addLayout(head)
+        self.where = QLabel()  # where the tasks live (set_where)
+        self.where.setObjectName("Muted")
+        self.where.setWordWrap(True)
+        lay.addWidget(self.where)
+        self.remote = False
         self.tabs = QTabBar()
         self.tabs.setExpanding(True)
         self.tabs.setDrawBase(False)
@@ -244,15 +249,33 @@ class TaskSidebar(QWidget):
         self.empty.setObjectName("Muted")
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(self.empty)
-        settings = QPushButton("Settings")
-        settings.clicked.connect(self.settings_requested)
-        lay.addWidget(settings)
+        self.settings = QPushButton("Settings")
+        self.settings.clicked.connect(self.settings_requested)
+        lay.addWidget(self.settings)
         self._quiet = False
         self.set_mode("tasks")
         self._clock = QTimer(self)  # "5 min ago" ages; repaint what is visible
         self._clock.timeout.connect(lambda: self._shown_list().viewport().update())
         self._clock.start(30_000)
         theme.notifier.changed.connect(self._retheme)
+
+    def set_where(self, where: str, server: str | None, reconnecting: bool = False) -> None:
+        """Mark where the tasks live ("This computer", "server: host:port", "… reconnecting…"). A server's
+        tasks have no chats, teams or Settings here: their tabs are hidden and the button says why."""
+        self.remote = server is not None
+        self.where.setText(f"{where} · reconnecting…" if reconnecting else where)
+        self.where.setStyleSheet(f"color: {theme.colors()['interrupted']}; font-weight: 600;" if reconnecting else "")
+        self.where.setToolTip(
+            f"The tasks shown are the Hearth server's at {server}; File ▸ Use This Computer's Tasks goes back."
+            + (" The server does not answer: Hearth keeps trying, and open tasks go on where they were." if
+               reconnecting else "") if server else "The tasks shown are this computer's (its data folder).")
+        for index in (1, 2):
+            self.tabs.setTabVisible(index, not self.remote)
+        if self.remote:
+            self.set_mode("tasks")
+        self.settings.setEnabled(not self.remote)
+        self.settings.setToolTip("Settings change this computer's Hearth; a server has its own (hearth serve "
+                                 "--settings)." if self.remote else "")
 
     def _list(self, model: TaskListModel, selected: SignalInstance) -> QListView:
         view = QListView()
@@ -352,7 +375,7 @@ class TaskSidebar(QWidget):
 
     def _menu(self, view: QListView, pos: QPoint) -> None:
         index = view.indexAt(pos)
-        if not index.isValid():
+        if not index.isValid() or self.remote:  # a server's tasks are renamed and deleted there
             return
         tid = index.data(TASK_ID)
         menu = QMenu(self)

@@ -92,3 +92,9 @@ class WelcomePage(QWidget):
         hint = (" It is small and works offline; for smarter answers add Ollama, LM Studio or OpenAI in Settings."
                 if bundled else "")
         self.model.setText(f"New tasks use <b>{model}</b>.{hint}")
+
+    def set_server(self, where: str, has_tasks: bool = False) -> None:
+        """The tasks are a Hearth server's: new ones use the server's default model."""
+        self.set_starting(False, has_tasks=has_tasks)
+        self.model.setText(f"The tasks shown live on the Hearth <b>{where}</b>; new tasks use the server's default "
+                           "model and run there while this computer sleeps.")

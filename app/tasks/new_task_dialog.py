@@ -65,28 +65,39 @@ class NewTaskDialog(QDialog):
         self.title = QLineEdit()
         self.title.setPlaceholderText("Optional — taken from the goal otherwise")
         form.addRow("Title", self.title)
-        self.model = ModelPicker(bridge.settings.default_model)
-        self.model.load(bridge)
-        form.addRow("Model", self.model)
+        self.remote = bridge.remote
+        # On a server: its default model, and none of what only this computer's tasks have.
+        self.model = None if self.remote else ModelPicker(bridge.settings.default_model)
+        if self.model is not None:
+            self.model.load(bridge)
+            form.addRow("Model", self.model)
         self.approval = QComboBox()
         for key, label in APPROVALS:
             self.approval.addItem(label, key)
         form.addRow("Approvals", self.approval)
         self.planning = QCheckBox("Plan first, then act")
-        form.addRow("Planning", self.planning)
         self.documents = DocumentChips()
-        form.addRow("Documents", self.documents)
         self.memory = QCheckBox("Use memory: what Hearth remembers about you, and learn from this task")
-        if bridge.settings.memory:
-            self.memory.setChecked(True)
-        else:
-            self.memory.setEnabled(False)
-            self.memory.setToolTip("Memory is off for every task (Settings ▸ Memory).")
-        form.addRow("Memory", self.memory)
         self.network = QCheckBox("Let commands use the network")
         self.network.setToolTip("Shell commands run in a sandbox with no network unless you allow it here. You can "
                                 "change this later in the task's header.")
-        form.addRow("Network", self.network)
+        if self.remote:
+            only_here = QLabel(f"The task runs on the Hearth {bridge.where}, with its default model. Planning "
+                               "first, documents, memory and network for commands work on this computer's tasks "
+                               "only.")
+            only_here.setWordWrap(True)
+            only_here.setObjectName("Muted")
+            form.addRow(only_here)
+        else:
+            form.addRow("Planning", self.planning)
+            form.addRow("Documents", self.documents)
+            if bridge.settings.memory:
+                self.memory.setChecked(True)
+            else:
+                self.memory.setEnabled(False)
+                self.memory.setToolTip("Memory is off for every task (Settings ▸ Memory).")
+            form.addRow("Memory", self.memory)
+            form.addRow("Network", self.network)
         lay.addLayout(form)
         fixed = QLabel("Model, approvals, planning, documents and memory stay fixed for this task's life.")
         fixed.setObjectName("Muted")
@@ -105,8 +116,8 @@ class NewTaskDialog(QDialog):
         lay.addWidget(buttons)
         self.goal.setFocus()
 
-    def model_ref(self) -> str:
-        return self.model.ref()
+    def model_ref(self) -> str | None:
+        return self.model.ref() if self.model is not None else None
 
     def values(self) -> dict:
         return {

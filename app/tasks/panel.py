@@ -111,12 +111,32 @@ class TaskPanel(FeedPanel, QWidget):
         self.activity = ActivityBox(bridge, self.task_id)
         bottom = PanelBottom(enter_sends, self.activity, self.todo_box)
         self.phase, self.waiting_slot, self.composer = bottom.phase, bottom.waiting_slot, bottom.composer
+        if bridge.remote:  # what only this computer's tasks have (README, "A Hearth server in the window")
+            for control in (folder, other, self.commands):
+                control.hide()
+            self.conversation.follow_ups = False
+            self.composer.without_files()
+            self.head.rows.addWidget(self._server_note())
+            bridge.connection.connect(self._connection)
         self.composer.submitted.connect(self._on_submit)
         self.composer.stop_requested.connect(self._on_stop)
         lay.addWidget(bottom)
         self._set_title(info)
         self.feed = ConversationFeed(bridge, TaskSource(bridge, self.task_id), self.conversation, self, view_state)
         self.bridge.run(self.feed.start())
+
+    def _server_note(self) -> QLabel:
+        note = QLabel(f"This task lives on the Hearth {self.bridge.where} and runs there. Its folder, "
+                      "deliverables, changes and background commands are there too; attachments, Continue, Retry "
+                      "and Edit work on this computer's tasks only.")
+        note.setObjectName("Muted")
+        note.setWordWrap(True)
+        return note
+
+    def _connection(self, state: str) -> None:
+        """The server went away mid-turn: say so where the turn's progress shows; its next events say the rest."""
+        if state == "reconnecting" and self.composer.running and not self._closed:
+            self.phase.say("The server does not answer: reconnecting…")
 
     def show_changes(self, turn_id: str) -> None:
         """The files an answer's turn changed, with their diffs and its Undo."""
@@ -144,8 +164,9 @@ class TaskPanel(FeedPanel, QWidget):
     def apply_info(self, info: TaskInfo) -> None:
         self.info = info
         self.todo_box.set_todos(info.todos)
-        self.activity.show_wake(info)
-        self.bridge.run(self.activity.refresh(), owner=self)
+        if not self.bridge.remote:  # a server's wake-ups and background commands are its own
+            self.activity.show_wake(info)
+            self.bridge.run(self.activity.refresh(), owner=self)
         self._set_title(info)
         self.commands.show_info(info)
         running = self.bridge.is_running(self.task_id)
@@ -156,7 +177,8 @@ class TaskPanel(FeedPanel, QWidget):
         self.conversation.mark_waiting(pending.get("call_id") if pending else None)
         if not running:
             self.phase.hide()
-        self.bridge.run(self._count_deliverables(), self)
+        if not self.bridge.remote:
+            self.bridge.run(self._count_deliverables(), self)
 
     # -- deliverables --
 
@@ -193,14 +215,16 @@ class TaskPanel(FeedPanel, QWidget):
                 self.todo_box.set_todos(ev.todos)
             else:
                 self.phase.follow(ev)
-            if ev.type == "tool_call" and ev.name == TOOL and ev.state == "done":  # delivered: count it at once
+            delivered = ev.type == "tool_call" and ev.name == TOOL and ev.state == "done"
+            if delivered and not self.bridge.remote:  # count it at once (a server's deliverables stay there)
                 self.bridge.run(self._count_deliverables(), self)
 
     # -- waiting --
 
     def _waiting_box(self, request: dict) -> WaitingBox:
         # Accepting unsandboxed commands only changes anything where they would otherwise ask: full_auto.
-        box = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto")
+        # A server's task's command settings are the server's.
+        box = WaitingBox(request, offer_unsandboxed=self.info.approval == "full_auto" and not self.bridge.remote)
         box.answered.connect(self._on_answer)
         box.unsandboxed_accepted.connect(self._accept_unsandboxed)
         box.plan_answered.connect(self._on_plan)
@@ -277,4 +301,6 @@ class TaskPanel(FeedPanel, QWidget):
     def close_panel(self) -> None:
         """Stop observing; the turn goes on."""
         self._closed = True
+        if self.bridge.remote:
+            self.bridge.connection.disconnect(self._connection)
         self.feed.close()

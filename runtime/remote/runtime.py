@@ -40,7 +40,7 @@ class RemoteRuntime:
     def __init__(self, url: str, token: str, on_state: Callable[[str], None] | None = None):
         self.url = server_url(url)
         self.state = "connected"
-        self._on_state = on_state
+        self.on_state = on_state  # a window's bridge sets it once it is built
         self.tasks = RemoteTasks(ServerClient(self.url, token, give_up=None, on_state=self._told))
         self._pulses: dict[str, asyncio.Event] = {}
         self._listeners: set[asyncio.Queue[Event]] = set()
@@ -74,8 +74,8 @@ class RemoteRuntime:
         if state == self.state:
             return
         self.state = state
-        if self._on_state is not None:
-            self._on_state(state)
+        if self.on_state is not None:
+            self.on_state(state)
 
     def _pulse(self, task_id: str) -> asyncio.Event:
         """Set at the task's next feed event (or a reconnection): take it before looking, wait on it after."""

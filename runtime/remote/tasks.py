@@ -13,7 +13,7 @@ import asyncio
 import builtins
 import contextlib
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Iterable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -87,8 +87,13 @@ class RemoteTasks:
     async def messages(self, task_id: str) -> builtins.list[MessageInfo]:
         return await self.client.request("GET", self._path(task_id, "/messages"), MESSAGES)
 
-    async def turns(self, task_id: str) -> builtins.list[dict]:
-        return await self.client.request("GET", self._path(task_id, "/turns"), ROWS)
+    async def turns(self, task_id: str, turn_ids: Iterable[str] | None = None) -> builtins.list[dict]:
+        """The task's turn rows; only those in `turn_ids` when given."""
+        rows = await self.client.request("GET", self._path(task_id, "/turns"), ROWS)
+        if turn_ids is None:
+            return rows
+        wanted = set(turn_ids)
+        return [row for row in rows if row["id"] in wanted]
 
     async def turn_details(self, task_id: str, turn_id: str) -> dict:
         return await self.client.request("GET", self._path(task_id, f"/turns/{quote(turn_id, safe='')}"), ROW)

@@ -1,12 +1,9 @@
 """The server host's tests run against a real Redis and a real PostgreSQL (tests/support/services.py); `database`
 is a URL, once of SQLite and once of PostgreSQL (tests/support/stores.py)."""
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.support.cluster import Api, Cluster
-from tests.support.openai_server import OpenAIServer, run_in_thread
+from tests.support.server_box import box, model  # noqa: F401  (fixtures)
 from tests.support.services import (  # noqa: F401  (fixtures)
     own_redis,
     postgres_bindir,
@@ -30,20 +27,3 @@ def _servers_start_before_any_test(request):
         request.getfixturevalue("postgres_server")
     if redis_binary():
         request.getfixturevalue("redis_server")
-
-
-@pytest.fixture(scope="module")
-def model() -> Iterator[OpenAIServer]:
-    """A loopback model server for a test module's server processes (each test forgets what the last one left)."""
-    with run_in_thread() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory, model) -> Iterator[tuple[Cluster, Api]]:
-    """The single box: `hearth serve` alone on a SQLite data folder, its turns answered by `model`."""
-    cluster = Cluster(tmp_path_factory.mktemp("box"), model.base_url)
-    api = cluster.launch_api()
-    api.wait_started()
-    yield cluster, api
-    cluster.stop()
