@@ -35,9 +35,9 @@ pytestmark = pytest.mark.filterwarnings("error::pytest.PytestUnraisableException
 @pytest.fixture
 def kept(tmp_path, monkeypatch) -> Path:
     """The system keyring, as a file the test can read (the real ones need a desktop session)."""
+    before = keyring.get_keyring()  # chosen before the file is named: the file keyring is never the one put back
     path = tmp_path / "keyring.json"
     monkeypatch.setenv(keyring_file.ENV, str(path))
-    before = keyring.get_keyring()
     keyring.set_keyring(keyring_file.FileKeyring())
     yield path
     keyring.set_keyring(before)
