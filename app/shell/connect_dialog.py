@@ -7,7 +7,9 @@ field starts from the keyring's entry for the last server (the token is kept the
 from __future__ import annotations
 
 from PySide6.QtCore import Signal
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QFormLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QFormLayout, QLabel, QLineEdit, QVBoxLayout, QWidget
+
+from ..widgets import dialogs
 
 
 class ConnectDialog(QDialog):
@@ -44,17 +46,9 @@ class ConnectDialog(QDialog):
                            f"{'them' if many else 'it'} (marked interrupted; you can continue later).")
             stops.setWordWrap(True)
             lay.addWidget(stops)
-        self.error = QLabel()
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #cf3a3a;")
-        self.error.hide()
+        self.error = dialogs.error_line()
         lay.addWidget(self.error)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.connect_button = buttons.addButton("Connect", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.connect_button.setObjectName("Primary")
-        self.connect_button.setDefault(True)
-        buttons.accepted.connect(self._connect)
-        buttons.rejected.connect(self.close)
+        buttons, self.connect_button = dialogs.action_buttons("Connect", self._connect, self.close)
         lay.addWidget(buttons)
         (self.token if url else self.url).setFocus()
 

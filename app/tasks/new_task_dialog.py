@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QDialog,
-    QDialogButtonBox,
     QFileDialog,
     QFormLayout,
     QGridLayout,
@@ -31,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..core.bridge import RuntimeBridge
+from ..widgets import dialogs
 from ..widgets.controls import FileChip
 from ..widgets.model_picker import ModelPicker
 
@@ -102,17 +102,9 @@ class NewTaskDialog(QDialog):
         fixed = QLabel("Model, approvals, planning, documents and memory stay fixed for this task's life.")
         fixed.setObjectName("Muted")
         lay.addWidget(fixed)
-        self.error = QLabel()
-        self.error.setWordWrap(True)
-        self.error.setStyleSheet("color: #cf3a3a;")
-        self.error.hide()
+        self.error = dialogs.error_line()
         lay.addWidget(self.error)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
-        self.create_button = buttons.addButton("Create task", QDialogButtonBox.ButtonRole.AcceptRole)
-        self.create_button.setObjectName("Primary")
-        self.create_button.setDefault(True)
-        buttons.accepted.connect(self._create)
-        buttons.rejected.connect(self.close)
+        buttons, self.create_button = dialogs.action_buttons("Create task", self._create, self.close)
         lay.addWidget(buttons)
         self.goal.setFocus()
 

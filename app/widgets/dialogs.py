@@ -17,9 +17,31 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMessageBox,
+    QPushButton,
     QVBoxLayout,
     QWidget,
 )
+
+
+def error_line() -> QLabel:
+    """A form dialog's line for what went wrong, hidden until there is something to say."""
+    line = QLabel()
+    line.setWordWrap(True)
+    line.setStyleSheet("color: #cf3a3a;")
+    line.hide()
+    return line
+
+
+def action_buttons(text: str, on_accept: Callable[[], object], on_cancel: Callable[[], object]
+                   ) -> tuple[QDialogButtonBox, QPushButton]:
+    """Cancel and the dialog's one action (the default, styled as primary); the box and the action's button."""
+    buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel)
+    action = buttons.addButton(text, QDialogButtonBox.ButtonRole.AcceptRole)
+    action.setObjectName("Primary")
+    action.setDefault(True)
+    buttons.accepted.connect(on_accept)
+    buttons.rejected.connect(on_cancel)
+    return buttons, action
 
 
 def confirm(parent: QWidget | None, title: str, text: str, accept: str, on_accept: Callable[[], object],
