@@ -14,6 +14,7 @@ import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +66,25 @@ def start_preload(home: str | Path | None, model_ref: str | None, first_input: s
             from ..tools.base import tool_spec
             from ..tools.mcp.consent import MCPConsents
             from ..tools.memory_tool import MemoryTool
+            from ..tools.shell.background import BACKGROUND_DIR, BackgroundCommands
+            from ..tools.waiting import BackgroundCommand, Wait
 
-            kit = AgentKit(folder, lambda: settings, keys, {}, [], MCPConsents(folder), library)
+            # Offered what a task's first turn is offered (deliver, background commands, wait), so the prompt it
+            # warms is that turn's; nothing runs here, and no database is open yet.
+            unopened = _Unopened()
+            kit = AgentKit(folder, lambda: settings, keys, {}, [], MCPConsents(folder), library,
+                           deliver=unopened.deliver, background=BackgroundCommands(folder / BACKGROUND_DIR, unopened),
+                           wakes=lambda: unopened)
             # This thread has no event loop of its own.
             messages, tools = asyncio.run(kit.first_prompt(model_ref or settings.default_model))
             if tools and settings.memory:  # a new task's memory, as kit.first_prompt gives it beside the database
                 if any(p.name != INDEX_NAME for p in (folder / MEMORY_DIR).glob("*.md")):
                     tools = []  # their index is in the prompt, and it is read with the database: only load
                 else:
-                    tools.append(tool_spec(MemoryTool))  # type: ignore[arg-type]  # reads only class attributes
+                    # where a turn has it (kits/task.py): before the waiting tools, which come last
+                    waiting = (BackgroundCommand.name, Wait.name)
+                    at = next((i for i, t in enumerate(tools) if t["function"]["name"] in waiting), len(tools))
+                    tools.insert(at, tool_spec(MemoryTool))  # type: ignore[arg-type]  # reads only class attributes
             if first_input:
                 messages.append({"role": "user", "content": first_input})
             provider.warm_sync(name, messages, tools, stop)
@@ -94,3 +105,14 @@ def _quietly(load: Callable[[str | None], object], name: str | None) -> None:
         load(name)
     except Exception as exc:
         log.info("loading the model early failed: %s", exc)
+
+
+class _Unopened:
+    """The records the preload's kit is given so that it offers a turn's every tool: none of them is ever called
+    (the preload renders the prompt, it runs no turn)."""
+
+    async def _never(self, *args: Any) -> Any:
+        raise RuntimeError("the preload runs no tool")
+
+    deliver = add_background = end_background = background_command = background_commands = _never
+    running_background = set = _never
